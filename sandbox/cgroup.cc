@@ -1,0 +1,966 @@
+// cgroup.cc: the v1 and v2 backends of CgroupManager and Cgroup.
+//
+// Detection reads /proc/self/mountinfo and /proc/self/cgroup; every path the
+// backends touch is `fs_root` + a path found there, and directories are made
+// and removed through CgroupDirectoryOps, so the whole file runs unchanged
+// against a fake tree in a temporary directory. Only absl and libc are used.
+#include "sandbox/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "sandbox/status_macros.h"
+#include "sandbox/unique_fd.h"
+
+namespace warden {
+
+const char* CgroupVersionName(CgroupVersion v) {
+  switch (v) {
+    case CgroupVersion::kV1:
+      return "v1";
+    case CgroupVersion::kV2:
+      return "v2";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The v1 controllers a sandbox needs, in the order paths are reported.
+constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+// CFS period used for cpu_percent. 100 ms is the kernel default; quota is a
+// share of it (Documentation/scheduler/sched-bwc.rst).
+constexpr int64_t kCfsPeriodUs = 100'000;
+// How long a freezer may take to report FROZEN before we kill anyway.
+constexpr absl::Duration kFreezeTimeout = absl::Seconds(1);
+// How long Destroy waits for killed tasks to leave the group before rmdir.
+constexpr absl::Duration kDrainTimeout = absl::Seconds(2);
+
+// ---------------------------------------------------------------------------
+// Files.
+
+std::string JoinPath(absl::string_view dir, absl::string_view name) {
+  if (absl::EndsWith(dir, "/")) return absl::StrCat(dir, name);
+  return absl::StrCat(dir, "/", name);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Control files are written with one write(2): cgroupfs parses each write as
+// a whole. Never creates the file; a missing control file is an error.
+absl::Status WriteFile(const std::string& path, absl::string_view value) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for writing"));
+  ssize_t n;
+  do {
+    n = ::write(fd.get(), value.data(), value.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("write '", value, "' to ", path));
+  if (static_cast<size_t>(n) != value.size()) {
+    return absl::InternalError(absl::StrCat("short write of '", value, "' to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ReadInt(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  int64_t value;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &value)) {
+    return absl::DataLossError(absl::StrCat("expected an integer in ", path, ", got '",
+                                            absl::StripAsciiWhitespace(text), "'"));
+  }
+  return value;
+}
+
+// Reads `key value` lines (cpu.stat, memory.events, memory.oom_control).
+// NotFound when the key is absent.
+absl::StatusOr<int64_t> ReadKeyedInt(const std::string& path, absl::string_view key) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() != 2 || f[0] != key) continue;
+    int64_t value;
+    if (!absl::SimpleAtoi(f[1], &value)) {
+      return absl::DataLossError(absl::StrCat("bad '", key, "' line in ", path, ": ", line));
+    }
+    return value;
+  }
+  return absl::NotFoundError(absl::StrCat("no '", key, "' in ", path));
+}
+
+// The union of the pids listed in `<dir>/cgroup.procs` for each dir; a dir
+// that no longer exists contributes nothing.
+absl::StatusOr<std::set<pid_t>> ReadProcs(const std::vector<std::string>& dirs) {
+  std::set<pid_t> pids;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<std::string> text = ReadFile(JoinPath(dir, "cgroup.procs"));
+    if (absl::IsNotFound(text.status())) continue;
+    if (!text.ok()) return text.status();
+    for (absl::string_view token :
+         absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+      pid_t pid;
+      if (!absl::SimpleAtoi(token, &pid) || pid <= 0) {
+        return absl::DataLossError(absl::StrCat("bad pid '", token, "' in ", dir, "/cgroup.procs"));
+      }
+      pids.insert(pid);
+    }
+  }
+  return pids;
+}
+
+std::set<std::string> ReadTokens(const std::string& path) {
+  std::set<std::string> out;
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return out;
+  for (absl::string_view t : absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    out.insert(std::string(absl::StripPrefix(t, "+")));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ListSubdirectories(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", dir));
+  std::vector<std::string> out;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (::stat(JoinPath(dir, name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) out.push_back(name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Polls `done` with a short backoff until it is true or `timeout` passes.
+// Kernel state changes (freezing, tasks leaving a group) have no portable
+// notification on v1, so a bounded poll is the honest way to wait.
+absl::StatusOr<bool> PollUntil(const std::function<absl::StatusOr<bool>()>& done,
+                               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration backoff = absl::Milliseconds(1);
+  for (;;) {
+    ASSIGN_OR_RETURN(bool ok, done());
+    if (ok) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(50));
+  }
+}
+
+absl::Status ValidateName(absl::string_view what, absl::string_view name) {
+  if (name.empty() || name == "." || name == ".." || absl::StrContains(name, '/') ||
+      absl::StrContains(name, "..") || absl::StrContains(name, '\0') || name.size() > 200) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid cgroup ", what, " '", name,
+                     "': must be non-empty, at most 200 bytes, without '/' or '..'"));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Killing.
+
+// SIGKILLs every process listed in the groups' cgroup.procs. Each pid is
+// pinned with a pidfd and then checked against a second read of cgroup.procs,
+// so a pid that was recycled by a process outside the group in between is
+// never signalled (pidfd_open(2), Linux 5.3).
+absl::Status KillListedProcesses(const std::vector<std::string>& dirs) {
+  ASSIGN_OR_RETURN(std::set<pid_t> listed, ReadProcs(dirs));
+  std::vector<std::pair<pid_t, UniqueFd>> pinned;
+  for (pid_t pid : listed) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) {
+      if (errno == ESRCH) continue;  // already gone
+      return absl::ErrnoToStatus(errno, absl::StrCat("pidfd_open ", pid, " (needs Linux 5.3+)"));
+    }
+    pinned.emplace_back(pid, UniqueFd(fd));
+  }
+  ASSIGN_OR_RETURN(std::set<pid_t> still_listed, ReadProcs(dirs));
+  for (auto& [pid, fd] : pinned) {
+    if (!still_listed.contains(pid)) continue;
+    if (::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0) < 0 && errno != ESRCH) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("kill ", pid));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Freezes through `state_file`, kills every listed task, and thaws again even
+// when killing fails. A frozen group cannot fork, so one pass sees every task;
+// SIGKILL takes effect once the group is thawed. If freezing does not finish
+// in time (a task stuck in the kernel) we kill anyway.
+absl::Status FreezeKillThaw(const std::vector<std::string>& dirs, const std::string& state_file,
+                            absl::string_view freeze, absl::string_view thaw,
+                            const std::function<absl::StatusOr<bool>()>& frozen) {
+  RETURN_IF_ERROR(WriteFile(state_file, freeze));
+  absl::StatusOr<bool> done = PollUntil(frozen, kFreezeTimeout);
+  absl::Status killed = done.ok() ? KillListedProcesses(dirs) : done.status();
+  absl::Status thawed = WriteFile(state_file, thaw);
+  RETURN_IF_ERROR(killed);
+  return thawed;
+}
+
+// ---------------------------------------------------------------------------
+// Groups.
+
+class RealDirectoryOps : public CgroupDirectoryOps {
+ public:
+  absl::Status MakeDirectory(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0755) == 0) return absl::OkStatus();
+    return DirError(errno, "mkdir", path);
+  }
+  absl::Status RemoveDirectory(const std::string& path) override {
+    if (::rmdir(path.c_str()) == 0) return absl::OkStatus();
+    return DirError(errno, "rmdir", path);
+  }
+
+ private:
+  static absl::Status DirError(int err, absl::string_view op, const std::string& path) {
+    // A read-only cgroupfs is "not writable" for our purposes, like EACCES.
+    if (err == EROFS)
+      return absl::PermissionDeniedError(absl::StrCat(op, " ", path, ": read-only"));
+    return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
+  }
+};
+
+// Shared lifecycle of one sandbox's group: a list of directories (one per
+// v1 hierarchy, or the single v2 directory) that are joined, drained and
+// removed together. Subclasses know the control files.
+class GroupBase : public Cgroup {
+ public:
+  GroupBase(std::vector<std::string> dirs, std::shared_ptr<CgroupDirectoryOps> ops)
+      : dirs_(std::move(dirs)), ops_(std::move(ops)) {}
+  ~GroupBase() override = default;
+
+  absl::Status AddProcess(pid_t pid) override {
+    for (const std::string& dir : dirs_) {
+      RETURN_IF_ERROR(WriteFile(JoinPath(dir, "cgroup.procs"), absl::StrCat(pid)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> Empty() const override {
+    ASSIGN_OR_RETURN(std::set<pid_t> pids, ReadProcs(dirs_));
+    return pids.empty();
+  }
+
+  absl::Status Destroy() override {
+    if (destroyed_) return absl::OkStatus();
+    bool any = false;
+    for (const std::string& dir : dirs_) any = any || Exists(dir);
+    if (!any) {
+      destroyed_ = true;
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(KillAll());
+    ASSIGN_OR_RETURN(bool empty, PollUntil([this] { return Empty(); }, kDrainTimeout));
+    if (!empty) {
+      ASSIGN_OR_RETURN(std::set<pid_t> left, ReadProcs(dirs_));
+      return absl::DeadlineExceededError(
+          absl::StrCat("cgroup ", dirs_.front(), " still holds pids ", absl::StrJoin(left, ","),
+                       " ", absl::FormatDuration(kDrainTimeout), " after SIGKILL; not removed"));
+    }
+    absl::Status first_error;
+    for (const std::string& dir : dirs_) {
+      absl::Status s = ops_->RemoveDirectory(dir);
+      if (!s.ok() && !absl::IsNotFound(s) && first_error.ok()) first_error = s;
+    }
+    destroyed_ = first_error.ok();
+    return first_error;
+  }
+
+  std::vector<std::string> Paths() const override { return dirs_; }
+
+  // For a group whose directories could not all be made: its destructor must
+  // not touch paths that may belong to another group of the same name.
+  void Disown() { destroyed_ = true; }
+
+ protected:
+  // Called from the subclasses' destructors, while KillAll is still theirs.
+  void DestroyLoggingErrors() {
+    absl::Status s = Destroy();
+    if (!s.ok()) std::fprintf(stderr, "warden: destroying cgroup: %s\n", s.ToString().c_str());
+  }
+
+  const std::vector<std::string> dirs_;
+  const std::shared_ptr<CgroupDirectoryOps> ops_;
+
+ private:
+  bool destroyed_ = false;
+};
+
+// v1: one directory in each of the memory, pids, cpu, cpuacct and freezer
+// hierarchies (fewer when some are co-mounted).
+class CgroupV1 : public GroupBase {
+ public:
+  // `by_controller` maps each of kV1Controllers to this group's directory.
+  CgroupV1(std::map<std::string, std::string> by_controller, std::vector<std::string> dirs,
+           std::shared_ptr<CgroupDirectoryOps> ops)
+      : GroupBase(std::move(dirs), std::move(ops)), by_controller_(std::move(by_controller)) {}
+  ~CgroupV1() override { DestroyLoggingErrors(); }
+
+  absl::Status SetLimits(const CgroupLimits& limits) {
+    const std::string& memory = by_controller_.at("memory");
+    if (limits.memory_bytes > 0) {
+      // memsw (memory+swap) must stay >= the memory limit, so the memory limit
+      // goes first; memsw = the same value keeps the sandbox out of swap. The
+      // file exists only with swap accounting (CONFIG_MEMCG_SWAP, swapaccount=1).
+      const std::string value = absl::StrCat(limits.memory_bytes);
+      RETURN_IF_ERROR(WriteFile(JoinPath(memory, "memory.limit_in_bytes"), value));
+      const std::string memsw = JoinPath(memory, "memory.memsw.limit_in_bytes");
+      if (Exists(memsw)) RETURN_IF_ERROR(WriteFile(memsw, value));
+    }
+    if (limits.pids > 0) {
+      RETURN_IF_ERROR(
+          WriteFile(JoinPath(by_controller_.at("pids"), "pids.max"), absl::StrCat(limits.pids)));
+    }
+    if (limits.cpu_percent > 0) {
+      const std::string& cpu = by_controller_.at("cpu");
+      RETURN_IF_ERROR(WriteFile(JoinPath(cpu, "cpu.cfs_period_us"), absl::StrCat(kCfsPeriodUs)));
+      RETURN_IF_ERROR(WriteFile(JoinPath(cpu, "cpu.cfs_quota_us"),
+                                absl::StrCat(kCfsPeriodUs * limits.cpu_percent / 100)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<CgroupUsage> Usage() const override {
+    CgroupUsage usage;
+    ASSIGN_OR_RETURN(usage.cpu_usage_ns,
+                     ReadInt(JoinPath(by_controller_.at("cpuacct"), "cpuacct.usage")));
+    const std::string& memory = by_controller_.at("memory");
+    ASSIGN_OR_RETURN(usage.peak_memory_bytes,
+                     ReadInt(JoinPath(memory, "memory.max_usage_in_bytes")));
+    // The oom_kill line appeared in Linux 4.13; older kernels report 0.
+    absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(memory, "memory.oom_control"), "oom_kill");
+    if (ooms.ok()) {
+      usage.oom_kills = *ooms;
+    } else if (!absl::IsNotFound(ooms.status())) {
+      return ooms.status();
+    }
+    return usage;
+  }
+
+  absl::Status KillAll() override {
+    // Freezing costs milliseconds on v1 even for an empty group, and the
+    // usual caller has already reaped the sandbox's whole pid namespace.
+    ASSIGN_OR_RETURN(bool empty, Empty());
+    if (empty) return absl::OkStatus();
+    const std::string state = JoinPath(by_controller_.at("freezer"), "freezer.state");
+    return FreezeKillThaw(dirs_, state, "FROZEN", "THAWED", [&state]() -> absl::StatusOr<bool> {
+      ASSIGN_OR_RETURN(std::string s, ReadFile(state));
+      return absl::StripAsciiWhitespace(s) == "FROZEN";
+    });
+  }
+
+ private:
+  const std::map<std::string, std::string> by_controller_;
+};
+
+// v2: one directory in the unified hierarchy.
+class CgroupV2 : public GroupBase {
+ public:
+  CgroupV2(std::string dir, std::shared_ptr<CgroupDirectoryOps> ops)
+      : GroupBase({std::move(dir)}, std::move(ops)) {}
+  ~CgroupV2() override { DestroyLoggingErrors(); }
+
+  absl::Status SetLimits(const CgroupLimits& limits) {
+    const std::string& dir = dirs_.front();
+    if (limits.memory_bytes > 0) {
+      RETURN_IF_ERROR(WriteFile(JoinPath(dir, "memory.max"), absl::StrCat(limits.memory_bytes)));
+    }
+    // Swap is never part of a sandbox's budget. memory.swap.max exists only
+    // with swap accounting compiled in.
+    const std::string swap = JoinPath(dir, "memory.swap.max");
+    if (Exists(swap)) RETURN_IF_ERROR(WriteFile(swap, "0"));
+    // On OOM kill the whole sandbox, not one task of it (Linux 4.19).
+    RETURN_IF_ERROR(WriteFile(JoinPath(dir, "memory.oom.group"), "1"));
+    if (limits.pids > 0) {
+      RETURN_IF_ERROR(WriteFile(JoinPath(dir, "pids.max"), absl::StrCat(limits.pids)));
+    }
+    if (limits.cpu_percent > 0) {
+      const std::string cpu_max = JoinPath(dir, "cpu.max");
+      if (!Exists(cpu_max)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cpu_percent needs the cgroup v2 cpu controller, which is not enabled for ", dir,
+            ": delegate it to wardend (systemd: Delegate=yes) or set cpu_percent to 0"));
+      }
+      RETURN_IF_ERROR(WriteFile(
+          cpu_max, absl::StrCat(kCfsPeriodUs * limits.cpu_percent / 100, " ", kCfsPeriodUs)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<CgroupUsage> Usage() const override {
+    const std::string& dir = dirs_.front();
+    CgroupUsage usage;
+    ASSIGN_OR_RETURN(int64_t usec, ReadKeyedInt(JoinPath(dir, "cpu.stat"), "usage_usec"));
+    usage.cpu_usage_ns = usec * 1000;
+    // memory.peak appeared in Linux 5.19; 0 means unknown.
+    const std::string peak = JoinPath(dir, "memory.peak");
+    if (Exists(peak)) {
+      ASSIGN_OR_RETURN(usage.peak_memory_bytes, ReadInt(peak));
+    }
+    absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(dir, "memory.events"), "oom_kill");
+    if (ooms.ok()) {
+      usage.oom_kills = *ooms;
+    } else if (!absl::IsNotFound(ooms.status())) {
+      return ooms.status();
+    }
+    return usage;
+  }
+
+  absl::Status KillAll() override {
+    const std::string& dir = dirs_.front();
+    // cgroup.kill (Linux 5.14) kills every task atomically, forks included.
+    const std::string kill = JoinPath(dir, "cgroup.kill");
+    if (Exists(kill)) return WriteFile(kill, "1");
+    const std::string events = JoinPath(dir, "cgroup.events");
+    return FreezeKillThaw(dirs_, JoinPath(dir, "cgroup.freeze"), "1", "0",
+                          [&events]() -> absl::StatusOr<bool> {
+                            ASSIGN_OR_RETURN(int64_t frozen, ReadKeyedInt(events, "frozen"));
+                            return frozen == 1;
+                          });
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Detection: which hierarchies exist and where the current cgroup is in each.
+
+struct Mount {
+  std::string root;         // the hierarchy path mounted (field 4)
+  std::string mount_point;  // where (field 5), unescaped
+  std::string fstype;
+  std::set<std::string> super_options;
+};
+
+// mountinfo escapes space, tab, newline and backslash as \ooo (proc(5)).
+std::string UnescapeMountPath(absl::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      int v = 0;
+      bool ok = true;
+      for (size_t j = 1; j <= 3; ++j) {
+        char c = s[i + j];
+        if (c < '0' || c > '7') ok = false;
+        v = v * 8 + (c - '0');
+      }
+      if (ok) {
+        out.push_back(static_cast<char>(v));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Mount>> ParseMountInfo(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::vector<Mount> mounts;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    size_t sep = 6;
+    while (sep < f.size() && f[sep] != "-") ++sep;
+    if (f.size() < 6 || sep + 3 >= f.size()) {
+      return absl::DataLossError(absl::StrCat("malformed line in ", path, ": ", line));
+    }
+    if (f[sep + 1] != "cgroup" && f[sep + 1] != "cgroup2") continue;
+    Mount m;
+    m.root = UnescapeMountPath(f[3]);
+    m.mount_point = UnescapeMountPath(f[4]);
+    m.fstype = std::string(f[sep + 1]);
+    for (absl::string_view o : absl::StrSplit(f[sep + 3], ','))
+      m.super_options.insert(std::string(o));
+    mounts.push_back(std::move(m));
+  }
+  return mounts;
+}
+
+// One line of /proc/self/cgroup: "id:controller,list:/path" (cgroups(7)).
+struct Membership {
+  std::set<std::string> controllers;  // empty for the v2 line "0::/path"
+  std::string path;
+  bool unified = false;
+};
+
+absl::StatusOr<std::vector<Membership>> ParseSelfCgroup(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::vector<Membership> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3 || !absl::StartsWith(f[2], "/")) {
+      return absl::DataLossError(absl::StrCat("malformed line in ", path, ": ", line));
+    }
+    Membership m;
+    m.unified = f[0] == "0" && f[1].empty();
+    for (absl::string_view c : absl::StrSplit(f[1], ',', absl::SkipEmpty())) {
+      m.controllers.insert(std::string(c));
+    }
+    m.path = std::string(f[2]);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The directory of cgroup `cgroup_path` under `mount`: /proc/self/cgroup
+// paths are relative to the hierarchy root, of which `mount.root` is mounted.
+std::string CgroupDir(const std::string& fs_root, const Mount& mount,
+                      const std::string& cgroup_path) {
+  absl::string_view rel = cgroup_path;
+  if (mount.root != "/" && absl::StartsWith(rel, mount.root)) rel.remove_prefix(mount.root.size());
+  std::string dir = absl::StrCat(fs_root, mount.mount_point);
+  if (!rel.empty() && rel != "/") dir = JoinPath(dir, absl::StripPrefix(rel, "/"));
+  return dir;
+}
+
+struct Detected {
+  // v2: the current cgroup's directory, the hierarchy root, and why v2 is not
+  // usable (empty when it is).
+  std::string v2_dir;
+  std::string v2_root;
+  std::string v2_problem;
+  // v1: each required controller's current cgroup directory, and why v1 is
+  // not usable (empty when it is).
+  std::map<std::string, std::string> v1_dirs;
+  std::string v1_problem;
+};
+
+absl::StatusOr<Detected> Detect(const CgroupOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<Mount> mounts,
+                   ParseMountInfo(options.fs_root + options.mountinfo_path));
+  ASSIGN_OR_RETURN(std::vector<Membership> members,
+                   ParseSelfCgroup(options.fs_root + options.self_cgroup_path));
+  Detected d;
+
+  const Mount* unified = nullptr;
+  for (const Mount& m : mounts) {
+    if (m.fstype == "cgroup2") {
+      unified = &m;
+      break;
+    }
+  }
+  const Membership* unified_member = nullptr;
+  for (const Membership& m : members) {
+    if (m.unified) unified_member = &m;
+  }
+  if (unified == nullptr) {
+    d.v2_problem = "no cgroup2 filesystem is mounted";
+  } else if (unified_member == nullptr) {
+    d.v2_problem = "this process has no '0::' line in /proc/self/cgroup";
+  } else {
+    d.v2_dir = CgroupDir(options.fs_root, *unified, unified_member->path);
+    d.v2_root = options.fs_root + unified->mount_point;
+    std::set<std::string> available = ReadTokens(JoinPath(d.v2_dir, "cgroup.controllers"));
+    if (!available.contains("memory") || !available.contains("pids")) {
+      d.v2_problem = absl::StrCat("cgroup v2 at ", d.v2_dir, " offers controllers [",
+                                  absl::StrJoin(available, " "), "], needs memory and pids");
+    }
+  }
+
+  for (const char* controller : kV1Controllers) {
+    const Mount* mount = nullptr;
+    for (const Mount& m : mounts) {
+      if (m.fstype == "cgroup" && m.super_options.contains(controller)) {
+        mount = &m;
+        break;
+      }
+    }
+    const Membership* member = nullptr;
+    for (const Membership& m : members) {
+      if (m.controllers.contains(controller)) member = &m;
+    }
+    if (mount == nullptr || member == nullptr) {
+      d.v1_problem = absl::StrCat("cgroup v1 controller '", controller, "' is ",
+                                  mount == nullptr ? "not mounted" : "not in /proc/self/cgroup");
+      d.v1_dirs.clear();
+      break;
+    }
+    d.v1_dirs[controller] = CgroupDir(options.fs_root, *mount, member->path);
+  }
+  return d;
+}
+
+absl::Status NotWritable(absl::string_view what, const std::string& path, const absl::Status& cause,
+                         absl::string_view remedy) {
+  return absl::PermissionDeniedError(absl::StrCat(what, " ", path, " is not writable by uid ",
+                                                  ::geteuid(), ": ", remedy, " (", cause.message(),
+                                                  ")"));
+}
+
+absl::Status CheckWritable(absl::string_view what, const std::string& path,
+                           absl::string_view remedy) {
+  if (::access(path.c_str(), W_OK) == 0) return absl::OkStatus();
+  return NotWritable(what, path, absl::ErrnoToStatus(errno, absl::StrCat("access ", path)), remedy);
+}
+
+constexpr absl::string_view kV1Remedy =
+    "run wardend as root, or give its uid a writable cgroup in each of the memory, pids, cpu, "
+    "cpuacct and freezer hierarchies";
+constexpr absl::string_view kV2Remedy = "run wardend under systemd with Delegate=yes, or as root";
+
+// ---------------------------------------------------------------------------
+// Managers.
+
+// Removes whatever groups are still inside `subtrees` (destroyed through
+// `make_group` so they are killed first), then the subtrees themselves.
+void RemoveSubtrees(
+    const std::vector<std::string>& subtrees, CgroupDirectoryOps& ops,
+    const std::function<std::unique_ptr<GroupBase>(const std::string&)>& make_group) {
+  std::set<std::string> leftovers;
+  for (const std::string& dir : subtrees) {
+    absl::StatusOr<std::vector<std::string>> names = ListSubdirectories(dir);
+    if (names.ok()) leftovers.insert(names->begin(), names->end());
+  }
+  for (const std::string& name : leftovers) {
+    std::unique_ptr<GroupBase> group = make_group(name);
+    absl::Status s = group->Destroy();
+    if (!s.ok()) {
+      std::fprintf(stderr, "warden: removing leftover cgroup %s: %s\n", name.c_str(),
+                   s.ToString().c_str());
+    }
+  }
+  for (const std::string& dir : subtrees) {
+    absl::Status s = ops.RemoveDirectory(dir);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      std::fprintf(stderr, "warden: removing cgroup subtree: %s\n", s.ToString().c_str());
+    }
+  }
+}
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+class CgroupManagerV1 : public CgroupManager {
+ public:
+  CgroupManagerV1(std::shared_ptr<CgroupDirectoryOps> ops) : ops_(std::move(ops)) {}
+  ~CgroupManagerV1() override {
+    RemoveSubtrees(created_, *ops_, [this](const std::string& name) { return MakeGroup(name); });
+  }
+
+  absl::Status Init(const std::map<std::string, std::string>& current, const std::string& subtree) {
+    for (const char* controller : kV1Controllers) {
+      const std::string dir = JoinPath(current.at(controller), subtree);
+      subtree_by_controller_[controller] = dir;
+      if (std::find(created_.begin(), created_.end(), dir) != created_.end())
+        continue;  // co-mounted
+      absl::Status s = ops_->MakeDirectory(dir);
+      if (absl::IsPermissionDenied(s)) {
+        return NotWritable(absl::StrCat("cgroup v1 ", controller, " hierarchy"),
+                           current.at(controller), s, kV1Remedy);
+      }
+      if (absl::IsAlreadyExists(s)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cgroup ", dir, " already exists: another wardend uses subtree name '", subtree,
+            "', or a previous one crashed (remove it with rmdir once it is empty)"));
+      }
+      RETURN_IF_ERROR(s);
+      created_.push_back(dir);
+      RETURN_IF_ERROR(CheckWritable(absl::StrCat("cgroup v1 ", controller, " subtree"),
+                                    JoinPath(dir, "cgroup.procs"), kV1Remedy));
+    }
+    return absl::OkStatus();
+  }
+
+  CgroupVersion version() const override { return CgroupVersion::kV1; }
+
+  absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(absl::string_view name,
+                                                      const CgroupLimits& limits) override {
+    RETURN_IF_ERROR(ValidateName("group name", name));
+    std::unique_ptr<CgroupV1> group = MakeGroup(std::string(name));
+    std::vector<std::string> made;
+    for (const std::string& dir : group->Paths()) {
+      absl::Status s = ops_->MakeDirectory(dir);
+      if (!s.ok()) {
+        for (const std::string& m : made) (void)ops_->RemoveDirectory(m);
+        group->Disown();
+        return s;
+      }
+      made.push_back(dir);
+    }
+    // From here the group owns its directories and removes them on failure.
+    RETURN_IF_ERROR(group->SetLimits(limits));
+    return std::unique_ptr<Cgroup>(std::move(group));
+  }
+
+  std::string Describe() const override {
+    std::string out = "cgroup v1 (controllers: memory pids cpu cpuacct freezer)\n";
+    for (const char* controller : kV1Controllers) {
+      const std::string& dir = subtree_by_controller_.at(controller);
+      absl::StrAppend(&out, "  ", controller, ": ", dir);
+      if (std::string(controller) == "memory") {
+        absl::StrAppend(&out, " (memory.memsw.limit_in_bytes: ",
+                        YesNo(Exists(JoinPath(dir, "memory.memsw.limit_in_bytes"))),
+                        ", memory.max_usage_in_bytes: ",
+                        YesNo(Exists(JoinPath(dir, "memory.max_usage_in_bytes"))), ")");
+      }
+      out += "\n";
+    }
+    out += "  cgroup.kill: no (v1 kills by freezing and signalling each task)\n";
+    return out;
+  }
+
+  std::vector<std::string> SubtreePaths() const override { return created_; }
+
+ private:
+  std::unique_ptr<CgroupV1> MakeGroup(const std::string& name) const {
+    std::map<std::string, std::string> by_controller;
+    std::vector<std::string> dirs;
+    for (const auto& [controller, subtree] : subtree_by_controller_) {
+      by_controller[controller] = JoinPath(subtree, name);
+    }
+    for (const char* controller : kV1Controllers) {
+      const std::string& dir = by_controller.at(controller);
+      if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    }
+    return std::make_unique<CgroupV1>(std::move(by_controller), std::move(dirs), ops_);
+  }
+
+  const std::shared_ptr<CgroupDirectoryOps> ops_;
+  std::map<std::string, std::string> subtree_by_controller_;
+  std::vector<std::string> created_;  // distinct subtree dirs, in kV1Controllers order
+};
+
+// cgroup v2 and the no-internal-processes rule (cgroup-v2.rst, "No Internal
+// Process Constraint"): a non-root cgroup with controllers enabled in its
+// cgroup.subtree_control cannot hold processes. To give sandboxes memory,
+// pids and cpu control, the current cgroup C must enable them for its
+// children, so - like nsjail - if C is not the root, lacks them, and holds
+// processes, this process moves itself into the leaf sibling
+// C/<subtree_name>.supervisor first. Sandboxes live in C/<subtree_name>/<name>.
+// On destruction this is undone when no other child of C remains.
+class CgroupManagerV2 : public CgroupManager {
+ public:
+  CgroupManagerV2(std::shared_ptr<CgroupDirectoryOps> ops) : ops_(std::move(ops)) {}
+  ~CgroupManagerV2() override {
+    std::vector<std::string> subtrees;
+    if (created_subtree_) subtrees.push_back(subtree_);
+    RemoveSubtrees(subtrees, *ops_, [this](const std::string& name) { return MakeGroup(name); });
+    Restore();
+  }
+
+  absl::Status Init(const std::string& current, const std::string& root,
+                    const std::string& subtree_name) {
+    current_ = current;
+    subtree_ = JoinPath(current, subtree_name);
+    std::set<std::string> available = ReadTokens(JoinPath(current, "cgroup.controllers"));
+    for (const char* c : {"memory", "pids", "cpu"}) {
+      if (available.contains(c)) controllers_.push_back(c);
+    }
+    std::set<std::string> enabled = ReadTokens(JoinPath(current, "cgroup.subtree_control"));
+    std::vector<std::string> missing;
+    for (const std::string& c : controllers_) {
+      if (!enabled.contains(c)) missing.push_back(c);
+    }
+
+    if (!missing.empty()) {
+      ASSIGN_OR_RETURN(std::set<pid_t> procs, ReadProcs({current}));
+      if (current != root && !procs.empty()) {
+        const std::string leaf = absl::StrCat(subtree_, ".supervisor");
+        absl::Status s = ops_->MakeDirectory(leaf);
+        if (absl::IsPermissionDenied(s)) return NotWritable("cgroup v2", current, s, kV2Remedy);
+        RETURN_IF_ERROR(s);
+        leaf_ = leaf;
+        s = WriteFile(JoinPath(leaf, "cgroup.procs"), absl::StrCat(::getpid()));
+        if (!s.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "cannot move wardend out of ", current, " into ", leaf,
+              " to free its cgroup for sandboxes: ", kV2Remedy, " (", s.message(), ")"));
+        }
+        moved_self_ = true;
+      }
+      const std::string control = JoinPath(current, "cgroup.subtree_control");
+      absl::Status s = WriteFile(control, absl::StrCat("+", absl::StrJoin(missing, " +")));
+      if (absl::IsPermissionDenied(s)) return NotWritable("cgroup v2", control, s, kV2Remedy);
+      if (!s.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot enable ", absl::StrJoin(missing, " "), " in ", control,
+            "; its cgroup probably holds other processes (the cgroup v2 no-internal-processes "
+            "rule): run wardend in a cgroup of its own, e.g. under systemd with Delegate=yes (",
+            s.message(), ")"));
+      }
+      enabled_in_current_ = missing;
+    }
+
+    absl::Status s = ops_->MakeDirectory(subtree_);
+    if (absl::IsPermissionDenied(s))
+      return NotWritable("cgroup v2 subtree", subtree_, s, kV2Remedy);
+    if (absl::IsAlreadyExists(s)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cgroup ", subtree_, " already exists: another wardend uses subtree name '", subtree_name,
+          "', or a previous one crashed (remove it with rmdir once it is empty)"));
+    }
+    RETURN_IF_ERROR(s);
+    created_subtree_ = true;
+    RETURN_IF_ERROR(
+        CheckWritable("cgroup v2 subtree", JoinPath(subtree_, "cgroup.procs"), kV2Remedy));
+    s = WriteFile(JoinPath(subtree_, "cgroup.subtree_control"),
+                  absl::StrCat("+", absl::StrJoin(controllers_, " +")));
+    if (absl::IsPermissionDenied(s))
+      return NotWritable("cgroup v2 subtree", subtree_, s, kV2Remedy);
+    return s;
+  }
+
+  CgroupVersion version() const override { return CgroupVersion::kV2; }
+
+  absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(absl::string_view name,
+                                                      const CgroupLimits& limits) override {
+    RETURN_IF_ERROR(ValidateName("group name", name));
+    std::unique_ptr<CgroupV2> group = MakeGroup(std::string(name));
+    if (absl::Status s = ops_->MakeDirectory(group->Paths().front()); !s.ok()) {
+      group->Disown();
+      return s;
+    }
+    // From here the group owns its directory and removes it on failure.
+    RETURN_IF_ERROR(group->SetLimits(limits));
+    return std::unique_ptr<Cgroup>(std::move(group));
+  }
+
+  std::string Describe() const override {
+    std::string out = "cgroup v2\n";
+    absl::StrAppend(&out, "  subtree: ", subtree_, "\n");
+    absl::StrAppend(&out, "  controllers: ", absl::StrJoin(controllers_, " "), "\n");
+    if (moved_self_) absl::StrAppend(&out, "  wardend moved into leaf: ", leaf_, "\n");
+    absl::StrAppend(&out, "  cgroup.kill: ", YesNo(Exists(JoinPath(subtree_, "cgroup.kill"))),
+                    "\n");
+    absl::StrAppend(&out, "  memory.peak: ", YesNo(Exists(JoinPath(subtree_, "memory.peak"))),
+                    "\n");
+    absl::StrAppend(
+        &out, "  memory.swap.max: ", YesNo(Exists(JoinPath(subtree_, "memory.swap.max"))), "\n");
+    return out;
+  }
+
+  std::vector<std::string> SubtreePaths() const override {
+    if (!created_subtree_) return {};
+    return {subtree_};
+  }
+
+ private:
+  std::unique_ptr<CgroupV2> MakeGroup(const std::string& name) const {
+    return std::make_unique<CgroupV2>(JoinPath(subtree_, name), ops_);
+  }
+
+  // Undoes what Init did to the current cgroup, unless another child of it
+  // (a second manager, someone else's group) still depends on it.
+  void Restore() {
+    if (enabled_in_current_.empty() && !moved_self_) {
+      if (!leaf_.empty()) (void)ops_->RemoveDirectory(leaf_);
+      return;
+    }
+    absl::StatusOr<std::vector<std::string>> children = ListSubdirectories(current_);
+    if (!children.ok()) return;
+    for (const std::string& child : *children) {
+      if (JoinPath(current_, child) != leaf_) return;
+    }
+    auto log = [](const absl::Status& s) {
+      if (!s.ok()) std::fprintf(stderr, "warden: restoring cgroup: %s\n", s.ToString().c_str());
+    };
+    if (!enabled_in_current_.empty()) {
+      log(WriteFile(JoinPath(current_, "cgroup.subtree_control"),
+                    absl::StrCat("-", absl::StrJoin(enabled_in_current_, " -"))));
+    }
+    if (moved_self_) {
+      log(WriteFile(JoinPath(current_, "cgroup.procs"), absl::StrCat(::getpid())));
+      log(ops_->RemoveDirectory(leaf_));
+    }
+  }
+
+  const std::shared_ptr<CgroupDirectoryOps> ops_;
+  std::string current_;                          // the cgroup we started in
+  std::string subtree_;                          // current_/<subtree_name>
+  std::string leaf_;                             // where we moved ourselves, if made
+  std::vector<std::string> controllers_;         // enabled for sandboxes
+  std::vector<std::string> enabled_in_current_;  // what Init enabled in current_
+  bool moved_self_ = false;
+  bool created_subtree_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Create(const CgroupOptions& options) {
+  RETURN_IF_ERROR(ValidateName("subtree_name", options.subtree_name));
+  if (options.force_version != 0 && options.force_version != 1 && options.force_version != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("force_version must be 0, 1 or 2, not ", options.force_version));
+  }
+  std::shared_ptr<CgroupDirectoryOps> ops = options.directory_ops;
+  if (ops == nullptr) ops = std::make_shared<RealDirectoryOps>();
+  ASSIGN_OR_RETURN(Detected d, Detect(options));
+
+  int version = options.force_version;
+  if (version == 0) {
+    if (d.v2_problem.empty()) {
+      version = 2;
+    } else if (d.v1_problem.empty()) {
+      version = 1;
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no usable cgroup hierarchy: ", d.v2_problem, "; ", d.v1_problem,
+          ". wardend needs cgroup v2 with the memory and pids controllers delegated to it, or "
+          "cgroup v1 with memory, pids, cpu, cpuacct and freezer mounted"));
+    }
+  }
+  if (version == 2) {
+    if (!d.v2_problem.empty()) return absl::FailedPreconditionError(d.v2_problem);
+    auto manager = std::make_unique<CgroupManagerV2>(ops);
+    // On failure the manager's destructor undoes whatever Init did.
+    RETURN_IF_ERROR(manager->Init(d.v2_dir, d.v2_root, options.subtree_name));
+    return std::unique_ptr<CgroupManager>(std::move(manager));
+  }
+  if (!d.v1_problem.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(d.v1_problem, ": wardend needs memory, pids, cpu, cpuacct and freezer"));
+  }
+  auto manager = std::make_unique<CgroupManagerV1>(ops);
+  RETURN_IF_ERROR(manager->Init(d.v1_dirs, options.subtree_name));
+  return std::unique_ptr<CgroupManager>(std::move(manager));
+}
+
+}  // namespace warden

@@ -1,0 +1,112 @@
+// Cgroups for sandboxes, v1 and v2 behind one interface.
+//
+// A CgroupManager owns Warden's subtree inside the cgroup the process already
+// runs in (read from /proc/self/cgroup), as a delegated subtree would be in
+// production; it never creates groups elsewhere in a hierarchy and never
+// touches the host's cgroup mounts. Each sandbox gets one Cgroup, which kills
+// its processes and removes itself when destroyed.
+//
+// The filesystem is reached through `CgroupOptions::fs_root`, so both backends
+// can be unit-tested against a temporary directory laid out like cgroupfs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace warden {
+
+enum class CgroupVersion { kV1, kV2 };
+const char* CgroupVersionName(CgroupVersion v);
+
+struct CgroupLimits {
+  int64_t memory_bytes = 0;  // 0 = unlimited; swap is always limited to 0
+  int64_t pids = 0;          // 0 = unlimited
+  int64_t cpu_percent = 0;   // 0 = unlimited; 100 = one core
+};
+
+struct CgroupUsage {
+  int64_t cpu_usage_ns = 0;       // cumulative, all tasks (cpuacct.usage / cpu.stat usage_usec)
+  int64_t peak_memory_bytes = 0;  // memory.max_usage_in_bytes / memory.peak (0 if unknown)
+  int64_t oom_kills = 0;          // memory.oom_control oom_kill / memory.events oom_kill
+};
+
+// One sandbox's cgroup (in v1: one directory per controller hierarchy).
+class Cgroup {
+ public:
+  virtual ~Cgroup() = default;
+  // Moves `pid` (a host pid) into the group.
+  virtual absl::Status AddProcess(pid_t pid) = 0;
+  virtual absl::StatusOr<CgroupUsage> Usage() const = 0;
+  // SIGKILLs every process in the group (v2: cgroup.kill; v1: freeze, kill
+  // each task, thaw). Only processes inside this group, which Warden started.
+  virtual absl::Status KillAll() = 0;
+  // True when no process is left in the group.
+  virtual absl::StatusOr<bool> Empty() const = 0;
+  // Kills what is left and removes the directories. Idempotent; also run by
+  // the destructor of implementations, with errors logged to stderr only.
+  virtual absl::Status Destroy() = 0;
+  // The directories of this group (for diagnostics and leak tests).
+  virtual std::vector<std::string> Paths() const = 0;
+};
+
+// How cgroup directories are made and removed. The real one is mkdir(2) and
+// rmdir(2) on cgroupfs, where the kernel adds and removes the control files;
+// a fake tree in tests substitutes one that creates them as regular files.
+class CgroupDirectoryOps {
+ public:
+  virtual ~CgroupDirectoryOps() = default;
+  // Fails with AlreadyExists if `path` exists, PermissionDenied if the parent
+  // is not writable.
+  virtual absl::Status MakeDirectory(const std::string& path) = 0;
+  // Fails with NotFound if `path` does not exist.
+  virtual absl::Status RemoveDirectory(const std::string& path) = 0;
+};
+
+struct CgroupOptions {
+  // Prefix prepended to every path read or written ("" = the real root).
+  // Tests point it at a temporary directory holding a fake cgroup tree.
+  std::string fs_root;
+  // Where to read the process's mounts and cgroup membership, relative to
+  // fs_root. Tests provide their own files.
+  std::string mountinfo_path = "/proc/self/mountinfo";
+  std::string self_cgroup_path = "/proc/self/cgroup";
+  // Name of Warden's subtree under the current cgroup, e.g. "warden-1234".
+  // Each manager creates it on Create and removes it on destruction.
+  std::string subtree_name;
+  // Force a version instead of detecting it (tests; 0 = detect).
+  int force_version = 0;
+  // Shared by the manager and every group it creates; nullptr = mkdir/rmdir.
+  std::shared_ptr<CgroupDirectoryOps> directory_ops;
+};
+
+class CgroupManager {
+ public:
+  virtual ~CgroupManager() = default;
+
+  // Detects the cgroup version (v2 when the unified hierarchy has the memory
+  // and pids controllers available to us, else v1 with memory, pids, cpu,
+  // cpuacct and freezer), finds the current cgroup, creates the subtree and
+  // checks it is writable. Fails with an error that says what to do when it
+  // is not (e.g. not delegated).
+  static absl::StatusOr<std::unique_ptr<CgroupManager>> Create(const CgroupOptions& options);
+
+  virtual CgroupVersion version() const = 0;
+  // Creates a fresh group named `name` under the subtree with `limits`.
+  virtual absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(absl::string_view name,
+                                                              const CgroupLimits& limits) = 0;
+  // One line per hierarchy: version, controllers, the subtree path, and
+  // whether cgroup.kill / memory.peak are available. For --check.
+  virtual std::string Describe() const = 0;
+  // The subtree directories (one per hierarchy in v1).
+  virtual std::vector<std::string> SubtreePaths() const = 0;
+};
+
+}  // namespace warden

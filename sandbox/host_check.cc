@@ -1,0 +1,119 @@
+#include "sandbox/host_check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "sandbox/unique_fd.h"
+
+namespace warden {
+namespace {
+
+std::string ReadSmallFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(ss.str()));
+}
+
+// Forks a child that tries every namespace Warden uses; returns "" or why not.
+std::string ProbeNamespaces() {
+  pid_t pid = fork();
+  if (pid < 0) return absl::StrCat("fork: ", strerror(errno));
+  if (pid == 0) {
+    int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                CLONE_NEWPID | CLONE_NEWCGROUP;
+    _exit(unshare(flags) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  return absl::StrCat("unshare(user, mount, net, ipc, uts, pid, cgroup) failed: ",
+                      strerror(WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL));
+}
+
+}  // namespace
+
+bool HostCheck::ok() const {
+  for (const auto& item : items) {
+    if (item.required && !item.ok) return false;
+  }
+  return true;
+}
+
+std::string HostCheck::Format() const {
+  std::string out;
+  for (const auto& item : items) {
+    absl::StrAppend(&out, item.ok ? "[ok]      " : (item.required ? "[MISSING] " : "[warn]    "),
+                    item.name, ": ", item.detail, "\n");
+  }
+  absl::StrAppend(&out, ok() ? "sandbox: can be built on this host\n"
+                             : "sandbox: CANNOT be built on this host (see MISSING above)\n");
+  return out;
+}
+
+HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded) {
+  HostCheck check;
+  struct utsname uts;
+  uname(&uts);
+  check.items.push_back({"kernel", true, false, absl::StrCat(uts.release, " ", uts.machine)});
+
+  {
+    std::string why = ProbeNamespaces();
+    std::string max_ns = ReadSmallFile("/proc/sys/user/max_user_namespaces");
+    check.items.push_back({"user namespaces", why.empty(), true,
+                           why.empty() ? absl::StrCat("available (max_user_namespaces=", max_ns, ")")
+                                       : absl::StrCat(why, "; enable with sysctl "
+                                                           "user.max_user_namespaces=10000")});
+  }
+  {
+    std::string actions = ReadSmallFile("/proc/sys/kernel/seccomp/actions_avail");
+    bool ok = actions.find("user_notif") != std::string::npos &&
+              actions.find("kill_process") != std::string::npos;
+    check.items.push_back({"seccomp", ok, true,
+                           ok ? absl::StrCat("filter actions: ", actions)
+                              : absl::StrCat("need kill_process and user_notif, have: '", actions,
+                                             "' (Linux 5.0+ with CONFIG_SECCOMP_FILTER)")});
+  }
+  {
+    UniqueFd fd(static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0)));
+    check.items.push_back({"pidfd", fd.valid(), true,
+                           fd.valid() ? "pidfd_open works" : "pidfd_open failed (Linux 5.3+ needed)"});
+  }
+  {
+    UniqueFd fs(fsopen("tmpfs", FSOPEN_CLOEXEC));
+    bool ok = fs.valid() || errno == EPERM;  // EPERM: exists, but we lack CAP_SYS_ADMIN here
+    check.items.push_back({"mount API", ok, true,
+                           ok ? "fsopen/open_tree/move_mount/mount_setattr present"
+                              : "the fd-based mount API is missing (Linux 5.12+ needed)"});
+  }
+  {
+    CgroupOptions probe = options;
+    if (probe.subtree_name.empty()) probe.subtree_name = absl::StrCat("warden-check-", getpid());
+    auto manager = CgroupManager::Create(probe);
+    if (manager.ok()) {
+      check.items.push_back({"cgroups", true, !allow_degraded, (*manager)->Describe()});
+    } else {
+      check.items.push_back({"cgroups", false, !allow_degraded,
+                             absl::StrCat(manager.status().message(),
+                                          allow_degraded ? " (degraded mode: rlimits only)" : "")});
+    }
+  }
+  return check;
+}
+
+}  // namespace warden

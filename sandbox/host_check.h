@@ -1,0 +1,31 @@
+// HostCheck: what this host supports, for `warden-run --check` and
+// `wardend --check`, in the spirit of isolate-check-environment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sandbox/cgroup.h"
+
+namespace warden {
+
+struct HostCheckItem {
+  std::string name;    // "user namespaces", "cgroups", ...
+  bool ok = false;
+  bool required = true;  // a missing required feature means no sandbox here
+  std::string detail;  // what was found, or what to do
+};
+
+struct HostCheck {
+  std::vector<HostCheckItem> items;
+  bool ok() const;               // every required item is ok
+  std::string Format() const;    // one line per item
+};
+
+// Probes the running kernel: user namespaces (by creating one), seccomp with
+// user notification, pidfd, the fd-based mount API, and cgroups (version,
+// controllers, cgroup.kill) through CgroupManager::Create with `options`.
+// `allow_degraded` makes cgroups optional.
+HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded);
+
+}  // namespace warden

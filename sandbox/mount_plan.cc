@@ -1,0 +1,535 @@
+#include "sandbox/mount_plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>  // glibc 2.36: open_tree, move_mount, fsopen, mount_setattr
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace warden {
+namespace {
+
+constexpr uint64_t kReadOnlyAttrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+
+std::string Relative(const std::string& absolute) { return absolute.substr(1); }
+
+MountOp Dir(std::string target, mode_t mode = 0755) {
+  MountOp op;
+  op.kind = MountOp::Kind::kDir;
+  op.target = std::move(target);
+  op.mode = mode;
+  return op;
+}
+
+MountOp Symlink(std::string target, std::string link_text) {
+  MountOp op;
+  op.kind = MountOp::Kind::kSymlink;
+  op.target = std::move(target);
+  op.source = std::move(link_text);
+  return op;
+}
+
+MountOp File(std::string target, std::string contents) {
+  MountOp op;
+  op.kind = MountOp::Kind::kFile;
+  op.target = std::move(target);
+  op.contents = std::move(contents);
+  return op;
+}
+
+MountOp Bind(std::string source, std::string target, uint64_t attrs, bool is_file) {
+  MountOp op;
+  op.kind = MountOp::Kind::kBind;
+  op.source = std::move(source);
+  op.target = std::move(target);
+  op.attrs = attrs;
+  op.target_is_file = is_file;
+  return op;
+}
+
+MountOp Tmpfs(std::string target, int64_t size, mode_t mode, uid_t uid, gid_t gid,
+              uint64_t attrs) {
+  MountOp op;
+  op.kind = MountOp::Kind::kTmpfs;
+  op.target = std::move(target);
+  op.size_bytes = size;
+  op.mode = mode;
+  op.uid = uid;
+  op.gid = gid;
+  op.attrs = attrs;
+  op.size_text = absl::StrCat(size);
+  char mode_buf[16];
+  snprintf(mode_buf, sizeof(mode_buf), "%o", static_cast<unsigned>(mode));
+  op.mode_text = mode_buf;
+  // Owner 0 means "the init's own ids", the tmpfs default: rootless, the
+  // namespace's uid 0 is not even mapped.
+  if (uid != 0) op.uid_text = absl::StrCat(uid);
+  if (gid != 0) op.gid_text = absl::StrCat(gid);
+  return op;
+}
+
+// Adds the host path `path` (e.g. "/lib") to the plan: a symlink if the host
+// has one there, a read-only bind if it is a directory or file, nothing if it
+// is missing.
+void AddHostPath(const std::string& host_path, const std::string& target,
+                 std::vector<MountOp>& ops) {
+  struct stat st;
+  if (lstat(host_path.c_str(), &st) != 0) return;
+  if (S_ISLNK(st.st_mode)) {
+    char buf[4096];
+    ssize_t n = readlink(host_path.c_str(), buf, sizeof(buf) - 1);
+    if (n <= 0) return;
+    ops.push_back(Symlink(Relative(target), std::string(buf, n)));
+    return;
+  }
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return;
+  ops.push_back(Bind(host_path, Relative(target), kReadOnlyAttrs, S_ISREG(st.st_mode)));
+}
+
+size_t Depth(const std::string& path) { return std::count(path.begin(), path.end(), '/'); }
+
+}  // namespace
+
+absl::Status ValidateSandboxPath(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sandbox path '", path, "' must be absolute, e.g. /data"));
+  }
+  if (path == "/") return absl::InvalidArgumentError("the sandbox root '/' cannot be a mount target");
+  if (path.size() > 1024) return absl::InvalidArgumentError("sandbox path is longer than 1024 bytes");
+  if (path.back() == '/') {
+    return absl::InvalidArgumentError(absl::StrCat("sandbox path '", path, "' must not end in '/'"));
+  }
+  for (absl::string_view part : absl::StrSplit(absl::string_view(path).substr(1), '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sandbox path '", path, "' must be normalised: no empty, '.' or '..' components"));
+    }
+    if (part.find('\0') != absl::string_view::npos) {
+      return absl::InvalidArgumentError("sandbox path contains a NUL byte");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
+  MountPlan plan;
+  auto& ops = plan.ops;
+  std::set<std::string> reserved = {"/proc", "/dev", "/etc", "/tmp"};
+
+  if (auto s = ValidateSandboxPath(spec.workspace); !s.ok()) return s;
+  if (spec.tmpfs_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError("tmpfs size must be at least 1 MiB");
+  }
+
+  for (const std::string& path : spec.runtime_paths) {
+    if (auto s = ValidateSandboxPath(path); !s.ok()) return s;
+    if (reserved.count(path)) {
+      return absl::InvalidArgumentError(absl::StrCat("runtime path ", path, " is reserved"));
+    }
+    AddHostPath(path, path, ops);
+  }
+
+  // /etc: generated files first, then read-only host entries.
+  ops.push_back(Dir("etc"));
+  const std::string uid = absl::StrCat(spec.sandbox_uid), gid = absl::StrCat(spec.sandbox_gid);
+  ops.push_back(File("etc/passwd",
+                     absl::StrCat("root:x:0:0:root:/root:/usr/sbin/nologin\n", spec.user_name,
+                                  ":x:", uid, ":", gid, ":Warden sandbox:", spec.workspace,
+                                  ":/bin/bash\n"
+                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")));
+  ops.push_back(File("etc/group", absl::StrCat("root:x:0:\n", spec.user_name, ":x:", gid,
+                                               ":\nnogroup:x:65534:\n")));
+  ops.push_back(File("etc/hosts", absl::StrCat("127.0.0.1\tlocalhost ", spec.hostname,
+                                               "\n::1\tlocalhost ip6-localhost ip6-loopback\n")));
+  ops.push_back(File("etc/hostname", spec.hostname + "\n"));
+  ops.push_back(File("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
+  ops.push_back(File("etc/resolv.conf", "# The sandbox has no network.\n"));
+  for (const std::string& entry : spec.host_etc_entries) {
+    if (entry.empty() || entry.find('/') != std::string::npos || entry == "." || entry == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("host /etc entry '", entry, "' must be a plain name"));
+    }
+    AddHostPath("/etc/" + entry, "/etc/" + entry, ops);
+  }
+
+  // /proc, /dev, /tmp, the workspace.
+  ops.push_back(Dir("proc"));
+  MountOp proc;
+  proc.kind = MountOp::Kind::kProc;
+  proc.target = "proc";
+  proc.attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  ops.push_back(proc);
+
+  ops.push_back(Tmpfs("dev", 1 << 20, 0755, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC));
+  for (const char* dev : {"null", "zero", "full", "random", "urandom"}) {
+    ops.push_back(Bind(absl::StrCat("/dev/", dev), absl::StrCat("dev/", dev),
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, /*is_file=*/true));
+  }
+  ops.push_back(Symlink("dev/fd", "/proc/self/fd"));
+  ops.push_back(Symlink("dev/stdin", "/proc/self/fd/0"));
+  ops.push_back(Symlink("dev/stdout", "/proc/self/fd/1"));
+  ops.push_back(Symlink("dev/stderr", "/proc/self/fd/2"));
+  ops.push_back(Tmpfs("dev/shm", spec.tmpfs_bytes, 01777, 0, 0,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+  ops.push_back(Tmpfs("tmp", spec.tmpfs_bytes, 01777, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+
+  if (reserved.count(spec.workspace)) {
+    return absl::InvalidArgumentError(absl::StrCat("workspace ", spec.workspace, " is reserved"));
+  }
+  if (spec.workspace_source.empty()) {
+    ops.push_back(Tmpfs(Relative(spec.workspace), spec.tmpfs_bytes, 0755, spec.sandbox_uid,
+                        spec.sandbox_gid, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+  } else {
+    struct stat st;
+    if (stat(spec.workspace_source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "workspace source ", spec.workspace_source, " is not an existing directory"));
+    }
+    ops.push_back(Bind(spec.workspace_source, Relative(spec.workspace),
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false));
+  }
+
+  // Extra binds: shallow targets first, so a bind may nest inside another.
+  std::vector<BindMount> binds = spec.binds;
+  std::stable_sort(binds.begin(), binds.end(), [](const BindMount& a, const BindMount& b) {
+    return Depth(a.target) < Depth(b.target);
+  });
+  std::set<std::string> targets;
+  for (const BindMount& bind : binds) {
+    if (auto s = ValidateSandboxPath(bind.target); !s.ok()) return s;
+    if (bind.source.empty() || bind.source[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bind source '", bind.source, "' must be an absolute host path"));
+    }
+    for (const std::string& r : reserved) {
+      if (bind.target == r || bind.target.rfind(r + "/", 0) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bind target ", bind.target, " is inside ", r, ", which Warden manages"));
+      }
+    }
+    if (!targets.insert(bind.target).second) {
+      return absl::InvalidArgumentError(absl::StrCat("bind target ", bind.target, " is used twice"));
+    }
+    struct stat st;
+    if (stat(bind.source.c_str(), &st) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bind source ", bind.source, " does not exist on the host"));
+    }
+    uint64_t attrs = bind.writable ? (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) : kReadOnlyAttrs;
+    ops.push_back(Bind(bind.source, Relative(bind.target), attrs, !S_ISDIR(st.st_mode)));
+  }
+
+  MountOp seal;
+  seal.kind = MountOp::Kind::kSealRoot;
+  ops.push_back(seal);
+  return plan;
+}
+
+std::vector<std::string> MountPlan::Describe() const {
+  std::vector<std::string> out;
+  for (const MountOp& op : ops) {
+    if (op.kind == MountOp::Kind::kSealRoot) continue;
+    out.push_back("/" + op.target);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Child side. Everything below runs after clone() in the sandbox's init and
+// must stay async-signal-safe: system calls and stack buffers only.
+// ---------------------------------------------------------------------------
+namespace {
+
+// Opens (creating as needed) the directory or file `rel` beneath `root_fd`,
+// refusing to follow any symlink on the way: a writable bind could hold a
+// planted link that would otherwise redirect a mount, or a mkdir, to the host.
+// Returns an O_PATH fd or -errno.
+int OpenBeneath(int root_fd, const char* rel, bool create, bool is_file) {
+  char buf[1100];
+  size_t len = 0;
+  while (rel[len] != '\0') {
+    if (len + 1 >= sizeof(buf)) return -ENAMETOOLONG;
+    buf[len] = rel[len];
+    ++len;
+  }
+  buf[len] = '\0';
+  int dir = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+  if (dir < 0) return -errno;
+  char* component = buf;
+  while (true) {
+    char* slash = component;
+    while (*slash != '\0' && *slash != '/') ++slash;
+    const bool last = (*slash == '\0');
+    *slash = '\0';
+    int next;
+    if (last && is_file) {
+      if (create) {
+        int fd = openat(dir, component, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST && errno != EISDIR) {
+          int err = errno;
+          close(dir);
+          return -err;
+        }
+        if (fd >= 0) close(fd);
+      }
+      next = openat(dir, component, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (next >= 0) {
+        struct stat st;
+        if (fstat(next, &st) != 0 || S_ISLNK(st.st_mode)) {
+          close(next);
+          close(dir);
+          return -ELOOP;
+        }
+      }
+    } else {
+      next = openat(dir, component, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+      if (next < 0 && errno == ENOENT && create) {
+        if (mkdirat(dir, component, 0755) != 0 && errno != EEXIST) {
+          int err = errno;
+          close(dir);
+          return -err;
+        }
+        next = openat(dir, component, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+      }
+    }
+    int err = errno;
+    close(dir);
+    if (next < 0) return -err;  // ENOTDIR here means a symlink or file was in the way
+    dir = next;
+    if (last) return dir;
+    component = slash + 1;
+  }
+}
+
+// Attaches the detached mount `tree_fd` on top of `rel` beneath root_fd.
+int AttachBeneath(int tree_fd, int root_fd, const char* rel, bool is_file) {
+  int target = OpenBeneath(root_fd, rel, /*create=*/true, is_file);
+  if (target < 0) return target;
+  int rc = move_mount(tree_fd, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+  int err = errno;
+  close(target);
+  return rc == 0 ? 0 : -err;
+}
+
+int SetAttrs(int tree_fd, uint64_t attrs, bool recursive) {
+  if (attrs == 0) return 0;
+  struct mount_attr attr = {};
+  attr.attr_set = attrs;
+  unsigned flags = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
+  return mount_setattr(tree_fd, "", flags, &attr, sizeof(attr)) == 0 ? 0 : -errno;
+}
+
+// Creates a detached filesystem of `type` with `n` key/value options.
+int NewFilesystem(const char* type, const char* const* keys, const char* const* values, int n,
+                  uint64_t attrs) {
+  int fs = fsopen(type, FSOPEN_CLOEXEC);
+  if (fs < 0) return -errno;
+  for (int i = 0; i < n; ++i) {
+    if (fsconfig(fs, FSCONFIG_SET_STRING, keys[i], values[i], 0) != 0) {
+      int err = errno;
+      close(fs);
+      return -err;
+    }
+  }
+  if (fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    int err = errno;
+    close(fs);
+    return -err;
+  }
+  int mnt = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+  int err = errno;
+  close(fs);
+  return mnt >= 0 ? mnt : -err;
+}
+
+int WriteAll(int fd, const char* data, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, data, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    data += n;
+    len -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+constexpr int kMaxOps = 128;
+
+}  // namespace
+
+int ApplyMountPlan(const MountPlan& plan, const char* staging_dir, int* failed_op) {
+  *failed_op = -1;
+  const int n_ops = static_cast<int>(plan.ops.size());
+  if (n_ops > kMaxOps) return -E2BIG;
+
+  // Nothing we mount may propagate back to the host's mount namespace.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return -errno;
+
+  // Open every bind source while the host tree is still in view: detached,
+  // recursive copies (locked submounts stay covered), flags set on the copy.
+  int trees[kMaxOps];
+  for (int i = 0; i < n_ops; ++i) trees[i] = -1;
+  auto close_trees = [&] {
+    for (int i = 0; i < n_ops; ++i) {
+      if (trees[i] >= 0) close(trees[i]);
+    }
+  };
+  for (int i = 0; i < n_ops; ++i) {
+    const MountOp& op = plan.ops[i];
+    if (op.kind != MountOp::Kind::kBind) continue;
+    trees[i] = open_tree(AT_FDCWD, op.source.c_str(),
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    int rc = trees[i] < 0 ? -errno : SetAttrs(trees[i], op.attrs, /*recursive=*/true);
+    if (rc < 0) {
+      *failed_op = i;
+      close_trees();
+      return rc;
+    }
+  }
+
+  // The new root: a small tmpfs at the staging directory.
+  char root_size[32];
+  {
+    // Format plan.root_size_bytes without snprintf (not async-signal-safe).
+    char tmp[32];
+    int n = 0;
+    int64_t v = plan.root_size_bytes;
+    do {
+      tmp[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v > 0 && n < 31);
+    for (int i = 0; i < n; ++i) root_size[i] = tmp[n - 1 - i];
+    root_size[n] = '\0';
+  }
+  const char* root_keys[] = {"size", "mode"};
+  const char* root_values[] = {root_size, "755"};
+  int root_mnt = NewFilesystem("tmpfs", root_keys, root_values, 2,
+                               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (root_mnt < 0) {
+    close_trees();
+    return root_mnt;
+  }
+  if (move_mount(root_mnt, "", AT_FDCWD, staging_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    int err = errno;
+    close(root_mnt);
+    close_trees();
+    return -err;
+  }
+  close(root_mnt);
+  int root = open(staging_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) {
+    close_trees();
+    return -errno;
+  }
+
+  int rc = 0;
+  for (int i = 0; i < n_ops && rc == 0; ++i) {
+    const MountOp& op = plan.ops[i];
+    const char* target = op.target.c_str();
+    switch (op.kind) {
+      case MountOp::Kind::kDir: {
+        int fd = OpenBeneath(root, target, true, false);
+        rc = fd < 0 ? fd : 0;
+        if (fd >= 0) close(fd);
+        break;
+      }
+      case MountOp::Kind::kSymlink: {
+        // The parent is resolved without following links, like mount targets.
+        const char* last = nullptr;
+        for (const char* c = target; *c; ++c) {
+          if (*c == '/') last = c;
+        }
+        char parent[1100] = ".";
+        if (last != nullptr) {
+          size_t plen = static_cast<size_t>(last - target);
+          if (plen >= sizeof(parent)) {
+            rc = -ENAMETOOLONG;
+            break;
+          }
+          for (size_t k = 0; k < plen; ++k) parent[k] = target[k];
+          parent[plen] = '\0';
+        }
+        int dir = last ? OpenBeneath(root, parent, true, false) : fcntl(root, F_DUPFD_CLOEXEC, 3);
+        if (dir < 0) {
+          rc = last ? dir : -errno;
+          break;
+        }
+        rc = symlinkat(op.source.c_str(), dir, last ? last + 1 : target) == 0 ? 0 : -errno;
+        close(dir);
+        break;
+      }
+      case MountOp::Kind::kFile: {
+        // Generated files live in directories of the fresh root tmpfs only.
+        int fd = openat(root, target, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) {
+          rc = -errno;
+          break;
+        }
+        rc = WriteAll(fd, op.contents.data(), op.contents.size());
+        close(fd);
+        break;
+      }
+      case MountOp::Kind::kBind:
+        rc = AttachBeneath(trees[i], root, target, op.target_is_file);
+        break;
+      case MountOp::Kind::kTmpfs: {
+        const char* keys[] = {"size", "mode", "uid", "gid"};
+        const char* values[] = {op.size_text.c_str(), op.mode_text.c_str(), op.uid_text.c_str(),
+                                op.gid_text.c_str()};
+        const int n_keys = op.uid_text.empty() ? 2 : 4;
+        int mnt = NewFilesystem("tmpfs", keys, values, n_keys, op.attrs);
+        if (mnt < 0) {
+          rc = mnt;
+          break;
+        }
+        rc = AttachBeneath(mnt, root, target, false);
+        close(mnt);
+        break;
+      }
+      case MountOp::Kind::kProc: {
+        // hidepid=invisible: the program cannot see processes of other uids
+        // (the sandbox's init), not even that they exist.
+        const char* keys[] = {"hidepid"};
+        const char* values[] = {"invisible"};
+        int mnt = NewFilesystem("proc", keys, values, 1, op.attrs);
+        if (mnt < 0) {
+          rc = mnt;
+          break;
+        }
+        rc = AttachBeneath(mnt, root, target, false);
+        close(mnt);
+        break;
+      }
+      case MountOp::Kind::kSealRoot:
+        // Not recursive: /tmp, /dev/shm and the workspace stay writable.
+        rc = SetAttrs(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        break;
+    }
+    if (rc < 0) *failed_op = i;
+  }
+  close_trees();
+  if (rc < 0) {
+    close(root);
+    return rc;
+  }
+
+  // pivot_root(".", "."): the old root ends up stacked under the new one and
+  // is detached right away; nothing of the host stays reachable.
+  if (fchdir(root) != 0) rc = -errno;
+  close(root);
+  if (rc == 0 && syscall(SYS_pivot_root, ".", ".") != 0) rc = -errno;
+  if (rc == 0 && umount2(".", MNT_DETACH) != 0) rc = -errno;
+  if (rc == 0 && chdir("/") != 0) rc = -errno;
+  return rc;
+}
+
+}  // namespace warden

@@ -1,0 +1,101 @@
+// MountPlan: the sandbox's root filesystem, decided in the supervisor and
+// applied inside the child.
+//
+// BuildMountPlan validates a FilesystemSpec and turns it into a flat list of
+// operations with every string and number prepared, so that ApplyMountPlan,
+// which runs in a freshly cloned child of a possibly multi-threaded process,
+// makes only system calls: no allocation, no locks, no libc state.
+//
+// The layout: a fresh tmpfs root (read-only once built); read-only, nosuid,
+// nodev binds of the runtime trees (host symlinks such as /lib -> usr/lib are
+// copied as symlinks); a generated /etc plus a few read-only host /etc files
+// the runtimes need; a fresh /proc (hidepid=invisible); a minimal /dev with
+// null, zero, full, random, urandom and a private /dev/shm; /tmp and the
+// workspace as size-limited tmpfs (or the workspace as a writable host bind);
+// extra read-only or writable binds. Nothing else of the host is visible.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace warden {
+
+struct BindMount {
+  std::string source;  // absolute host path
+  std::string target;  // absolute path inside the sandbox
+  bool writable = false;
+};
+
+struct FilesystemSpec {
+  // Host trees bound read-only at the same path (symlinks copied as symlinks;
+  // missing ones skipped).
+  std::vector<std::string> runtime_paths = {"/usr", "/lib", "/lib64", "/bin", "/sbin"};
+  // Host /etc entries bound read-only if they exist: what the dynamic linker,
+  // Debian's alternatives, Python and matplotlib read.
+  std::vector<std::string> host_etc_entries = {
+      "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
+      "matplotlibrc", "mime.types", "protocols", "services", "python3", "python3.11", "fonts"};
+  std::vector<BindMount> binds;  // extra binds, applied after everything else
+  std::string workspace = "/workspace";
+  // When set, this host directory is bound writable as the workspace instead
+  // of a fresh tmpfs (sessions keep files across restarts this way).
+  std::string workspace_source;
+  int64_t tmpfs_bytes = 64LL << 20;  // size of each of /tmp, /dev/shm and the workspace tmpfs
+  uid_t sandbox_uid = 1000;  // inside the user namespace
+  gid_t sandbox_gid = 1000;
+  std::string user_name = "sandbox";
+  std::string hostname = "sandbox";
+};
+
+struct MountOp {
+  enum class Kind {
+    kDir,        // mkdir target
+    kSymlink,    // target -> source (link text)
+    kFile,       // write `contents` to target (mode 0644)
+    kBind,       // bind host `source` recursively at target with `attrs`
+    kTmpfs,      // tmpfs at target: size_bytes, mode, uid, gid, attrs
+    kProc,       // proc at target, hidepid=invisible
+    kSealRoot,   // make the root tmpfs read-only (after everything is in place)
+  };
+  Kind kind = Kind::kDir;
+  std::string target;    // relative to the new root, no leading '/'
+  std::string source;    // kBind: host path; kSymlink: link text
+  std::string contents;  // kFile
+  bool target_is_file = false;  // kBind of a regular or device file
+  uint64_t attrs = 0;           // MOUNT_ATTR_* set on the mount
+  int64_t size_bytes = 0;       // kTmpfs
+  mode_t mode = 0755;           // kDir, kTmpfs
+  uid_t uid = 0;                // kTmpfs owner inside the user namespace; 0 = the init
+  gid_t gid = 0;
+  // Pre-formatted fsconfig values, so the child formats nothing (uid_text and
+  // gid_text are empty for the default owner).
+  std::string size_text, mode_text, uid_text, gid_text;
+};
+
+struct MountPlan {
+  std::vector<MountOp> ops;
+  int64_t root_size_bytes = 8LL << 20;
+  // Every path of the layout, as "/usr", for diagnostics and tests.
+  std::vector<std::string> Describe() const;
+};
+
+absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec);
+
+// Checks that `path` is absolute, normalised (no "." or ".." components, no
+// "//", no trailing '/') and not "/". Used for every configured target.
+absl::Status ValidateSandboxPath(const std::string& path);
+
+// Applies the plan in the current (new) mount namespace and pivots into the
+// result: mounts are made private, the new root is built at `staging_dir`
+// (an existing directory, e.g. "/tmp"; shadowing it is harmless because every
+// bind source is opened before), pivot_root, and the old root is detached.
+// Async-signal-safe. Returns 0, or -errno with *failed_op set to the index of
+// the operation that failed (-1 for the root and pivot steps).
+int ApplyMountPlan(const MountPlan& plan, const char* staging_dir, int* failed_op);
+
+}  // namespace warden

@@ -1,0 +1,166 @@
+#include "sandbox/mount_plan.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace warden {
+namespace {
+
+const MountOp* Find(const MountPlan& plan, const std::string& target) {
+  for (const MountOp& op : plan.ops) {
+    if (op.target == target) return &op;
+  }
+  return nullptr;
+}
+
+TEST(ValidateSandboxPathTest, AcceptsNormalisedAbsolutePaths) {
+  EXPECT_TRUE(ValidateSandboxPath("/data").ok());
+  EXPECT_TRUE(ValidateSandboxPath("/data/sub/dir").ok());
+}
+
+TEST(ValidateSandboxPathTest, RejectsRelativeDotDotAndRoot) {
+  for (const char* bad : {"", "data", "/", "/a/../b", "/a/./b", "/a//b", "/a/", "/.."}) {
+    EXPECT_FALSE(ValidateSandboxPath(bad).ok()) << bad;
+  }
+}
+
+TEST(BuildMountPlanTest, RuntimeTreesAreReadOnlyNosuidNodevBinds) {
+  auto plan = BuildMountPlan(FilesystemSpec{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MountOp* usr = Find(*plan, "usr");
+  ASSERT_NE(usr, nullptr);
+  EXPECT_EQ(usr->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(usr->source, "/usr");
+  EXPECT_EQ(usr->attrs & (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV),
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
+TEST(BuildMountPlanTest, HostSymlinksAreCopiedAsSymlinks) {
+  char buf[256];
+  ssize_t n = readlink("/lib", buf, sizeof(buf));
+  auto plan = BuildMountPlan(FilesystemSpec{});
+  ASSERT_TRUE(plan.ok());
+  const MountOp* lib = Find(*plan, "lib");
+  ASSERT_NE(lib, nullptr);
+  if (n > 0) {  // merged-/usr hosts such as Debian 12
+    EXPECT_EQ(lib->kind, MountOp::Kind::kSymlink);
+    EXPECT_EQ(lib->source, std::string(buf, n));
+  } else {
+    EXPECT_EQ(lib->kind, MountOp::Kind::kBind);
+  }
+}
+
+TEST(BuildMountPlanTest, GeneratesEtcNamingTheSandboxUser) {
+  FilesystemSpec spec;
+  spec.sandbox_uid = 1234;
+  spec.user_name = "runner";
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok());
+  const MountOp* passwd = Find(*plan, "etc/passwd");
+  ASSERT_NE(passwd, nullptr);
+  EXPECT_NE(passwd->contents.find("runner:x:1234:"), std::string::npos);
+  ASSERT_NE(Find(*plan, "etc/hosts"), nullptr);
+  ASSERT_NE(Find(*plan, "etc/group"), nullptr);
+  // Nothing of the host's /etc beyond the allowlist: no shadow, no hostname file.
+  EXPECT_EQ(Find(*plan, "etc/shadow"), nullptr);
+}
+
+TEST(BuildMountPlanTest, TmpfsMountsAreSizedAndWorkspaceOwnedBySandboxUser) {
+  FilesystemSpec spec;
+  spec.tmpfs_bytes = 3 << 20;
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok());
+  for (const char* t : {"tmp", "dev/shm", "workspace"}) {
+    const MountOp* op = Find(*plan, t);
+    ASSERT_NE(op, nullptr) << t;
+    EXPECT_EQ(op->kind, MountOp::Kind::kTmpfs) << t;
+    EXPECT_EQ(op->size_text, std::to_string(3 << 20)) << t;
+  }
+  EXPECT_EQ(Find(*plan, "workspace")->uid_text, "1000");
+  EXPECT_EQ(Find(*plan, "tmp")->mode_text, "1777");
+  EXPECT_TRUE(Find(*plan, "dev/shm")->attrs & MOUNT_ATTR_NOEXEC);
+}
+
+TEST(BuildMountPlanTest, MinimalDevHasOnlyTheFiveDevices) {
+  auto plan = BuildMountPlan(FilesystemSpec{});
+  ASSERT_TRUE(plan.ok());
+  std::vector<std::string> devices;
+  for (const MountOp& op : plan->ops) {
+    if (op.kind == MountOp::Kind::kBind && op.target.rfind("dev/", 0) == 0) {
+      devices.push_back(op.target);
+      EXPECT_FALSE(op.attrs & MOUNT_ATTR_NODEV) << op.target;
+    }
+  }
+  EXPECT_EQ(devices, (std::vector<std::string>{"dev/null", "dev/zero", "dev/full", "dev/random",
+                                               "dev/urandom"}));
+}
+
+TEST(BuildMountPlanTest, NoSysOrCgroupfsOrHostHome) {
+  auto plan = BuildMountPlan(FilesystemSpec{});
+  ASSERT_TRUE(plan.ok());
+  for (const std::string& path : plan->Describe()) {
+    EXPECT_NE(path.rfind("/sys", 0), 0u) << path;
+    EXPECT_NE(path.rfind("/root", 0), 0u) << path;
+    EXPECT_NE(path.rfind("/home", 0), 0u) << path;
+    EXPECT_NE(path.rfind("/var", 0), 0u) << path;
+  }
+}
+
+TEST(BuildMountPlanTest, ExtraBindsAreOrderedShallowFirstAndValidated) {
+  FilesystemSpec spec;
+  spec.binds = {{"/usr/share", "/data/deep/share", false}, {"/usr/bin", "/data", true}};
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto index = [&](const std::string& t) {
+    auto it = std::find_if(plan->ops.begin(), plan->ops.end(),
+                           [&](const MountOp& op) { return op.target == t; });
+    return it - plan->ops.begin();
+  };
+  EXPECT_LT(index("data"), index("data/deep/share"));
+  EXPECT_FALSE(Find(*plan, "data")->attrs & MOUNT_ATTR_RDONLY);
+  EXPECT_TRUE(Find(*plan, "data/deep/share")->attrs & MOUNT_ATTR_RDONLY);
+  // The root is sealed read-only last, after every mount point exists.
+  EXPECT_EQ(plan->ops.back().kind, MountOp::Kind::kSealRoot);
+}
+
+TEST(BuildMountPlanTest, RejectsBadBinds) {
+  struct Case {
+    BindMount bind;
+    const char* why;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"/usr", "relative", false}, "relative target"},
+           {{"/usr", "/a/../b", false}, "dot-dot target"},
+           {{"usr", "/data", false}, "relative source"},
+           {{"/does/not/exist", "/data", false}, "missing source"},
+           {{"/usr", "/proc/x", false}, "inside /proc"},
+           {{"/usr", "/etc", false}, "over /etc"},
+           {{"/usr", "/dev/sda", false}, "inside /dev"},
+       }) {
+    FilesystemSpec spec;
+    spec.binds = {c.bind};
+    EXPECT_FALSE(BuildMountPlan(spec).ok()) << c.why;
+  }
+  FilesystemSpec twice;
+  twice.binds = {{"/usr", "/data", false}, {"/bin", "/data", false}};
+  EXPECT_FALSE(BuildMountPlan(twice).ok());
+}
+
+TEST(BuildMountPlanTest, WorkspaceSourceMustBeAnExistingDirectory) {
+  FilesystemSpec spec;
+  spec.workspace_source = "/does/not/exist";
+  EXPECT_FALSE(BuildMountPlan(spec).ok());
+  spec.workspace_source = "/usr";
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(Find(*plan, "workspace")->kind, MountOp::Kind::kBind);
+}
+
+}  // namespace
+}  // namespace warden

@@ -1,0 +1,21 @@
+#include "sandbox/result.h"
+
+namespace warden {
+
+const char* OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk: return "OK";
+    case Outcome::kNonzeroExit: return "NONZERO_EXIT";
+    case Outcome::kSignaled: return "SIGNALED";
+    case Outcome::kWallTimeout: return "WALL_TIMEOUT";
+    case Outcome::kCpuTimeout: return "CPU_TIMEOUT";
+    case Outcome::kMemoryLimit: return "MEMORY_LIMIT";
+    case Outcome::kOutputLimit: return "OUTPUT_LIMIT";
+    case Outcome::kViolation: return "VIOLATION";
+    case Outcome::kSetupError: return "SETUP_ERROR";
+    case Outcome::kInternal: return "INTERNAL";
+  }
+  return "INTERNAL";
+}
+
+}  // namespace warden

@@ -1,0 +1,84 @@
+// Sandbox: runs one program in a fresh, fully isolated worker and reports
+// what it did.
+//
+// An Executor is created once per process (it detects the host, owns Warden's
+// cgroup subtree and builds the seccomp policy); Run() may then be called
+// from any thread. Each run gets its own user, pid, mount, net, ipc, uts and
+// cgroup namespaces, a read-only root built with pivot_root, a cgroup with
+// the run's limits, dropped credentials and the seccomp policy; the
+// supervisor enforces the wall clock, CPU time and output caps, and kills the
+// whole tree when the main process ends. See docs/security.md.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/limits.h"
+#include "sandbox/mount_plan.h"
+#include "sandbox/result.h"
+#include "sandbox/seccomp_policy.h"
+
+namespace warden {
+
+struct SandboxSpec {
+  // argv[0] is the program: an absolute path, or a name looked up in
+  // /usr/local/bin, /usr/bin and /bin.
+  std::vector<std::string> argv;
+  // The program's whole environment ("KEY=value"); nothing is inherited.
+  std::vector<std::string> env = DefaultEnvironment();
+  std::string cwd = "/workspace";
+  FilesystemSpec filesystem;
+  Limits limits;
+  // Standard input: `stdin_data`, or, when stdin_fd >= 0, whatever the
+  // supervisor reads from that host fd (not owned) until EOF.
+  std::string stdin_data;
+  int stdin_fd = -1;
+
+  static std::vector<std::string> DefaultEnvironment();
+};
+
+struct ExecutorOptions {
+  CgroupOptions cgroup;
+  // Without writable cgroups the executor refuses to start, unless this is
+  // set: then memory, CPU and pids are limited by rlimits only (weaker: no
+  // OOM detection, no CPU accounting across processes) and every Result says
+  // so in its message. Never chosen silently.
+  bool allow_degraded = false;
+  // Host ids the sandbox user maps to when running as root: each run takes
+  // the next of `host_id_count` ids from `host_id_base`, so concurrent
+  // sandboxes never share a host uid. Rootless runs map to the caller's id.
+  uid_t host_id_base = 1'500'000;
+  uint32_t host_id_count = 65'536;
+  SeccompOptions seccomp;
+};
+
+class Executor {
+ public:
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const ExecutorOptions& options);
+  ~Executor();
+
+  // Runs spec to completion. Never throws; problems with the spec or the
+  // host come back as SETUP_ERROR / INTERNAL results with a message.
+  Result Run(const SandboxSpec& spec);
+
+  bool degraded() const { return cgroups_ == nullptr; }
+  const CgroupManager* cgroups() const { return cgroups_.get(); }
+
+ private:
+  Executor() = default;
+
+  ExecutorOptions options_;
+  std::unique_ptr<CgroupManager> cgroups_;  // null in degraded mode
+  SeccompProgram seccomp_;
+  bool rootless_ = false;
+  std::atomic<uint64_t> next_run_{0};
+};
+
+}  // namespace warden

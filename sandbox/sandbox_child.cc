@@ -1,0 +1,278 @@
+// The containment sequence. Read SandboxInitMain and PayloadMain top to
+// bottom: together they are the security argument for a sandbox's process.
+#include "sandbox/sandbox_child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace warden {
+
+const char* ChildStageName(ChildStage stage) {
+  switch (stage) {
+    case ChildStage::kWaitForSupervisor: return "waiting for the supervisor";
+    case ChildStage::kInitIdentity: return "switching the init to its mapped ids";
+    case ChildStage::kHostname: return "sethostname";
+    case ChildStage::kLoopback: return "bringing up loopback";
+    case ChildStage::kGroups: return "setgroups";
+    case ChildStage::kCgroupNamespace: return "unshare(CLONE_NEWCGROUP)";
+    case ChildStage::kMounts: return "building the root filesystem";
+    case ChildStage::kForkPayload: return "forking the program";
+    case ChildStage::kSession: return "setsid";
+    case ChildStage::kStdio: return "setting up stdio";
+    case ChildStage::kRlimits: return "setrlimit";
+    case ChildStage::kCapabilities: return "dropping capabilities";
+    case ChildStage::kIdentity: return "setresuid/setresgid";
+    case ChildStage::kChdir: return "chdir";
+    case ChildStage::kNoNewPrivs: return "PR_SET_NO_NEW_PRIVS";
+    case ChildStage::kSeccomp: return "installing the seccomp filter";
+    case ChildStage::kExec: return "execve";
+  }
+  return "unknown stage";
+}
+
+namespace {
+
+constexpr int kSetupFailedExit = 126;
+
+// Credentials change through raw system calls: glibc's setresuid() and
+// friends broadcast the change to every thread it believes the process has
+// (nptl_setxid.c), and a raw clone of a multi-threaded process inherits that
+// belief without the threads, so the wrapper would wait for them forever.
+int SetIds(uid_t uid, gid_t gid) {
+  if (syscall(SYS_setresgid, gid, gid, gid) != 0) return errno;
+  if (syscall(SYS_setresuid, uid, uid, uid) != 0) return errno;
+  return 0;
+}
+
+void Send(int fd, const ControlMessage& msg, int pass_fd = -1) {
+  struct iovec iov = {const_cast<ControlMessage*>(&msg), sizeof(msg)};
+  struct msghdr hdr = {};
+  hdr.msg_iov = &iov;
+  hdr.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pass_fd >= 0) {
+    memset(control, 0, sizeof(control));
+    hdr.msg_control = control;
+    hdr.msg_controllen = sizeof(control);
+    struct cmsghdr* cmsg = CMSG_FIRSTHDR(&hdr);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+  }
+  while (sendmsg(fd, &hdr, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
+
+[[noreturn]] void Fail(int control_fd, ChildStage stage, int error, int op_index = -1) {
+  ControlMessage msg;
+  msg.type = ControlMessage::kSetupFailed;
+  msg.stage = static_cast<int32_t>(stage);
+  msg.error = error;
+  msg.op_index = op_index;
+  Send(control_fd, msg);
+  _exit(kSetupFailedExit);
+}
+
+// Closes every fd except the (at most 8) listed ones.
+void CloseAllExcept(const int* keep_in, int n) {
+  int keep[8];
+  int k = 0;
+  for (int i = 0; i < n && k < 8; ++i) {
+    if (keep_in[i] >= 0) keep[k++] = keep_in[i];
+  }
+  for (int i = 1; i < k; ++i) {  // insertion sort
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  }
+  unsigned next = 0;
+  for (int i = 0; i < k; ++i) {
+    unsigned fd = static_cast<unsigned>(keep[i]);
+    if (fd > next) syscall(SYS_close_range, next, fd - 1, 0);
+    next = fd + 1;
+  }
+  syscall(SYS_close_range, next, ~0U, 0);
+}
+
+int BringUpLoopback() {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  struct ifreq ifr = {};
+  memcpy(ifr.ifr_name, "lo", 3);
+  int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+  if (rc == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  int err = rc == 0 ? 0 : errno;
+  close(s);
+  return err;
+}
+
+// The program's process: becomes the sandbox user with nothing else, then
+// execs. Its parent is the sandbox's init.
+[[noreturn]] void PayloadMain(const ChildPlan& p) {
+  const int ctl = p.control_fd;
+
+  // Default dispositions and an empty mask: ignored signals (the supervisor
+  // ignores SIGPIPE) and blocked ones would otherwise survive execve.
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  // A new session: no controlling terminal, its own process group.
+  if (setsid() < 0) Fail(ctl, ChildStage::kSession, errno);
+
+  // stdio from the supervisor's pipes; every other fd is closed. The control
+  // socket is close-on-exec and disappears at execve.
+  if (dup2(p.stdin_fd, 0) < 0 || dup2(p.stdout_fd, 1) < 0 || dup2(p.stderr_fd, 2) < 0) {
+    Fail(ctl, ChildStage::kStdio, errno);
+  }
+  const int keep[] = {0, 1, 2, ctl};
+  CloseAllExcept(keep, 4);
+
+  for (int i = 0; i < p.n_rlimits; ++i) {
+    struct rlimit rl = {p.rlimits[i].soft, p.rlimits[i].hard};
+    if (setrlimit(p.rlimits[i].resource, &rl) != 0) Fail(ctl, ChildStage::kRlimits, errno);
+  }
+
+  // ---- Privileges drop from here on. ----
+  // Empty the bounding set while we still hold CAP_SETPCAP (in this user
+  // namespace), so no later execve can regain a capability.
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+      Fail(ctl, ChildStage::kCapabilities, errno);
+    }
+  }
+  if (int err = SetIds(p.uid, p.gid); err != 0) Fail(ctl, ChildStage::kIdentity, err);
+  // Ambient, permitted, effective and inheritable sets: all empty.
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    Fail(ctl, ChildStage::kCapabilities, errno);
+  }
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capset, &header, data) != 0) Fail(ctl, ChildStage::kCapabilities, errno);
+
+  if (chdir(p.cwd) != 0) Fail(ctl, ChildStage::kChdir, errno);
+
+  // No execve may ever grant privileges again (setuid bits, file caps).
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(ctl, ChildStage::kNoNewPrivs, errno);
+
+  // The seccomp filter, last: from here every syscall is checked. The
+  // listener fd goes to the supervisor, which names and stops violations.
+  int listener = static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                          SECCOMP_FILTER_FLAG_NEW_LISTENER, &p.seccomp));
+  if (listener < 0) Fail(ctl, ChildStage::kSeccomp, errno);
+  ControlMessage ready;
+  ready.type = ControlMessage::kPayloadReady;
+  Send(ctl, ready, listener);
+  close(listener);
+
+  execve(p.path, p.argv, p.envp);
+  Fail(ctl, ChildStage::kExec, errno);
+}
+
+}  // namespace
+
+[[noreturn]] void SandboxInitMain(const ChildPlan& p) {
+  const int ctl = p.control_fd;
+
+  // Nothing of the supervisor's (its stdio, its files) stays open here.
+  const int keep[] = {ctl, p.stdin_fd, p.stdout_fd, p.stderr_fd};
+  CloseAllExcept(keep, 4);
+
+  // The supervisor writes our uid/gid maps and moves us into our cgroup,
+  // then says go. EOF means it died: leave quietly.
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(ctl, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(kSetupFailedExit);
+
+  // Become our mapped id. The host root we were cloned as is not mapped in
+  // this namespace, so this keeps every capability in it (see
+  // capabilities(7), "Effect of user ID changes on capabilities").
+  if (int err = SetIds(p.init_uid, p.init_gid); err != 0) {
+    Fail(ctl, ChildStage::kInitIdentity, err);
+  }
+  // Die with the supervisor - armed only now, since a credential change
+  // clears it - and if it is already gone (its end of the control socket
+  // hung up), leave. Not dumpable: the program cannot read our memory.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  struct pollfd hup = {ctl, 0, 0};
+  if (poll(&hup, 1, 0) == 1 && (hup.revents & (POLLHUP | POLLERR))) _exit(kSetupFailedExit);
+  prctl(PR_SET_DUMPABLE, 0);
+
+  // Our cgroup namespace is rooted at our own cgroup: /proc/self/cgroup
+  // shows "/" and nothing of the host's hierarchy.
+  if (unshare(CLONE_NEWCGROUP) != 0) Fail(ctl, ChildStage::kCgroupNamespace, errno);
+
+  if (sethostname(p.hostname, strlen(p.hostname)) != 0) Fail(ctl, ChildStage::kHostname, errno);
+  // The network namespace is new and empty: loopback only, private to us.
+  if (int err = BringUpLoopback(); err != 0) Fail(ctl, ChildStage::kLoopback, err);
+
+  // Drop the supplementary groups inherited from the supervisor (as root:
+  // host gid 0), which would otherwise still grant group access to files.
+  if (p.clear_groups && syscall(SYS_setgroups, 0, nullptr) != 0) {
+    Fail(ctl, ChildStage::kGroups, errno);
+  }
+
+  // A fresh tmpfs root, read-only binds, /proc, /dev, /tmp, the workspace;
+  // pivot_root into it and detach the host's tree.
+  int failed_op = -1;
+  if (int rc = ApplyMountPlan(*p.mounts, "/tmp", &failed_op); rc != 0) {
+    Fail(ctl, ChildStage::kMounts, -rc, failed_op);
+  }
+
+  // fork() from glibc would run atfork handlers of a process we are only a
+  // raw clone of; a bare clone syscall is what fork does underneath.
+  pid_t payload = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+  if (payload < 0) Fail(ctl, ChildStage::kForkPayload, errno);
+  if (payload == 0) PayloadMain(p);
+
+  close(p.stdin_fd);
+  close(p.stdout_fd);
+  close(p.stderr_fd);
+
+  // PID 1: reap everything; report the main process's end. When the last
+  // process is gone we exit, which the supervisor also sees.
+  bool main_done = false;
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, __WALL);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      _exit(main_done ? 0 : kSetupFailedExit);
+    }
+    if (pid == payload) {
+      ControlMessage msg;
+      msg.type = ControlMessage::kMainExited;
+      msg.value = status;
+      Send(ctl, msg);
+      main_done = true;
+    }
+  }
+}
+
+}  // namespace warden

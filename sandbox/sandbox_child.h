@@ -1,0 +1,86 @@
+// The child side of a sandbox: everything that runs between clone() and the
+// program's execve(). Runs in a fresh child of a possibly multi-threaded
+// process, so it makes system calls only: every string, array and number it
+// needs is prepared by the supervisor in a ChildPlan beforehand, and failures
+// are reported over the control socket before _exit.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "sandbox/mount_plan.h"
+
+namespace warden {
+
+// Stages of the containment sequence, reported on failure.
+enum class ChildStage : int32_t {
+  kWaitForSupervisor = 1,
+  kInitIdentity,
+  kHostname,
+  kLoopback,
+  kGroups,
+  kCgroupNamespace,
+  kMounts,
+  kForkPayload,
+  kSession,
+  kStdio,
+  kRlimits,
+  kCapabilities,
+  kIdentity,
+  kChdir,
+  kNoNewPrivs,
+  kSeccomp,
+  kExec,
+};
+const char* ChildStageName(ChildStage stage);
+
+// Messages on the control socket (SOCK_SEQPACKET), child -> supervisor.
+struct ControlMessage {
+  enum Type : int32_t {
+    kSetupFailed = 1,  // stage, error (errno), op_index (mount op or -1)
+    kPayloadReady,     // carries the seccomp listener fd (SCM_RIGHTS)
+    kMainExited,       // value = wait status of the main process
+  };
+  int32_t type = 0;
+  int32_t stage = 0;
+  int32_t error = 0;
+  int32_t op_index = -1;
+  int32_t value = 0;
+};
+
+struct ChildRlimit {
+  int resource;
+  rlim_t soft;
+  rlim_t hard;
+};
+
+struct ChildPlan {
+  const MountPlan* mounts = nullptr;
+  sock_fprog seccomp = {};
+  const char* path = nullptr;  // resolved program path inside the sandbox
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* cwd = nullptr;
+  const char* hostname = nullptr;
+  uid_t uid = 0;  // the program's ids inside the user namespace
+  gid_t gid = 0;
+  // The init's ids inside the user namespace: it must run as a mapped id to
+  // create files in its own tmpfs (unmapped owners fail with EOVERFLOW).
+  uid_t init_uid = 0;
+  gid_t init_gid = 0;
+  bool clear_groups = true;  // false when setgroups is denied (rootless)
+  const ChildRlimit* rlimits = nullptr;
+  int n_rlimits = 0;
+  int control_fd = -1;  // child's end of the control socket
+  int stdin_fd = -1;    // become the payload's fds 0, 1, 2
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// The sandbox's init (PID 1 of its pid namespace). Never returns.
+[[noreturn]] void SandboxInitMain(const ChildPlan& plan);
+
+}  // namespace warden
