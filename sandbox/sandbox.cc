@@ -50,36 +50,6 @@ struct CloneArgs {
 };
 constexpr uint64_t kClonePidfd = 0x00001000;
 
-// The sandbox's init as seen from the supervisor: owns its pidfd, and kills
-// and reaps it (and so its whole pid namespace) when destroyed.
-class SandboxProcess {
- public:
-  SandboxProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
-  SandboxProcess(const SandboxProcess&) = delete;
-  SandboxProcess& operator=(const SandboxProcess&) = delete;
-  ~SandboxProcess() { KillAndReap(); }
-
-  pid_t pid() const { return pid_; }
-  int pidfd() const { return pidfd_.get(); }
-
-  // SIGKILL to a pid namespace's init kills every process in it; the reap
-  // returns only after the kernel has torn all of them down.
-  void KillAndReap() {
-    if (reaped_) return;
-    syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    siginfo_t info;
-    while (waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &info, WEXITED) != 0 &&
-           errno == EINTR) {
-    }
-    reaped_ = true;
-  }
-
- private:
-  pid_t pid_;
-  UniqueFd pidfd_;
-  bool reaped_ = false;
-};
-
 absl::Status WriteFile(const std::string& path, absl::string_view data) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
@@ -106,49 +76,20 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& name) {
       absl::StrCat("program '", name, "' is not in /usr/local/bin, /usr/bin or /bin"));
 }
 
-// Reads one control message (and any fd passed with it).
-bool ReceiveControl(int fd, ControlMessage* msg, UniqueFd* passed) {
-  struct iovec iov = {msg, sizeof(*msg)};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  struct msghdr hdr = {};
-  hdr.msg_iov = &iov;
-  hdr.msg_iovlen = 1;
-  hdr.msg_control = control;
-  hdr.msg_controllen = sizeof(control);
-  ssize_t n = recvmsg(fd, &hdr, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (n != sizeof(*msg)) return false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&hdr); c != nullptr; c = CMSG_NXTHDR(&hdr, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int received;
-      memcpy(&received, CMSG_DATA(c), sizeof(int));
-      passed->Reset(received);
-    }
-  }
-  return true;
-}
-
-// Reads a pending seccomp notification; returns the syscall's name.
-std::optional<std::string> ReceiveViolation(int listener) {
-  struct seccomp_notif_sizes sizes = {};
-  if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) return std::nullopt;
-  std::string buf(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)), '\0');
-  auto* notif = reinterpret_cast<struct seccomp_notif*>(buf.data());
-  if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, notif) != 0) return std::nullopt;
-  return SyscallName(notif->data.nr, notif->data.arch);
-}
-
+// Collects one output stream up to a cap. The fd belongs to the Worker.
 struct Capture {
-  UniqueFd fd;
+  int fd;
   std::string data;
   bool truncated = false;
+  bool eof = false;
   // Reads what is available; returns false once past the cap.
   bool ReadAvailable(int64_t cap) {
     char buf[65536];
-    while (fd) {
-      ssize_t n = read(fd.get(), buf, sizeof(buf));
+    while (!eof) {
+      ssize_t n = read(fd, buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        if (n == 0 || errno != EAGAIN) fd.Reset();
+        if (n == 0 || errno != EAGAIN) eof = true;
         break;
       }
       int64_t room = cap - static_cast<int64_t>(data.size());
@@ -208,24 +149,19 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions
 
 Executor::~Executor() = default;
 
-Result Executor::Run(const SandboxSpec& spec) {
-  Result result;
-  auto fail = [&result](Outcome outcome, absl::string_view message) -> Result {
-    result.outcome = outcome;
-    result.message = std::string(message);
-    return std::move(result);
-  };
-
+absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
+                                                        const SpawnOptions& options) {
   // ---- Prepare everything the child needs, before it exists. ----
-  if (auto s = spec.limits.Validate(); !s.ok()) return fail(Outcome::kSetupError, s.message());
-  if (spec.argv.empty()) return fail(Outcome::kSetupError, "no program given");
-  auto path = ResolveProgram(spec.argv[0]);
-  if (!path.ok()) return fail(Outcome::kSetupError, path.status().message());
-  if (auto s = ValidateSandboxPath(spec.cwd); !s.ok()) return fail(Outcome::kSetupError, s.message());
+  RETURN_IF_ERROR(spec.limits.Validate());
+  if (spec.argv.empty()) return absl::InvalidArgumentError("no program given");
+  ASSIGN_OR_RETURN(const std::string path, ResolveProgram(spec.argv[0]));
+  RETURN_IF_ERROR(ValidateSandboxPath(spec.cwd));
   FilesystemSpec fs = spec.filesystem;
   fs.tmpfs_bytes = spec.limits.tmpfs_bytes;
-  auto mounts = BuildMountPlan(fs);
-  if (!mounts.ok()) return fail(Outcome::kSetupError, mounts.status().message());
+  if (fs.sandbox_uid == 0 || fs.sandbox_gid == 0) {
+    return absl::InvalidArgumentError("the sandbox user must not be uid or gid 0");
+  }
+  ASSIGN_OR_RETURN(const MountPlan mounts, BuildMountPlan(fs));
 
   std::vector<char*> argv, envp;
   for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -252,32 +188,47 @@ Result Executor::Run(const SandboxSpec& spec) {
                        static_cast<rlim_t>(limits.memory_bytes)});
   }
 
+  auto worker = std::unique_ptr<Worker>(new Worker());
+  for (const MountOp& op : mounts.ops) worker->mount_targets_.push_back("/" + op.target);
+
   const uint64_t run = next_run_.fetch_add(1);
-  std::unique_ptr<Cgroup> cgroup;
   if (cgroups_) {
-    auto cg = cgroups_->CreateGroup(absl::StrCat("run-", run),
-                                    {limits.memory_bytes, limits.pids, limits.cpu_percent});
-    if (!cg.ok()) return fail(Outcome::kInternal, cg.status().message());
-    cgroup = *std::move(cg);
+    ASSIGN_OR_RETURN(worker->cgroup_,
+                     cgroups_->CreateGroup(absl::StrCat("run-", run),
+                                           {limits.memory_bytes, limits.pids, limits.cpu_percent}));
   }
 
-  int in[2], out[2], err[2], ctl[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return fail(Outcome::kInternal, "pipe2 failed");
-  UniqueFd in_r(in[0]), in_w(in[1]);
-  if (pipe2(out, O_CLOEXEC) != 0) return fail(Outcome::kInternal, "pipe2 failed");
-  UniqueFd out_r(out[0]), out_w(out[1]);
-  if (pipe2(err, O_CLOEXEC) != 0) return fail(Outcome::kInternal, "pipe2 failed");
-  UniqueFd err_r(err[0]), err_w(err[1]);
+  // Pipes and sockets: the child's ends are close-on-exec and stay open in
+  // it only as far as the containment sequence keeps them.
+  int in[2], out[2], err[2], ctl[2], chan[2] = {-1, -1};
+  if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  UniqueFd in_r(in[0]);
+  worker->stdin_.Reset(in[1]);
+  if (pipe2(out, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  worker->stdout_.Reset(out[0]);
+  UniqueFd out_w(out[1]);
+  if (pipe2(err, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  worker->stderr_.Reset(err[0]);
+  UniqueFd err_w(err[1]);
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0) {
-    return fail(Outcome::kInternal, "socketpair failed");
+    return absl::ErrnoToStatus(errno, "socketpair");
   }
-  UniqueFd ctl_parent(ctl[0]), ctl_child(ctl[1]);
+  worker->control_.Reset(ctl[0]);
+  UniqueFd ctl_child(ctl[1]);
+  UniqueFd chan_child;
+  if (options.channel) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0) {
+      return absl::ErrnoToStatus(errno, "socketpair");
+    }
+    worker->channel_.Reset(chan[0]);
+    chan_child.Reset(chan[1]);
+  }
 
   ChildPlan plan;
-  plan.mounts = &*mounts;
+  plan.mounts = &mounts;
   plan.seccomp.len = static_cast<unsigned short>(seccomp_.instructions.size());
   plan.seccomp.filter = const_cast<sock_filter*>(seccomp_.instructions.data());
-  plan.path = path->c_str();
+  plan.path = path.c_str();
   plan.argv = argv.data();
   plan.envp = envp.data();
   plan.cwd = spec.cwd.c_str();
@@ -296,6 +247,7 @@ Result Executor::Run(const SandboxSpec& spec) {
   plan.stdin_fd = in_r.get();
   plan.stdout_fd = out_w.get();
   plan.stderr_fd = err_w.get();
+  plan.channel_fd = chan_child.get();
 
   // ---- Clone the sandbox's init into its new namespaces. ----
   // The cgroup namespace is entered by the init itself once it is inside its
@@ -310,19 +262,14 @@ Result Executor::Run(const SandboxSpec& spec) {
   if (pid == 0) SandboxInitMain(plan);
   if (pid < 0) {
     int e = errno;
-    return fail(Outcome::kSetupError,
-                absl::StrCat("clone3 into new namespaces failed: ", strerror(e),
-                             e == EPERM || e == ENOSPC
-                                 ? " (are unprivileged user namespaces disabled? check "
-                                   "/proc/sys/user/max_user_namespaces and "
-                                   "kernel.unprivileged_userns_clone)"
-                                 : ""));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "clone3 into new namespaces failed: ", strerror(e),
+        e == EPERM || e == ENOSPC ? " (are user namespaces disabled? check "
+                                    "/proc/sys/user/max_user_namespaces)"
+                                  : ""));
   }
-  SandboxProcess init(static_cast<pid_t>(pid), UniqueFd(pidfd));
-  in_r.Reset();
-  out_w.Reset();
-  err_w.Reset();
-  ctl_child.Reset();
+  worker->init_pid_ = static_cast<pid_t>(pid);
+  worker->init_pidfd_.Reset(pidfd);
 
   // ---- Identity maps and cgroup, then let it go. ----
   const std::string proc = absl::StrCat("/proc/", pid);
@@ -335,41 +282,56 @@ Result Executor::Run(const SandboxSpec& spec) {
     uid_map = absl::StrCat("0 ", host, " 1\n", fs.sandbox_uid, " ", host + 1, " 1\n");
     gid_map = absl::StrCat("0 ", host, " 1\n", fs.sandbox_gid, " ", host + 1, " 1\n");
   }
-  absl::Status status = WriteFile(proc + "/uid_map", uid_map);
-  if (status.ok() && rootless_) status = WriteFile(proc + "/setgroups", "deny");
-  if (status.ok()) status = WriteFile(proc + "/gid_map", gid_map);
-  if (status.ok() && cgroup) status = cgroup->AddProcess(static_cast<pid_t>(pid));
-  if (!status.ok()) return fail(Outcome::kSetupError, status.message());
-  if (write(ctl_parent.get(), "g", 1) != 1) return fail(Outcome::kInternal, "cannot signal the sandbox");
+  RETURN_IF_ERROR(WriteFile(proc + "/uid_map", uid_map));
+  if (rootless_) RETURN_IF_ERROR(WriteFile(proc + "/setgroups", "deny"));
+  RETURN_IF_ERROR(WriteFile(proc + "/gid_map", gid_map));
+  if (worker->cgroup_) RETURN_IF_ERROR(worker->cgroup_->AddProcess(static_cast<pid_t>(pid)));
+  if (write(worker->control_.get(), "g", 1) != 1) {
+    return absl::ErrnoToStatus(errno, "signalling the sandbox to start");
+  }
+  worker->started_ = absl::Now();
+  for (int fd : {worker->stdout_.get(), worker->stderr_.get(), worker->stdin_.get()}) {
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+  }
+  return worker;
+}
 
-  for (int fd : {out_r.get(), err_r.get(), in_w.get()}) fcntl(fd, F_SETFL, O_NONBLOCK);
-  if (spec.stdin_fd < 0 && spec.stdin_data.empty()) in_w.Reset();
+Result Executor::Run(const SandboxSpec& spec) {
+  Result result;
+  auto spawned = Spawn(spec);
+  if (!spawned.ok()) {
+    result.outcome = absl::IsInvalidArgument(spawned.status()) || absl::IsNotFound(spawned.status()) ||
+                             absl::IsFailedPrecondition(spawned.status())
+                         ? Outcome::kSetupError
+                         : Outcome::kInternal;
+    result.message = std::string(spawned.status().message());
+    return result;
+  }
+  Worker& worker = **spawned;
+  const Limits& limits = spec.limits;
 
-  // ---- Supervise. ----
-  const absl::Time start = absl::Now();
+  // ---- Supervise: output, stdin, the wall clock and the CPU total. ----
+  const absl::Time start = worker.started();
   const absl::Time wall_deadline = start + absl::Milliseconds(limits.wall_ms);
   const int64_t cpu_limit_ns = limits.cpu_ms * 1'000'000;
   absl::Time next_cpu_check = start;
-  enum class Stop { kNone, kWall, kCpu, kOutput, kViolation, kInitExited, kSetupFailed };
+  enum class Stop { kNone, kWall, kCpu, kOutput };
   Stop stop = Stop::kNone;
-  Capture out_cap{std::move(out_r)}, err_cap{std::move(err_r)};
-  UniqueFd listener;
-  bool main_exited = false;
-  int main_status = 0;
-  ControlMessage failure;
-  size_t stdin_offset = 0;
-  std::string stdin_chunk;  // from spec.stdin_fd
-  bool stdin_source_open = spec.stdin_fd >= 0;
+  Capture out{worker.stdout_fd()}, err{worker.stderr_fd()};
+  // Standard input: spec.stdin_data, or what we read from spec.stdin_fd.
+  std::string pending = spec.stdin_fd >= 0 ? std::string() : spec.stdin_data;
+  size_t offset = 0;
+  bool source_open = spec.stdin_fd >= 0;
+  if (pending.empty() && !source_open) worker.CloseStdin();
 
-  while (stop == Stop::kNone && !main_exited) {
+  while (stop == Stop::kNone) {
     const absl::Time now = absl::Now();
     if (now >= wall_deadline) {
       stop = Stop::kWall;
       break;
     }
-    if (cgroup && now >= next_cpu_check) {
-      auto usage = cgroup->Usage();
-      if (usage.ok()) {
+    if (worker.has_cgroup() && now >= next_cpu_check) {
+      if (auto usage = worker.Usage()) {
         if (usage->cpu_usage_ns >= cpu_limit_ns) {
           stop = Stop::kCpu;
           break;
@@ -381,155 +343,63 @@ Result Executor::Run(const SandboxSpec& spec) {
                                         absl::Nanoseconds(remaining_ns * 100 / limits.cpu_percent));
       }
     }
-    absl::Time wake = wall_deadline;
-    if (cgroup) wake = std::min(wake, next_cpu_check);
-    int timeout_ms = static_cast<int>(
-        std::clamp<int64_t>(absl::ToInt64Milliseconds(wake - now) + 1, 1, 1000));
-
-    // Which stdin direction is live: pumping our source, or writing out.
-    const std::string& pending = spec.stdin_fd >= 0 ? stdin_chunk : spec.stdin_data;
-    const bool have_pending = stdin_offset < pending.size();
-
-    struct pollfd fds[6];
-    int nfds = 0;
-    auto add = [&](int fd, short events) -> int {
-      if (fd < 0) return -1;
-      fds[nfds] = {fd, events, 0};
-      return nfds++;
-    };
-    const int i_ctl = add(ctl_parent.get(), POLLIN);
-    const int i_pid = add(init.pidfd(), POLLIN);
-    const int i_out = add(out_cap.fd.get(), POLLIN);
-    const int i_err = add(err_cap.fd.get(), POLLIN);
-    const int i_lis = add(listener.get(), POLLIN);
-    int i_in = -1;
-    if (in_w && have_pending) {
-      i_in = add(in_w.get(), POLLOUT);
-    } else if (in_w && stdin_source_open) {
-      i_in = add(spec.stdin_fd, POLLIN);
+    const bool have_pending = offset < pending.size();
+    const bool pump = worker.stdin_fd() >= 0 && !have_pending && source_open;
+    const unsigned ready =
+        worker.Wait(worker.has_cgroup() ? std::min(wall_deadline, next_cpu_check) : wall_deadline,
+                    worker.stdin_fd() >= 0 && have_pending, pump ? spec.stdin_fd : -1);
+    if (ready & (Worker::kEnded | Worker::kViolation)) break;
+    if ((ready & Worker::kStdout) && !out.ReadAvailable(limits.output_bytes)) stop = Stop::kOutput;
+    if ((ready & Worker::kStderr) && !err.ReadAvailable(limits.output_bytes)) stop = Stop::kOutput;
+    if (ready & Worker::kStdinWritable) {
+      ssize_t n = write(worker.stdin_fd(), pending.data() + offset, pending.size() - offset);
+      if (n > 0) offset += static_cast<size_t>(n);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) worker.CloseStdin();  // reader gone
+      if (!source_open && offset >= pending.size()) worker.CloseStdin();   // EOF
     }
-    int ready = poll(fds, nfds, timeout_ms);
-    if (ready < 0 && errno != EINTR) {
-      stop = Stop::kInitExited;
-      break;
-    }
-    if (ready <= 0) continue;
-    auto has = [&](int i, short mask) { return i >= 0 && (fds[i].revents & mask) != 0; };
-
-    if (has(i_ctl, POLLIN | POLLHUP)) {
-      ControlMessage msg;
-      UniqueFd passed;
-      while (ReceiveControl(ctl_parent.get(), &msg, &passed)) {
-        if (msg.type == ControlMessage::kPayloadReady && passed) {
-          listener = std::move(passed);
-        } else if (msg.type == ControlMessage::kSetupFailed) {
-          failure = msg;
-          stop = Stop::kSetupFailed;
-        } else if (msg.type == ControlMessage::kMainExited) {
-          main_exited = true;
-          main_status = msg.value;
-        }
+    if (pump && (ready & Worker::kChannel)) {
+      char buf[65536];
+      ssize_t n = read(spec.stdin_fd, buf, sizeof(buf));
+      if (n > 0) {
+        pending.assign(buf, static_cast<size_t>(n));
+        offset = 0;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        source_open = false;
+        worker.CloseStdin();
       }
-    }
-    if (has(i_lis, POLLIN)) {
-      if (auto name = ReceiveViolation(listener.get())) {
-        result.violation = *name;
-        stop = Stop::kViolation;
-      }
-    } else if (has(i_lis, POLLHUP | POLLERR)) {
-      listener.Reset();  // every process under the filter is gone
-    }
-    if (has(i_out, POLLIN | POLLHUP) && !out_cap.ReadAvailable(limits.output_bytes)) {
-      stop = Stop::kOutput;
-    }
-    if (has(i_err, POLLIN | POLLHUP) && !err_cap.ReadAvailable(limits.output_bytes)) {
-      stop = Stop::kOutput;
-    }
-    if (i_in >= 0 && fds[i_in].revents != 0) {
-      if (have_pending) {
-        ssize_t n = write(in_w.get(), pending.data() + stdin_offset, pending.size() - stdin_offset);
-        if (n > 0) stdin_offset += static_cast<size_t>(n);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) in_w.Reset();  // reader gone
-        if (spec.stdin_fd < 0 && stdin_offset >= pending.size()) in_w.Reset();  // EOF
-      } else {
-        char buf[65536];
-        ssize_t n = read(spec.stdin_fd, buf, sizeof(buf));
-        if (n > 0) {
-          stdin_chunk.assign(buf, static_cast<size_t>(n));
-          stdin_offset = 0;
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-          stdin_source_open = false;
-          in_w.Reset();
-        }
-      }
-    }
-    if (has(i_pid, POLLIN) && !main_exited && stop == Stop::kNone) {
-      // The init is gone without reporting the main process: drain the
-      // control socket once more (the report may have raced the exit).
-      ControlMessage msg;
-      UniqueFd passed;
-      while (ReceiveControl(ctl_parent.get(), &msg, &passed)) {
-        if (msg.type == ControlMessage::kMainExited) {
-          main_exited = true;
-          main_status = msg.value;
-        } else if (msg.type == ControlMessage::kSetupFailed) {
-          failure = msg;
-          stop = Stop::kSetupFailed;
-        }
-      }
-      if (!main_exited && stop == Stop::kNone) stop = Stop::kInitExited;
     }
   }
   const absl::Time end = absl::Now();
 
-  // A thread may have hit the policy while another ended the process.
-  if (listener && !result.violation) {
-    struct pollfd p = {listener.get(), POLLIN, 0};
-    if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
-      if (auto name = ReceiveViolation(listener.get())) result.violation = *name;
-    }
-  }
-
   // ---- Tear down: everything left in the tree dies now. ----
-  init.KillAndReap();
+  worker.Kill();
   // Every writer is gone; what is still buffered in the pipes is bounded.
-  if (stop != Stop::kOutput) {
-    if (!out_cap.ReadAvailable(limits.output_bytes) || !err_cap.ReadAvailable(limits.output_bytes)) {
-      stop = stop == Stop::kNone ? Stop::kOutput : stop;
-    }
+  if (!out.ReadAvailable(limits.output_bytes) || !err.ReadAvailable(limits.output_bytes)) {
+    if (stop == Stop::kNone) stop = Stop::kOutput;
   }
-  CgroupUsage usage;
-  if (cgroup) {
-    auto u = cgroup->Usage();
-    if (u.ok()) usage = *u;
-    if (auto s = cgroup->Destroy(); !s.ok()) {
-      fprintf(stderr, "warden: removing cgroup: %s\n", std::string(s.message()).c_str());
-    }
-  }
+  const CgroupUsage usage = worker.Usage().value_or(CgroupUsage{});
 
   result.wall_ms = absl::ToInt64Milliseconds(end - start);
   result.cpu_ms = usage.cpu_usage_ns / 1'000'000;
   result.peak_memory_bytes = usage.peak_memory_bytes;
-  result.stdout_data = std::move(out_cap.data);
-  result.stderr_data = std::move(err_cap.data);
-  result.stdout_truncated = out_cap.truncated;
-  result.stderr_truncated = err_cap.truncated;
-  if (main_exited) {
-    if (WIFEXITED(main_status)) result.exit_code = WEXITSTATUS(main_status);
-    if (WIFSIGNALED(main_status)) result.signal = WTERMSIG(main_status);
+  result.stdout_data = std::move(out.data);
+  result.stderr_data = std::move(err.data);
+  result.stdout_truncated = out.truncated;
+  result.stderr_truncated = err.truncated;
+  result.violation = worker.violation();
+  const int status = worker.main_status();
+  if (worker.main_exited()) {
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   }
   if (degraded()) {
     result.message = "degraded mode: limits enforced by rlimits only, no cgroup accounting";
   }
 
-  if (stop == Stop::kSetupFailed) {
-    std::string where = ChildStageName(static_cast<ChildStage>(failure.stage));
-    if (failure.op_index >= 0 && failure.op_index < static_cast<int>(mounts->ops.size())) {
-      absl::StrAppend(&where, " (at /", mounts->ops[failure.op_index].target, ")");
-    }
-    return fail(Outcome::kSetupError, absl::StrCat(where, ": ", strerror(failure.error)));
-  }
-  if (result.violation) {
+  if (worker.setup_error()) {
+    result.outcome = Outcome::kSetupError;
+    result.message = *worker.setup_error();
+  } else if (result.violation) {
     result.outcome = Outcome::kViolation;
   } else if (stop == Stop::kOutput) {
     result.outcome = Outcome::kOutputLimit;
@@ -539,9 +409,9 @@ Result Executor::Run(const SandboxSpec& spec) {
     result.outcome = Outcome::kWallTimeout;
   } else if (usage.oom_kills > 0) {
     result.outcome = Outcome::kMemoryLimit;
-  } else if (main_exited && WIFEXITED(main_status)) {
+  } else if (worker.main_exited() && WIFEXITED(status)) {
     result.outcome = result.exit_code == 0 ? Outcome::kOk : Outcome::kNonzeroExit;
-  } else if (main_exited && WIFSIGNALED(main_status)) {
+  } else if (worker.main_exited() && WIFSIGNALED(status)) {
     result.outcome = result.signal == SIGXCPU ? Outcome::kCpuTimeout : Outcome::kSignaled;
   } else {
     result.outcome = Outcome::kInternal;

@@ -24,6 +24,7 @@
 #include "sandbox/mount_plan.h"
 #include "sandbox/result.h"
 #include "sandbox/seccomp_policy.h"
+#include "sandbox/worker.h"
 
 namespace warden {
 
@@ -59,6 +60,12 @@ struct ExecutorOptions {
   SeccompOptions seccomp;
 };
 
+struct SpawnOptions {
+  // Give the program a private socket at fd 3 (WARDEN_CHANNEL_FD) whose
+  // other end is Worker::channel_fd(): the kernels' control channel.
+  bool channel = false;
+};
+
 class Executor {
  public:
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const ExecutorOptions& options);
@@ -67,6 +74,13 @@ class Executor {
   // Runs spec to completion. Never throws; problems with the spec or the
   // host come back as SETUP_ERROR / INTERNAL results with a message.
   Result Run(const SandboxSpec& spec);
+
+  // Starts spec's program in a fresh sandbox and returns the live Worker;
+  // the caller supervises it (limits other than the cgroup's and rlimits are
+  // the caller's to enforce). Errors in the spec come back here; failures
+  // inside the sandbox's setup are reported by the Worker.
+  absl::StatusOr<std::unique_ptr<Worker>> Spawn(const SandboxSpec& spec,
+                                                const SpawnOptions& options = {});
 
   bool degraded() const { return cgroups_ == nullptr; }
   const CgroupManager* cgroups() const { return cgroups_.get(); }

@@ -58,21 +58,24 @@ int SetIds(uid_t uid, gid_t gid) {
   return 0;
 }
 
-void Send(int fd, const ControlMessage& msg, int pass_fd = -1) {
+// Sends `msg`, with up to two fds (-1 = none).
+void Send(int fd, const ControlMessage& msg, int fd1 = -1, int fd2 = -1) {
   struct iovec iov = {const_cast<ControlMessage*>(&msg), sizeof(msg)};
   struct msghdr hdr = {};
   hdr.msg_iov = &iov;
   hdr.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (pass_fd >= 0) {
+  alignas(struct cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+  const int fds[2] = {fd1, fd2};
+  const int count = (fd1 >= 0) + (fd2 >= 0);
+  if (count > 0) {
     memset(control, 0, sizeof(control));
     hdr.msg_control = control;
-    hdr.msg_controllen = sizeof(control);
+    hdr.msg_controllen = CMSG_SPACE(count * sizeof(int));
     struct cmsghdr* cmsg = CMSG_FIRSTHDR(&hdr);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+    cmsg->cmsg_len = CMSG_LEN(count * sizeof(int));
+    memcpy(CMSG_DATA(cmsg), fds, count * sizeof(int));
   }
   while (sendmsg(fd, &hdr, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
@@ -129,7 +132,7 @@ int BringUpLoopback() {
 // The program's process: becomes the sandbox user with nothing else, then
 // execs. Its parent is the sandbox's init.
 [[noreturn]] void PayloadMain(const ChildPlan& p) {
-  const int ctl = p.control_fd;
+  int ctl = p.control_fd;
 
   // Default dispositions and an empty mask: ignored signals (the supervisor
   // ignores SIGPIPE) and blocked ones would otherwise survive execve.
@@ -143,13 +146,23 @@ int BringUpLoopback() {
   // A new session: no controlling terminal, its own process group.
   if (setsid() < 0) Fail(ctl, ChildStage::kSession, errno);
 
-  // stdio from the supervisor's pipes; every other fd is closed. The control
-  // socket is close-on-exec and disappears at execve.
+  // stdio from the supervisor's pipes (all at fds >= 3, since the
+  // supervisor keeps 0-2 open), the channel socket at fd 3 if there is one;
+  // every other fd is closed. The control socket moves out of the way first;
+  // it is close-on-exec and disappears at execve.
   if (dup2(p.stdin_fd, 0) < 0 || dup2(p.stdout_fd, 1) < 0 || dup2(p.stderr_fd, 2) < 0) {
     Fail(ctl, ChildStage::kStdio, errno);
   }
-  const int keep[] = {0, 1, 2, ctl};
-  CloseAllExcept(keep, 4);
+  ctl = fcntl(ctl, F_DUPFD_CLOEXEC, 100);
+  if (ctl < 0) Fail(p.control_fd, ChildStage::kStdio, errno);
+  if (p.channel_fd >= 0) {
+    // dup2(3, 3) would keep FD_CLOEXEC, hence the explicit F_SETFD.
+    if ((p.channel_fd != 3 && dup2(p.channel_fd, 3) < 0) || fcntl(3, F_SETFD, 0) != 0) {
+      Fail(ctl, ChildStage::kStdio, errno);
+    }
+  }
+  const int keep[] = {0, 1, 2, p.channel_fd >= 0 ? 3 : -1, ctl};
+  CloseAllExcept(keep, 5);
 
   for (int i = 0; i < p.n_rlimits; ++i) {
     struct rlimit rl = {p.rlimits[i].soft, p.rlimits[i].hard};
@@ -180,13 +193,18 @@ int BringUpLoopback() {
 
   // The seccomp filter, last: from here every syscall is checked. The
   // listener fd goes to the supervisor, which names and stops violations.
+  // The program's own pidfd goes along, so the supervisor can signal its
+  // process group (interrupts) without guessing at pids.
+  int self = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+  if (self < 0) Fail(ctl, ChildStage::kSeccomp, errno);
   int listener = static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                                           SECCOMP_FILTER_FLAG_NEW_LISTENER, &p.seccomp));
   if (listener < 0) Fail(ctl, ChildStage::kSeccomp, errno);
   ControlMessage ready;
   ready.type = ControlMessage::kPayloadReady;
-  Send(ctl, ready, listener);
+  Send(ctl, ready, listener, self);
   close(listener);
+  close(self);
 
   execve(p.path, p.argv, p.envp);
   Fail(ctl, ChildStage::kExec, errno);
@@ -198,8 +216,8 @@ int BringUpLoopback() {
   const int ctl = p.control_fd;
 
   // Nothing of the supervisor's (its stdio, its files) stays open here.
-  const int keep[] = {ctl, p.stdin_fd, p.stdout_fd, p.stderr_fd};
-  CloseAllExcept(keep, 4);
+  const int keep[] = {ctl, p.stdin_fd, p.stdout_fd, p.stderr_fd, p.channel_fd};
+  CloseAllExcept(keep, 5);
 
   // The supervisor writes our uid/gid maps and moves us into our cgroup,
   // then says go. EOF means it died: leave quietly.
@@ -254,6 +272,7 @@ int BringUpLoopback() {
   close(p.stdin_fd);
   close(p.stdout_fd);
   close(p.stderr_fd);
+  if (p.channel_fd >= 0) close(p.channel_fd);
 
   // PID 1: reap everything; report the main process's end. When the last
   // process is gone we exit, which the supervisor also sees.

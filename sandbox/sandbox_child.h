@@ -41,7 +41,7 @@ const char* ChildStageName(ChildStage stage);
 struct ControlMessage {
   enum Type : int32_t {
     kSetupFailed = 1,  // stage, error (errno), op_index (mount op or -1)
-    kPayloadReady,     // carries the seccomp listener fd (SCM_RIGHTS)
+    kPayloadReady,     // carries the seccomp listener and the program's pidfd (SCM_RIGHTS)
     kMainExited,       // value = wait status of the main process
   };
   int32_t type = 0;
@@ -78,6 +78,7 @@ struct ChildPlan {
   int stdin_fd = -1;    // become the payload's fds 0, 1, 2
   int stdout_fd = -1;
   int stderr_fd = -1;
+  int channel_fd = -1;  // if >= 0, becomes the payload's fd 3
 };
 
 // The sandbox's init (PID 1 of its pid namespace). Never returns.

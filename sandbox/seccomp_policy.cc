@@ -45,9 +45,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
-#include <memory>
 #include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -64,11 +65,12 @@ namespace {
 // capabilities, rlimits, read-only runtime trees).
 constexpr absl::string_view kAllowedSyscalls[] = {
     // Memory. pkey_* is used by node (V8); mlock* is bounded by
-    // RLIMIT_MEMLOCK.
+    // RLIMIT_MEMLOCK; the mempolicy pair only affects the caller (libnuma
+    // probes it, e.g. in procps' ps). mbind stays out.
     "brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync",
     "mincore", "mlock", "mlock2", "munlock", "mlockall", "munlockall",
     "membarrier", "memfd_create", "pkey_alloc", "pkey_free", "pkey_mprotect",
-    "get_mempolicy",
+    "get_mempolicy", "set_mempolicy",
 
     // File descriptors and I/O.
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv",
@@ -199,7 +201,8 @@ constexpr uint32_t kAllowedIpProtocols[] = {0, IPPROTO_TCP, IPPROTO_UDP};
 // ioctls that are violations; compared on the low 32 bits only.
 constexpr uint32_t kDeniedIoctls[] = {TIOCSTI, TIOCLINUX};
 
-// One masked-equality test on the low 32 bits of an argument.
+// (arg & mask) == value on the low 32 bits of an argument; the upper half
+// is ignored, as the kernel ignores it for int-typed arguments.
 struct MaskedValue {
   uint32_t mask;
   uint32_t value;
@@ -229,9 +232,8 @@ void ComplementRecursive(std::span<const uint32_t> sorted, int bit,
 // Returns disjoint patterns whose union is exactly the 32-bit values that
 // are NOT in `values`: a binary trie over the values, emitting each missing
 // branch. At most 32 * values.size() patterns.
-std::vector<MaskedValue> ComplementPatterns32(
-    std::initializer_list<uint32_t> values) {
-  std::vector<uint32_t> sorted(values);
+std::vector<MaskedValue> ComplementPatterns32(std::span<const uint32_t> values) {
+  std::vector<uint32_t> sorted(values.begin(), values.end());
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   std::vector<MaskedValue> out;
@@ -331,8 +333,7 @@ absl::Status AllowLow32In(ScmpFilter& f, int nr, absl::string_view name,
 absl::Status AddSocketRules(ScmpFilter& f, absl::string_view name) {
   ASSIGN_OR_RETURN(int nr, ResolveX8664(name));
   RETURN_IF_ERROR(f.Add(SCMP_ACT_ALLOW, nr, name, {Low32Equals(0, AF_UNIX)}));
-  const auto other_protocols = ComplementPatterns32(
-      {kAllowedIpProtocols[0], kAllowedIpProtocols[1], kAllowedIpProtocols[2]});
+  const auto other_protocols = ComplementPatterns32(kAllowedIpProtocols);
   for (uint32_t family : {AF_INET, AF_INET6}) {
     for (uint32_t proto : kAllowedIpProtocols) {
       RETURN_IF_ERROR(f.Add(SCMP_ACT_ALLOW, nr, name,
@@ -343,9 +344,7 @@ absl::Status AddSocketRules(ScmpFilter& f, absl::string_view name) {
                             {Low32Equals(0, family), Masked(2, mv)}));
     }
   }
-  for (const MaskedValue& mv : ComplementPatterns32(
-           {kAllowedSocketFamilies[0], kAllowedSocketFamilies[1],
-            kAllowedSocketFamilies[2]})) {
+  for (const MaskedValue& mv : ComplementPatterns32(kAllowedSocketFamilies)) {
     RETURN_IF_ERROR(
         f.Add(SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, name, {Masked(0, mv)}));
   }
@@ -368,15 +367,16 @@ absl::Status AddArgumentFilteredRules(ScmpFilter& f) {
 
   // ioctl: everything except TIOCSTI/TIOCLINUX (terminal input injection),
   // judged on the low 32 bits like the kernel does (CVE-2019-10063).
-  for (const MaskedValue& mv :
-       ComplementPatterns32({kDeniedIoctls[0], kDeniedIoctls[1]})) {
+  for (const MaskedValue& mv : ComplementPatterns32(kDeniedIoctls)) {
     RETURN_IF_ERROR(
         f.Add(SCMP_ACT_ALLOW, SCMP_SYS(ioctl), "ioctl", {Masked(1, mv)}));
   }
 
-  // seccomp: a process may stack more filters on itself, but never create a
-  // notification listener (it could then answer its own children's
-  // syscalls). `op` and `flags` are unsigned int: compare low 32 bits.
+  // seccomp: a process may stack more filters on itself, but may not create
+  // a notification listener (a user-space syscall emulator for its own
+  // children; the kernel would refuse a second listener with EBUSY anyway,
+  // this keeps it a named violation) nor opt out of the speculative store
+  // bypass mitigation. `op` and `flags` are unsigned int: low 32 bits only.
   for (uint32_t op : {SECCOMP_SET_MODE_STRICT, SECCOMP_GET_ACTION_AVAIL,
                       SECCOMP_GET_NOTIF_SIZES}) {
     RETURN_IF_ERROR(
@@ -385,7 +385,8 @@ absl::Status AddArgumentFilteredRules(ScmpFilter& f) {
   RETURN_IF_ERROR(f.Add(
       SCMP_ACT_ALLOW, SCMP_SYS(seccomp), "seccomp",
       {Low32Equals(0, SECCOMP_SET_MODE_FILTER),
-       MaskedEq(1, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0)}));
+       MaskedEq(1, SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+                0)}));
 
   RETURN_IF_ERROR(
       AllowLow32In(f, SCMP_SYS(prctl), "prctl", 0, kAllowedPrctlOptions));

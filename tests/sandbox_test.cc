@@ -72,12 +72,6 @@ std::vector<int> SandboxProcesses(testing::IdRange range = testing::TestIdRange(
   return pids;
 }
 
-int RunDirectories() {
-  int n = 0;
-  for (const std::string& dir : TestExecutor().cgroups()->SubtreePaths()) n += CountEntries(dir);
-  return n;  // v1 subtrees hold only run-* groups (no control files are listed as dirs below)
-}
-
 int SubdirectoryCount() {
   int n = 0;
   for (const std::string& dir : TestExecutor().cgroups()->SubtreePaths()) {

@@ -1,0 +1,197 @@
+#include "sandbox/worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "sandbox/sandbox_child.h"
+#include "sandbox/seccomp_policy.h"
+
+namespace warden {
+namespace {
+
+// Reads one control message and up to two fds passed with it.
+bool ReceiveControl(int fd, ControlMessage* msg, UniqueFd* first, UniqueFd* second) {
+  struct iovec iov = {msg, sizeof(*msg)};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+  struct msghdr hdr = {};
+  hdr.msg_iov = &iov;
+  hdr.msg_iovlen = 1;
+  hdr.msg_control = control;
+  hdr.msg_controllen = sizeof(control);
+  ssize_t n = recvmsg(fd, &hdr, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n != sizeof(*msg)) return false;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&hdr); c != nullptr; c = CMSG_NXTHDR(&hdr, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    int fds[2] = {-1, -1};
+    memcpy(fds, CMSG_DATA(c), std::min<size_t>(count, 2) * sizeof(int));
+    if (count >= 1) first->Reset(fds[0]);
+    if (count >= 2) second->Reset(fds[1]);
+  }
+  return true;
+}
+
+// The pid a pidfd refers to, in our pid namespace (from its fdinfo).
+pid_t PidOfPidfd(int pidfd) {
+  std::ifstream in(absl::StrCat("/proc/self/fdinfo/", pidfd));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Pid:", 0) == 0) return static_cast<pid_t>(atoi(line.c_str() + 4));
+  }
+  return -1;
+}
+
+}  // namespace
+
+Worker::~Worker() {
+  Kill();
+  if (cgroup_) {
+    if (auto s = cgroup_->Destroy(); !s.ok()) {
+      fprintf(stderr, "warden: removing cgroup: %s\n", std::string(s.message()).c_str());
+    }
+  }
+}
+
+unsigned Worker::Wait(absl::Time deadline, bool want_stdin, int extra_fd) {
+  for (;;) {
+    if (ended()) return kEnded;
+    struct pollfd fds[8];
+    int n = 0;
+    auto add = [&](int fd, short events) -> int {
+      if (fd < 0) return -1;
+      fds[n] = {fd, events, 0};
+      return n++;
+    };
+    const int i_ctl = add(control_.get(), POLLIN);
+    const int i_pid = add(init_pidfd_.get(), POLLIN);
+    const int i_lis = add(listener_.get(), POLLIN);
+    const int i_out = add(stdout_.get(), POLLIN);
+    const int i_err = add(stderr_.get(), POLLIN);
+    const int i_chan = add(channel_.get(), POLLIN);
+    const int i_in = want_stdin ? add(stdin_.get(), POLLOUT) : -1;
+    const int i_extra = add(extra_fd, POLLIN);
+
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return kTimedOut;
+    const int timeout_ms = static_cast<int>(
+        std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 60'000));
+    int rc = poll(fds, n, std::max(timeout_ms, 1));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      setup_error_ = absl::StrCat("poll: ", strerror(errno));
+      return kEnded;
+    }
+    if (rc == 0) continue;  // re-check the deadline
+    auto has = [&](int i, short mask) { return i >= 0 && (fds[i].revents & mask) != 0; };
+
+    unsigned ready = 0;
+    if (has(i_ctl, POLLIN | POLLHUP | POLLERR)) HandleControl();
+    if (has(i_lis, POLLIN)) {
+      HandleViolation();
+      if (violation_) ready |= kViolation;
+    } else if (has(i_lis, POLLHUP | POLLERR)) {
+      listener_.Reset();  // every process under the filter is gone
+    }
+    if (has(i_out, POLLIN | POLLHUP | POLLERR)) ready |= kStdout;
+    if (has(i_err, POLLIN | POLLHUP | POLLERR)) ready |= kStderr;
+    if (has(i_chan, POLLIN | POLLHUP | POLLERR) || has(i_extra, POLLIN | POLLHUP | POLLERR)) {
+      ready |= kChannel;
+    }
+    if (has(i_in, POLLOUT | POLLERR | POLLHUP)) ready |= kStdinWritable;
+    if (has(i_pid, POLLIN)) {
+      // The init is gone; its last report may have raced its exit.
+      HandleControl();
+      if (!main_exited_ && !setup_error_) init_exited_ = true;
+    }
+    if (ended()) ready |= kEnded;
+    if (ready != 0) return ready;
+  }
+}
+
+void Worker::HandleControl() {
+  ControlMessage msg;
+  UniqueFd first, second;
+  while (control_ && ReceiveControl(control_.get(), &msg, &first, &second)) {
+    switch (msg.type) {
+      case ControlMessage::kPayloadReady:
+        listener_ = std::move(first);
+        program_pidfd_ = std::move(second);
+        if (program_pidfd_) program_pid_ = PidOfPidfd(program_pidfd_.get());
+        break;
+      case ControlMessage::kSetupFailed:
+        setup_error_ = DescribeFailure(msg.stage, msg.error, msg.op_index);
+        break;
+      case ControlMessage::kMainExited:
+        main_exited_ = true;
+        main_status_ = msg.value;
+        break;
+    }
+  }
+}
+
+void Worker::HandleViolation() {
+  struct seccomp_notif_sizes sizes = {};
+  if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) return;
+  std::string buf(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)), '\0');
+  auto* notif = reinterpret_cast<struct seccomp_notif*>(buf.data());
+  if (ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, notif) != 0) return;
+  // The offending thread stays blocked until the sandbox is killed.
+  if (!violation_) violation_ = SyscallName(notif->data.nr, notif->data.arch);
+}
+
+std::string Worker::DescribeFailure(int stage, int error, int op_index) const {
+  std::string where = ChildStageName(static_cast<ChildStage>(stage));
+  if (op_index >= 0 && op_index < static_cast<int>(mount_targets_.size())) {
+    absl::StrAppend(&where, " (at ", mount_targets_[op_index], ")");
+  }
+  return absl::StrCat(where, ": ", strerror(error));
+}
+
+absl::Status Worker::Signal(int sig) {
+  if (ended() || program_pid_ <= 0) {
+    return absl::FailedPreconditionError("the sandboxed program is not running");
+  }
+  // The program called setsid(), so its pid is its process group's id; the
+  // pidfd pins the pid, so the group cannot be a recycled one while the
+  // leader lives.
+  struct pollfd p = {program_pidfd_.get(), POLLIN, 0};
+  if (poll(&p, 1, 0) == 1) return absl::FailedPreconditionError("the program has exited");
+  if (kill(-program_pid_, sig) != 0) return absl::ErrnoToStatus(errno, "kill program group");
+  return absl::OkStatus();
+}
+
+void Worker::Kill() {
+  if (reaped_ || !init_pidfd_) return;
+  // SIGKILL to a pid namespace's init kills every process in it; the reap
+  // returns only after the kernel has torn all of them down.
+  syscall(SYS_pidfd_send_signal, init_pidfd_.get(), SIGKILL, nullptr, 0);
+  siginfo_t info;
+  while (waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd_.get(), &info, WEXITED) != 0 &&
+         errno == EINTR) {
+  }
+  reaped_ = true;
+  init_exited_ = true;
+}
+
+std::optional<CgroupUsage> Worker::Usage() const {
+  if (!cgroup_) return std::nullopt;
+  auto usage = cgroup_->Usage();
+  if (!usage.ok()) return std::nullopt;
+  return *usage;
+}
+
+}  // namespace warden

@@ -1,0 +1,104 @@
+// Worker: one live sandbox, seen from the supervisor.
+//
+// Created by Executor::Spawn, a Worker owns everything of one sandbox: the
+// init's pidfd (the whole pid namespace dies with it), the cgroup, the pipes
+// of the program's stdin/stdout/stderr, the optional channel socket (fd 3 in
+// the program), the control socket to the init and the seccomp listener.
+// Wait() is the event pump: it handles the control socket and seccomp
+// notifications itself and tells the caller what is ready. Destroying a
+// Worker kills every process in it and removes its cgroup.
+//
+// A Worker is used by one thread at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/unique_fd.h"
+
+namespace warden {
+
+class Worker {
+ public:
+  // What Wait() found ready; several may be set at once.
+  enum Ready : unsigned {
+    kStdout = 1 << 0,         // stdout_fd() has data or EOF
+    kStderr = 1 << 1,         // stderr_fd() has data or EOF
+    kChannel = 1 << 2,        // channel_fd() has data or EOF
+    kStdinWritable = 1 << 3,  // asked for, and stdin_fd() can take more
+    kEnded = 1 << 4,          // the program ended, failed to start, or the sandbox died
+    kViolation = 1 << 5,      // a seccomp violation is pending: kill and report
+    kTimedOut = 1 << 6,       // the deadline passed first
+  };
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker();
+
+  // Waits until something is ready or `deadline`. `want_stdin` asks for
+  // kStdinWritable; `extra_fd` (not owned, may be -1) is polled for input
+  // too and reported as kChannel (used to pump a host fd into stdin).
+  unsigned Wait(absl::Time deadline, bool want_stdin = false, int extra_fd = -1);
+
+  int stdin_fd() const { return stdin_.get(); }
+  int stdout_fd() const { return stdout_.get(); }
+  int stderr_fd() const { return stderr_.get(); }
+  int channel_fd() const { return channel_.get(); }
+  void CloseStdin() { stdin_.Reset(); }
+  void CloseStdout() { stdout_.Reset(); }
+  void CloseStderr() { stderr_.Reset(); }
+
+  // The program's state as reported by the sandbox.
+  bool ended() const { return main_exited_ || init_exited_ || setup_error_.has_value(); }
+  bool main_exited() const { return main_exited_; }
+  int main_status() const { return main_status_; }  // a wait status
+  const std::optional<std::string>& violation() const { return violation_; }
+  const std::optional<std::string>& setup_error() const { return setup_error_; }
+
+  // Sends `sig` to the program's process group (its children included).
+  absl::Status Signal(int sig);
+  // Kills every process in the sandbox now and reaps the init. Idempotent.
+  void Kill();
+
+  // Cumulative for the whole sandbox; nullopt in degraded mode.
+  std::optional<CgroupUsage> Usage() const;
+  bool has_cgroup() const { return cgroup_ != nullptr; }
+  absl::Time started() const { return started_; }
+  // Host pid of the sandbox's init (tests and diagnostics).
+  pid_t init_pid() const { return init_pid_; }
+
+ private:
+  friend class Executor;
+  Worker() = default;
+
+  void HandleControl();
+  void HandleViolation();
+  // Finishes the child's setup failure message with the mount target.
+  std::string DescribeFailure(int stage, int error, int op_index) const;
+
+  pid_t init_pid_ = -1;
+  UniqueFd init_pidfd_;
+  bool reaped_ = false;
+  std::unique_ptr<Cgroup> cgroup_;
+  UniqueFd stdin_, stdout_, stderr_, channel_, control_, listener_;
+  UniqueFd program_pidfd_;  // the program (sent by it just before execve)
+  pid_t program_pid_ = -1;  // its host pid, also its process group
+  absl::Time started_;
+  std::vector<std::string> mount_targets_;  // for setup error messages
+
+  bool main_exited_ = false;
+  int main_status_ = 0;
+  bool init_exited_ = false;
+  std::optional<std::string> violation_;
+  std::optional<std::string> setup_error_;
+};
+
+}  // namespace warden
