@@ -14,6 +14,9 @@ const char* OutcomeName(Outcome outcome) {
     case Outcome::kViolation: return "VIOLATION";
     case Outcome::kSetupError: return "SETUP_ERROR";
     case Outcome::kInternal: return "INTERNAL";
+    case Outcome::kError: return "ERROR";
+    case Outcome::kInterrupted: return "INTERRUPTED";
+    case Outcome::kSessionLost: return "SESSION_LOST";
   }
   return "INTERNAL";
 }

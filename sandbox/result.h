@@ -21,6 +21,10 @@ enum class Outcome {
   kViolation,     // a syscall outside the seccomp policy was attempted
   kSetupError,    // the sandbox could not be built (bad spec, host support)
   kInternal,      // Warden failed while the program ran
+  // Cell-level outcomes of sessions (live kernels):
+  kError,         // the cell raised / its last command failed; structured error attached
+  kInterrupted,   // the cell was interrupted on request; the session lives on
+  kSessionLost,   // the session's interpreter is gone; it stays lost until restarted
 };
 
 // "OK", "NONZERO_EXIT", ... as in the API and warden-run's JSON.

@@ -128,7 +128,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions
   executor->options_ = options;
   executor->rootless_ = geteuid() != 0;
   if (executor->options_.cgroup.subtree_name.empty()) {
-    executor->options_.cgroup.subtree_name = absl::StrCat("warden-", getpid());
+    // The pid alone could name a stale subtree of a dead process with a
+    // recycled pid; the start time makes the name this process's own.
+    executor->options_.cgroup.subtree_name =
+        absl::StrCat("warden-", getpid(), "-", absl::ToUnixMicros(absl::Now()) % 1'000'000'000);
   }
   auto cgroups = CgroupManager::Create(executor->options_.cgroup);
   if (cgroups.ok()) {
@@ -275,18 +278,22 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   const std::string proc = absl::StrCat("/proc/", pid);
   std::string uid_map = absl::StrCat(fs.sandbox_uid, " ", geteuid(), " 1\n");
   std::string gid_map = absl::StrCat(fs.sandbox_gid, " ", getegid(), " 1\n");
+  worker->program_host_uid_ = geteuid();
+  worker->program_host_gid_ = getegid();
   if (!rootless_) {
     // Two consecutive host ids per run: the init's (inside 0) and the program's.
     const uint32_t pairs = std::max<uint32_t>(options_.host_id_count / 2, 1);
     const uid_t host = options_.host_id_base + 2 * static_cast<uid_t>(run % pairs);
     uid_map = absl::StrCat("0 ", host, " 1\n", fs.sandbox_uid, " ", host + 1, " 1\n");
+    worker->program_host_uid_ = host + 1;
+    worker->program_host_gid_ = host + 1;
     gid_map = absl::StrCat("0 ", host, " 1\n", fs.sandbox_gid, " ", host + 1, " 1\n");
   }
   RETURN_IF_ERROR(WriteFile(proc + "/uid_map", uid_map));
   if (rootless_) RETURN_IF_ERROR(WriteFile(proc + "/setgroups", "deny"));
   RETURN_IF_ERROR(WriteFile(proc + "/gid_map", gid_map));
   if (worker->cgroup_) RETURN_IF_ERROR(worker->cgroup_->AddProcess(static_cast<pid_t>(pid)));
-  if (write(worker->control_.get(), "g", 1) != 1) {
+  if (write(worker->control_.get(), &kGo, 1) != 1) {
     return absl::ErrnoToStatus(errno, "signalling the sandbox to start");
   }
   worker->started_ = absl::Now();
@@ -357,7 +364,7 @@ Result Executor::Run(const SandboxSpec& spec) {
       if (n < 0 && errno != EAGAIN && errno != EINTR) worker.CloseStdin();  // reader gone
       if (!source_open && offset >= pending.size()) worker.CloseStdin();   // EOF
     }
-    if (pump && (ready & Worker::kChannel)) {
+    if (pump && (ready & Worker::kExtra)) {
       char buf[65536];
       ssize_t n = read(spec.stdin_fd, buf, sizeof(buf));
       if (n > 0) {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -210,6 +211,34 @@ int BringUpLoopback() {
   Fail(ctl, ChildStage::kExec, errno);
 }
 
+// Forks the program (PayloadMain). fork() from glibc would run atfork
+// handlers of a process we are only a raw clone of; a bare clone syscall is
+// what fork does underneath.
+pid_t StartPayload(const ChildPlan& p) {
+  pid_t pid = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+  if (pid < 0) Fail(p.control_fd, ChildStage::kForkPayload, errno);
+  if (pid == 0) PayloadMain(p);
+  return pid;
+}
+
+// Reaps children (all of them, waiting, if `block`); reports the program's
+// end and clears *payload when it is among them.
+void ReapChildren(int ctl, pid_t* payload, bool block) {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, __WALL | (block ? 0 : WNOHANG));
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) return;  // none ready, or no children left
+    if (pid == *payload) {
+      ControlMessage msg;
+      msg.type = ControlMessage::kMainExited;
+      msg.value = status;
+      Send(ctl, msg);
+      *payload = -1;
+    }
+  }
+}
+
 }  // namespace
 
 [[noreturn]] void SandboxInitMain(const ChildPlan& p) {
@@ -263,33 +292,47 @@ int BringUpLoopback() {
     Fail(ctl, ChildStage::kMounts, -rc, failed_op);
   }
 
-  // fork() from glibc would run atfork handlers of a process we are only a
-  // raw clone of; a bare clone syscall is what fork does underneath.
-  pid_t payload = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
-  if (payload < 0) Fail(ctl, ChildStage::kForkPayload, errno);
-  if (payload == 0) PayloadMain(p);
+  // SIGCHLD is read from a signalfd, polled together with the control
+  // socket; the program gets an empty signal mask back (PayloadMain).
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) Fail(ctl, ChildStage::kForkPayload, errno);
 
-  close(p.stdin_fd);
-  close(p.stdout_fd);
-  close(p.stderr_fd);
-  if (p.channel_fd >= 0) close(p.channel_fd);
+  pid_t payload = StartPayload(p);
 
-  // PID 1: reap everything; report the main process's end. When the last
-  // process is gone we exit, which the supervisor also sees.
-  bool main_done = false;
+  // PID 1: reap everything, report each program's end, and take commands.
+  // We outlive the program, so its workspace stays reachable (and a fresh
+  // program can be started in the same sandbox) until the supervisor kills
+  // us or goes away. The pipes and the channel stay open here for the same
+  // reason; nothing relies on their EOF.
   for (;;) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, __WALL);
-    if (pid < 0) {
+    struct pollfd fds[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      _exit(main_done ? 0 : kSetupFailedExit);
+      _exit(kSetupFailedExit);
     }
-    if (pid == payload) {
-      ControlMessage msg;
-      msg.type = ControlMessage::kMainExited;
-      msg.value = status;
-      Send(ctl, msg);
-      main_done = true;
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof(info)) > 0) {
+      }
+      ReapChildren(ctl, &payload, /*block=*/false);
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char command = 0;
+      ssize_t n = read(ctl, &command, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);  // the supervisor is gone
+      if (command == kKillProgram || command == kRespawn) {
+        // Every process of the namespace but us.
+        kill(-1, SIGKILL);
+      }
+      if (command == kRespawn) {
+        ReapChildren(ctl, &payload, /*block=*/true);
+        payload = StartPayload(p);
+      }
     }
   }
 }

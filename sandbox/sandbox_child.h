@@ -51,6 +51,11 @@ struct ControlMessage {
   int32_t value = 0;
 };
 
+// Commands on the control socket, supervisor -> init, one byte each.
+constexpr char kGo = 'g';           // maps written, cgroup joined: build and start
+constexpr char kKillProgram = 'k';  // kill every process but the init
+constexpr char kRespawn = 'r';      // kill them, then start the program afresh
+
 struct ChildRlimit {
   int resource;
   rlim_t soft;

@@ -108,9 +108,8 @@ unsigned Worker::Wait(absl::Time deadline, bool want_stdin, int extra_fd) {
     }
     if (has(i_out, POLLIN | POLLHUP | POLLERR)) ready |= kStdout;
     if (has(i_err, POLLIN | POLLHUP | POLLERR)) ready |= kStderr;
-    if (has(i_chan, POLLIN | POLLHUP | POLLERR) || has(i_extra, POLLIN | POLLHUP | POLLERR)) {
-      ready |= kChannel;
-    }
+    if (has(i_chan, POLLIN | POLLHUP | POLLERR)) ready |= kChannel;
+    if (has(i_extra, POLLIN | POLLHUP | POLLERR)) ready |= kExtra;
     if (has(i_in, POLLOUT | POLLERR | POLLHUP)) ready |= kStdinWritable;
     if (has(i_pid, POLLIN)) {
       // The init is gone; its last report may have raced its exit.
@@ -173,6 +172,35 @@ absl::Status Worker::Signal(int sig) {
   if (kill(-program_pid_, sig) != 0) return absl::ErrnoToStatus(errno, "kill program group");
   return absl::OkStatus();
 }
+
+absl::Status Worker::KillProgram() {
+  if (reaped_ || !control_) return absl::FailedPreconditionError("the sandbox is gone");
+  if (write(control_.get(), &kKillProgram, 1) != 1) return absl::ErrnoToStatus(errno, "kill program");
+  return absl::OkStatus();
+}
+
+absl::Status Worker::Respawn() {
+  if (reaped_ || init_exited_ || setup_error_ || !control_) {
+    return absl::FailedPreconditionError("the sandbox is gone; start a new one");
+  }
+  if (!main_exited_) return absl::FailedPreconditionError("the program is still running");
+  if (write(control_.get(), &kRespawn, 1) != 1) return absl::ErrnoToStatus(errno, "respawn");
+  listener_.Reset();
+  program_pidfd_.Reset();
+  program_pid_ = -1;
+  violation_.reset();
+  main_exited_ = false;
+  main_status_ = 0;
+  return absl::OkStatus();
+}
+
+bool Worker::SandboxAlive() const {
+  if (reaped_ || init_exited_ || !init_pidfd_) return false;
+  struct pollfd p = {init_pidfd_.get(), POLLIN, 0};
+  return poll(&p, 1, 0) == 0;  // a pidfd turns readable when the process exits
+}
+
+std::string Worker::RootPath() const { return absl::StrCat("/proc/", init_pid_, "/root"); }
 
 void Worker::Kill() {
   if (reaped_ || !init_pidfd_) return;

@@ -37,6 +37,7 @@ class Worker {
     kEnded = 1 << 4,          // the program ended, failed to start, or the sandbox died
     kViolation = 1 << 5,      // a seccomp violation is pending: kill and report
     kTimedOut = 1 << 6,       // the deadline passed first
+    kExtra = 1 << 7,          // the caller's extra_fd is readable
   };
 
   Worker(const Worker&) = delete;
@@ -45,7 +46,7 @@ class Worker {
 
   // Waits until something is ready or `deadline`. `want_stdin` asks for
   // kStdinWritable; `extra_fd` (not owned, may be -1) is polled for input
-  // too and reported as kChannel (used to pump a host fd into stdin).
+  // too and reported as kExtra (a host fd pumped into stdin, a wake-up fd).
   unsigned Wait(absl::Time deadline, bool want_stdin = false, int extra_fd = -1);
 
   int stdin_fd() const { return stdin_.get(); }
@@ -65,8 +66,27 @@ class Worker {
 
   // Sends `sig` to the program's process group (its children included).
   absl::Status Signal(int sig);
+  // Kills every process of the sandbox but its init: the program ends (and
+  // is reported as ended) while the sandbox, its files and cgroup remain.
+  absl::Status KillProgram();
+  // Starts the program afresh in the same sandbox (same namespaces,
+  // workspace, /tmp and cgroup) once the old one has ended (KillProgram and
+  // Wait for kEnded first). The new program reports in through Wait().
+  absl::Status Respawn();
   // Kills every process in the sandbox now and reaps the init. Idempotent.
   void Kill();
+
+  // True while the sandbox's init lives (the program may have ended).
+  bool SandboxAlive() const;
+
+  // The sandbox's root as seen from the host (through the init's
+  // /proc/<pid>/root), valid while the init lives. Resolve paths beneath it
+  // only with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS ...).
+  std::string RootPath() const;
+  // The host ids the program runs as (files the supervisor writes into the
+  // sandbox are given to them).
+  uid_t program_host_uid() const { return program_host_uid_; }
+  gid_t program_host_gid() const { return program_host_gid_; }
 
   // Cumulative for the whole sandbox; nullopt in degraded mode.
   std::optional<CgroupUsage> Usage() const;
@@ -91,6 +111,8 @@ class Worker {
   UniqueFd stdin_, stdout_, stderr_, channel_, control_, listener_;
   UniqueFd program_pidfd_;  // the program (sent by it just before execve)
   pid_t program_pid_ = -1;  // its host pid, also its process group
+  uid_t program_host_uid_ = 0;
+  gid_t program_host_gid_ = 0;
   absl::Time started_;
   std::vector<std::string> mount_targets_;  // for setup error messages
 

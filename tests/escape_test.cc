@@ -1,1 +1,1165 @@
+// The escape-attempt suite: hostile programs (tests/testcases/) against real
+// sandboxes. Each case asserts the exact outcome of its attack, and every
+// case ends with the same host checks (EscapeTest::TearDown): no sandbox
+// process outlived its run, no run cgroup was left behind, and the test
+// process gained no file descriptors. Cases that need host setup (a secret
+// file, a sentinel process, a second sandbox) also check what they planted.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
+#include "sandbox/unique_fd.h"
+#include "tests/test_util.h"
+
+namespace warden::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// How long a test waits for a sandbox to reach a point it announces. Far
+// above what any run here needs; only a broken sandbox waits this long.
+constexpr seconds kAnnounceTimeout{20};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep = "\n") {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : sep) + item;
+  return out;
+}
+
+// 32 hex digits from /dev/urandom: names and secrets no one else uses.
+std::string RandomToken() {
+  unsigned char bytes[16];
+  std::ifstream("/dev/urandom", std::ios::binary).read(reinterpret_cast<char*>(bytes), 16);
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
+
+// Every open descriptor of this process as "fd -> target"; the directory
+// iterator's own is among them, the same in every call.
+std::vector<std::string> OpenFds() {
+  std::vector<std::string> fds;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    const fs::path target = fs::read_symlink(e.path(), ec);
+    if (ec) continue;  // closed meanwhile
+    fds.push_back(e.path().filename().string() + " -> " + target.string());
+  }
+  return fds;
+}
+
+// A fresh host directory under /tmp, removed with its contents on
+// destruction. `mode` 0777 lets the sandbox user (an unprivileged host uid)
+// write into it through a writable bind.
+class TempDir {
+ public:
+  explicit TempDir(mode_t mode = 0755) {
+    char tmpl[] = "/tmp/warden-escape-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+    path_ = tmpl;
+    chmod(path_.c_str(), mode);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Removes the listed host paths on destruction (files the test planted).
+struct RemoveOnExit {
+  std::vector<std::string> paths;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    for (const std::string& p : paths) fs::remove_all(p, ec);
+  }
+};
+
+// Waits until `dir`/`name` exists or `timeout` passes, woken by inotify.
+bool WaitForFile(const std::string& dir, const std::string& name, milliseconds timeout) {
+  UniqueFd inotify(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!inotify || inotify_add_watch(inotify.get(), dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) {
+    ADD_FAILURE() << "inotify on " << dir << ": " << strerror(errno);
+    return false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (fs::exists(dir + "/" + name)) return true;
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    struct pollfd p = {inotify.get(), POLLIN, 0};
+    poll(&p, 1, static_cast<int>(left.count()) + 1);
+    char events[4096];
+    while (read(inotify.get(), events, sizeof(events)) > 0) {
+    }
+  }
+}
+
+// Processes running as one of this test process's sandbox host ids
+// (TestIdRange(): a range of its own, apart from other test binaries that
+// ctest runs in parallel). Between runs there must be none.
+std::vector<std::string> StraySandboxProcesses() {
+  const IdRange range = TestIdRange();
+  std::vector<std::string> stray;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (!std::all_of(pid.begin(), pid.end(), ::isdigit)) continue;
+    const std::string status = ReadFile("/proc/" + pid + "/status");
+    const size_t uid_line = status.find("\nUid:");
+    if (uid_line == std::string::npos) continue;  // gone meanwhile
+    std::istringstream ids(status.substr(uid_line + 5));
+    bool ours = false;
+    for (int i = 0; i < 4; ++i) {
+      long id = -1;
+      ids >> id;
+      ours = ours || range.Contains(id);
+    }
+    if (!ours) continue;
+    const std::string name = status.substr(6, status.find('\n') - 6);  // "Name:\t..."
+    stray.push_back("pid " + pid + " (" + name + "), cgroups:\n" +
+                    ReadFile("/proc/" + pid + "/cgroup"));
+  }
+  return stray;
+}
+
+// Run cgroups under this executor's subtree(s); every run removes its own.
+std::vector<std::string> RunCgroups() {
+  std::vector<std::string> runs;
+  for (const std::string& subtree : TestExecutor().cgroups()->SubtreePaths()) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(subtree, ec)) {
+      if (entry.is_directory() && entry.path().filename().string().rfind("run-", 0) == 0) {
+        runs.push_back(entry.path());
+      }
+    }
+  }
+  return runs;
+}
+
+// Host processes named `comm`.
+std::vector<std::string> HostProcessesNamed(const std::string& comm) {
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (!std::all_of(pid.begin(), pid.end(), ::isdigit)) continue;
+    if (ReadFile("/proc/" + pid + "/comm") == comm + "\n") found.push_back(pid);
+  }
+  return found;
+}
+
+// fork+exec of /bin/true on the host; true when it ran and exited 0.
+bool HostCanFork() {
+  pid_t pid;
+  char* const argv[] = {const_cast<char*>("true"), nullptr};
+  if (posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ) != 0) return false;
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Whether this kernel executes i386 system calls made with int 0x80 from a
+// 64-bit process: a child tries getpid (i386 number 20). Without an i386
+// entry (no IA32 emulation, or the hypervisor does not deliver the vector)
+// the instruction faults with SIGSEGV before any seccomp filter runs.
+bool HostRunsInt80Syscalls() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+    _exit(ret == static_cast<long>(syscall(SYS_getpid)) ? 0 : 1);
+  }
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+// A host process that pause()s as `uid`, to prove a sandbox cannot reach
+// it. Killed and reaped on destruction.
+class Sentinel {
+ public:
+  explicit Sentinel(uid_t uid) {
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      // Async-signal-safe only: the test process has threads. Keep no fd of
+      // the test's but `ready` (a copy of a sandbox's stdin pipe would keep
+      // it from ever seeing EOF).
+      const unsigned keep = static_cast<unsigned>(ready[1]);
+      syscall(SYS_close_range, 0u, keep - 1, 0u);
+      syscall(SYS_close_range, keep + 1, ~0u, 0u);
+      if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+          setresuid(uid, uid, uid) != 0 || write(ready[1], "r", 1) != 1) {
+        _exit(1);
+      }
+      close(ready[1]);
+      for (;;) pause();
+    }
+    close(ready[1]);
+    char c;
+    started_ = pid_ > 0 && read(ready[0], &c, 1) == 1;
+    close(ready[0]);
+    pidfd_.Reset(static_cast<int>(syscall(SYS_pidfd_open, pid_, 0)));
+  }
+  ~Sentinel() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  bool started() const { return started_ && pidfd_.valid(); }
+  pid_t pid() const { return pid_; }
+  // A pidfd polls readable once its process has exited.
+  bool alive() const {
+    struct pollfd p = {pidfd_.get(), POLLIN, 0};
+    return poll(&p, 1, 0) == 0;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool started_ = false;
+  UniqueFd pidfd_;
+};
+
+// A pipe whose read end feeds a sandbox's stdin (spec.stdin_fd).
+struct StdinPipe {
+  UniqueFd read_end, write_end;
+  StdinPipe() {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2: " << strerror(errno);
+    read_end.Reset(p[0]);
+    write_end.Reset(p[1]);
+  }
+};
+
+// Run() under a name gtest's Test::Run does not hide in test bodies.
+Result RunSandbox(const SandboxSpec& spec) { return ::warden::testing::Run(spec); }
+
+// Starts RunSandbox(spec) on another thread. The returned future's destructor
+// waits for the run, which every run here bounds with its wall limit.
+std::future<Result> RunAsync(const SandboxSpec& spec) {
+  return std::async(std::launch::async, [spec] { return RunSandbox(spec); });
+}
+
+SandboxSpec WithBind(SandboxSpec spec, const std::string& source, const std::string& target,
+                     bool writable) {
+  spec.filesystem.binds.push_back({source, target, writable});
+  return spec;
+}
+
+// ---------------------------------------------------------------------------
+// The fixture: host checks after every case.
+
+class EscapeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { TestExecutor(); }  // its fds exist before any count
+
+  void SetUp() override { fds_before_ = OpenFds(); }
+
+  void TearDown() override {
+    const std::vector<std::string> stray = StraySandboxProcesses();
+    EXPECT_TRUE(stray.empty()) << "sandbox processes outlived their run:\n" << Join(stray);
+    const std::vector<std::string> runs = RunCgroups();
+    EXPECT_TRUE(runs.empty()) << "run cgroups left behind:\n" << Join(runs);
+    EXPECT_EQ(OpenFds().size(), fds_before_.size()) << "the test process's fds changed; before:\n"
+                                                    << Join(fds_before_) << "\nafter:\n"
+                                                    << Join(OpenFds());
+  }
+
+ private:
+  std::vector<std::string> fds_before_;
+};
+
+// The host checks must be able to fail: each sees what it looks for.
+TEST(HostChecksTest, SeeAProcessLeftWithASandboxUid) {
+  Sentinel leftover(TestIdRange().first + TestIdRange().count - 1);
+  ASSERT_TRUE(leftover.started());
+  const std::vector<std::string> stray = StraySandboxProcesses();
+  ASSERT_EQ(stray.size(), 1u) << Join(stray);
+  EXPECT_EQ(stray[0].rfind("pid " + std::to_string(leftover.pid()) + " ", 0), 0u) << stray[0];
+}
+
+TEST(HostChecksTest, SeeARunCgroupLeftBehind) {
+  const std::string dir = TestExecutor().cgroups()->SubtreePaths().front() + "/run-left-behind";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << strerror(errno);
+  const std::vector<std::string> runs = RunCgroups();
+  rmdir(dir.c_str());
+  EXPECT_EQ(runs, std::vector<std::string>{dir});
+}
+
+// ---------------------------------------------------------------------------
+// Simple cases: one program, one exact outcome.
+
+struct EscapeCase {
+  std::string name;
+  std::vector<std::string> argv;
+  Outcome outcome = Outcome::kOk;
+  std::string violation;  // the syscall's name, for kViolation
+  int signal = 0;         // the main process's fatal signal, when it had one
+  std::string stdout_data;
+  Limits limits;
+};
+
+// Small limits: every case ends in well under a second unless it is a
+// timeout case, which sets its own.
+Limits SmallLimits() {
+  Limits limits;
+  limits.wall_ms = 5'000;
+  limits.cpu_ms = 5'000;
+  limits.memory_bytes = 128LL << 20;
+  limits.tmpfs_bytes = 8LL << 20;
+  return limits;
+}
+
+EscapeCase Ok(std::string name, std::vector<std::string> argv, std::string stdout_data,
+              Limits limits = SmallLimits()) {
+  return {std::move(name), std::move(argv), Outcome::kOk, "", 0, std::move(stdout_data), limits};
+}
+
+EscapeCase Violation(std::string name, std::vector<std::string> argv, std::string syscall) {
+  return {std::move(name), std::move(argv), Outcome::kViolation, std::move(syscall), 0, "",
+          SmallLimits()};
+}
+
+EscapeCase Ends(std::string name, std::vector<std::string> argv, Outcome outcome, Limits limits,
+                int signal = 0, std::string stdout_data = "") {
+  return {std::move(name), std::move(argv), outcome, "", signal, std::move(stdout_data), limits};
+}
+
+std::vector<std::string> Python(const std::string& script, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {"/usr/bin/python3", "/testcases/" + script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::vector<std::string> PythonCode(const std::string& code) {
+  return {"/usr/bin/python3", "-c", code};
+}
+
+// A denied syscall made directly by number (arguments mostly zero: the
+// filter decides before the kernel looks at them).
+EscapeCase Denied(const std::string& name, long nr, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {"/testbin/raw_syscall", std::to_string(nr)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string test_name = "Denied_" + name;
+  return Violation(test_name, std::move(argv), name);
+}
+
+Limits With(std::function<void(Limits&)> change) {
+  Limits limits = SmallLimits();
+  change(limits);
+  return limits;
+}
+
+std::vector<EscapeCase> SimpleCases() {
+  const Limits cpu_300ms = With([](Limits& l) { l.cpu_ms = 300; });
+  const Limits wall_1s = With([](Limits& l) { l.wall_ms = 1'000; });
+  return {
+      // ---- Resources.
+      Ends("InfiniteLoopIsCpuTimeout", Python("cpu_spin.py"), Outcome::kCpuTimeout, cpu_300ms),
+      Ends("InfiniteLoopInThreeProcessesIsCpuTimeout", Python("cpu_spin.py", {"3"}),
+           Outcome::kCpuTimeout, cpu_300ms),
+      Ends("SleepingForeverIsWallTimeout", Python("sleep_forever.py"), Outcome::kWallTimeout,
+           wall_1s),
+      Ends("StoppedTreeIsWallTimeout", {"/testbin/stopped_tree"}, Outcome::kWallTimeout, wall_1s, 0,
+           "children stopped\n"),
+      Ok("StoppedChildrenLeftBehindByMainAreKilled", {"/testbin/stopped_tree", "exit"},
+         "children stopped\n"),
+      Ends("MemoryHogIsMemoryLimit", Python("memory_hog.py"), Outcome::kMemoryLimit,
+           With([](Limits& l) { l.memory_bytes = 64LL << 20; }), SIGKILL),
+      Ok("FillingTmpIsEnospcAtTheTmpfsSize", Python("fill_tmpfs.py", {"/tmp"}),
+         "filled 8388608 ENOSPC\n"),
+      Ok("FillingDevShmIsEnospcAtTheTmpfsSize", Python("fill_tmpfs.py", {"/dev/shm"}),
+         "filled 8388608 ENOSPC\n"),
+      Ok("FillingWorkspaceIsEnospcAtTheTmpfsSize", Python("fill_tmpfs.py", {"/workspace"}),
+         "filled 8388608 ENOSPC\n"),
+      // tmpfs pages are charged to the sandbox's memory cgroup, so a tmpfs
+      // bigger than the memory limit cannot be used to pin host memory.
+      Ends("FillingTmpfsLargerThanMemoryLimitIsMemoryLimit", Python("fill_tmpfs.py", {"/tmp"}),
+           Outcome::kMemoryLimit, With([](Limits& l) {
+             l.memory_bytes = 32LL << 20;
+             l.tmpfs_bytes = 64LL << 20;
+           }),
+           SIGKILL),
+      Ends("HugeFileIsKilledBySigxfsz", {"/testbin/huge_file"}, Outcome::kSignaled,
+           With([](Limits& l) { l.file_size_bytes = 1 << 20; }), SIGXFSZ),
+      // Python ignores SIGXFSZ, so the same limit is an EFBIG write error.
+      Ok("HugeFileFromPythonIsEfbig", Python("huge_file.py"), "wrote 1048576 EFBIG\n",
+         With([](Limits& l) { l.file_size_bytes = 1 << 20; })),
+      Ok("OpeningFilesForeverIsEmfileAtTheLimit", {"/testbin/fd_exhaustion"},
+         "opened 61, then EMFILE\n", With([](Limits& l) { l.open_files = 64; })),
+
+      // ---- Kernel attack surface: each a violation, named.
+      Violation("Ptrace", {"/testbin/syscall_ptrace"}, "ptrace"),
+      Violation("ProcessVmWritev", {"/testbin/syscall_process_vm_writev"}, "process_vm_writev"),
+      Violation("Keyctl", {"/testbin/syscall_keyctl"}, "keyctl"),
+      Violation("AddKey", {"/testbin/syscall_add_key"}, "add_key"),
+      Violation("IoUringSetup", {"/testbin/syscall_io_uring_setup"}, "io_uring_setup"),
+      Violation("Bpf", {"/testbin/syscall_bpf"}, "bpf"),
+      Violation("PerfEventOpen", {"/testbin/syscall_perf_event_open"}, "perf_event_open"),
+      Violation("Userfaultfd", {"/testbin/syscall_userfaultfd"}, "userfaultfd"),
+      Violation("MountTmpfs", {"/testbin/syscall_mount"}, "mount"),
+      Violation("UnshareUserNamespace", {"/testbin/syscall_unshare_user"}, "unshare"),
+      Violation("UnshareCommand", {"/usr/bin/unshare", "--user", "--map-root-user", "true"},
+                "unshare"),
+      Violation("CloneNewUser", {"/testbin/syscall_clone_newuser"}, "clone"),
+      Violation("X32Syscall", {"/testbin/syscall_x32"}, "x32:unshare"),
+      Violation("TiocstiWithHighBitsSet", {"/testbin/ioctl_tiocsti"}, "ioctl"),
+      Violation("Tiocsti", {"/testbin/ioctl_tiocsti", "plain"}, "ioctl"),
+      Violation("Tioclinux", {"/testbin/ioctl_tioclinux"}, "ioctl"),
+      Violation("SeccompNotificationListener", {"/testbin/seccomp_listener"}, "seccomp"),
+      Violation("MknodBlockDevice",
+                PythonCode("import os, stat\n"
+                           "os.mknod('/tmp/sda', stat.S_IFBLK | 0o600, os.makedev(8, 0))"),
+                "mknodat"),
+      Violation("Sethostname", PythonCode("import socket\nsocket.sethostname('pwned')"),
+                "sethostname"),
+      Denied("setuid", SYS_setuid, {"0"}),
+      Denied("process_vm_readv", SYS_process_vm_readv, {"1"}),
+      Denied("pidfd_getfd", SYS_pidfd_getfd),
+      Denied("process_madvise", SYS_process_madvise),
+      Denied("kcmp", SYS_kcmp, {"1", "2"}),
+      Denied("io_uring_enter", SYS_io_uring_enter),
+      Denied("io_uring_register", SYS_io_uring_register),
+      Denied("request_key", SYS_request_key),
+      Denied("umount2", SYS_umount2),
+      Denied("pivot_root", SYS_pivot_root),
+      Denied("chroot", SYS_chroot),
+      Denied("fsopen", SYS_fsopen),
+      Denied("fsconfig", SYS_fsconfig),
+      Denied("fsmount", SYS_fsmount),
+      Denied("fspick", SYS_fspick),
+      Denied("move_mount", SYS_move_mount),
+      Denied("open_tree", SYS_open_tree),
+      Denied("mount_setattr", SYS_mount_setattr),
+      Denied("setns", SYS_setns),
+      Denied("kexec_load", SYS_kexec_load),
+      Denied("kexec_file_load", SYS_kexec_file_load),
+      Denied("init_module", SYS_init_module),
+      Denied("finit_module", SYS_finit_module),
+      Denied("delete_module", SYS_delete_module),
+      Denied("name_to_handle_at", SYS_name_to_handle_at),
+      // "Shocker" (2014): open_by_handle_at escaped Docker to host files.
+      Denied("open_by_handle_at", SYS_open_by_handle_at),
+      // Host-wide state no sandbox may touch (none is on the allowlist).
+      Denied("reboot", SYS_reboot),
+      Denied("settimeofday", SYS_settimeofday),
+      Denied("clock_settime", SYS_clock_settime),
+      Denied("syslog", SYS_syslog, {"3"}),  // SYSLOG_ACTION_READ_ALL: the kernel log
+      Denied("swapon", SYS_swapon),
+      Denied("acct", SYS_acct),
+      Denied("quotactl", SYS_quotactl),
+      Denied("iopl", SYS_iopl, {"3"}),
+      Denied("ioperm", SYS_ioperm, {"0", "1024", "1"}),
+      Denied("vhangup", SYS_vhangup),
+      // BPF cannot read clone3's flags, so clone3 answers ENOSYS (glibc
+      // falls back to the filtered clone) and nothing is created.
+      Ok("Clone3NewUserIsEnosys", {"/testbin/syscall_clone3"}, "clone3 failed: ENOSYS\n"),
+
+      // ---- What the program can see of itself and the host.
+      Ok("ExoticSocketFamiliesAreRefused", Python("socket_families.py"),
+         "AF_PACKET: EAFNOSUPPORT\n"
+         "AF_NETLINK: EAFNOSUPPORT\n"
+         "AF_VSOCK: EAFNOSUPPORT\n"
+         "AF_BLUETOOTH: EAFNOSUPPORT\n"
+         "AF_ALG: EAFNOSUPPORT\n"
+         "AF_INET raw ICMP: EPROTONOSUPPORT\n"
+         "AF_INET ping: EPROTONOSUPPORT\n"
+         "AF_INET6 raw ICMPv6: EPROTONOSUPPORT\n"
+         "AF_INET SCTP: EPROTONOSUPPORT\n"),
+      Ok("CapabilitiesAreEmptyAndNoNewPrivsIsSet", Python("credentials.py"),
+         "Uid 1000 1000 1000 1000\n"
+         "Gid 1000 1000 1000 1000\n"
+         "Groups \n"
+         "CapInh 0000000000000000\n"
+         "CapPrm 0000000000000000\n"
+         "CapEff 0000000000000000\n"
+         "CapBnd 0000000000000000\n"
+         "CapAmb 0000000000000000\n"
+         "NoNewPrivs 1\n"
+         "Seccomp 2\n"),
+      Ok("OnlyStdioFdsAreOpen", {"/testbin/open_fds"}, "0 1 2\n"),
+      Ok("HostnameIsSandbox",
+         PythonCode("import os, socket\n"
+                    "print(socket.gethostname(), os.uname().nodename,"
+                    " open('/etc/hostname').read().strip())"),
+         "sandbox sandbox sandbox\n"),
+      Ok("DevHoldsOnlyTheMinimalDevices",
+         PythonCode("import os\nprint(' '.join(sorted(os.listdir('/dev'))))"),
+         "fd full null random shm stderr stdin stdout urandom zero\n"),
+      Ok("SysfsAndCgroupfsAreNotVisible", Python("sys_and_cgroups.py"),
+         "/sys exists: False\n"
+         "sysfs or cgroup mounts: 0\n"
+         "own cgroup paths: /\n"
+         "cgroup control files: none\n"),
+  };
+}
+
+// Cases print as their names (in failure messages and ctest's test list).
+void PrintTo(const EscapeCase& c, std::ostream* os) { *os << c.name; }
+
+class EscapeCaseTest : public EscapeTest, public ::testing::WithParamInterface<EscapeCase> {};
+
+TEST_P(EscapeCaseTest, EndsWithExactOutcome) {
+  const EscapeCase& c = GetParam();
+  const Result r = RunSandbox(SpecFor(c.argv, c.limits));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string(OutcomeName(c.outcome))) << Describe(r);
+  EXPECT_EQ(r.violation.value_or(""), c.violation) << Describe(r);
+  EXPECT_EQ(r.signal, c.signal) << Describe(r);
+  EXPECT_EQ(r.exit_code, c.outcome == Outcome::kOk ? 0 : -1) << Describe(r);
+  EXPECT_EQ(r.stdout_data, c.stdout_data) << Describe(r);
+  if (c.outcome == Outcome::kWallTimeout) {
+    EXPECT_GE(r.wall_ms, c.limits.wall_ms);
+  }
+  if (c.outcome == Outcome::kCpuTimeout) {
+    EXPECT_GE(r.cpu_ms, c.limits.cpu_ms);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, EscapeCaseTest, ::testing::ValuesIn(SimpleCases()),
+                         [](const ::testing::TestParamInfo<EscapeCase>& info) {
+                           return info.param.name;
+                         });
+
+// ---------------------------------------------------------------------------
+// i386 system calls. Whether int 0x80 reaches the kernel's syscall entry is
+// a property of the host, so the exact outcome is chosen by probing it.
+
+TEST_F(EscapeTest, I386SyscallThroughInt80NeverRuns) {
+  const Result r = RunSandbox(SpecFor({"/testbin/syscall_int80"}, SmallLimits()));
+  if (HostRunsInt80Syscalls()) {
+    // i386 ptrace is x86_64 msync by number: the arch check must catch it.
+    EXPECT_EQ(OutcomeName(r.outcome), std::string("VIOLATION")) << Describe(r);
+    EXPECT_EQ(r.violation.value_or(""), "i386:ptrace") << Describe(r);
+  } else {
+    EXPECT_EQ(OutcomeName(r.outcome), std::string("SIGNALED")) << Describe(r);
+    EXPECT_EQ(r.signal, SIGSEGV) << Describe(r);
+  }
+  EXPECT_EQ(r.stdout_data, "") << "the call returned: " << Describe(r);
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+class OutputFloodTest : public EscapeTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(OutputFloodTest, IsOutputLimitWithExactlyTheCapCaptured) {
+  Limits limits = SmallLimits();
+  limits.output_bytes = 64 << 10;
+  const Result r = RunSandbox(SpecFor(Python("output_flood.py", {GetParam()}), limits));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OUTPUT_LIMIT")) << Describe(r);
+  const bool is_stdout = GetParam() == "stdout";
+  const std::string& flooded = is_stdout ? r.stdout_data : r.stderr_data;
+  const std::string& quiet = is_stdout ? r.stderr_data : r.stdout_data;
+  EXPECT_EQ(flooded.size(), static_cast<size_t>(limits.output_bytes));
+  EXPECT_EQ(flooded, std::string(flooded.size(), 'A'));
+  EXPECT_EQ(quiet, "");
+  EXPECT_TRUE(is_stdout ? r.stdout_truncated : r.stderr_truncated);
+  EXPECT_FALSE(is_stdout ? r.stderr_truncated : r.stdout_truncated);
+}
+
+INSTANTIATE_TEST_SUITE_P(Streams, OutputFloodTest, ::testing::Values("stdout", "stderr"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "stdout" ? "Stdout" : "Stderr";
+                         });
+
+// ---------------------------------------------------------------------------
+// Processes.
+
+TEST_F(EscapeTest, ForkBombIsHeldAtThePidsLimitWhileTheHostStillForks) {
+  TempDir shared(0777);
+  Limits limits = SmallLimits();
+  limits.pids = 16;
+  limits.wall_ms = 2'000;
+  limits.cpu_ms = 10'000;  // the wall clock ends it: one core's quota cannot use 10 s in 2 s
+  const SandboxSpec spec = WithBind(SpecFor({"/testbin/fork_bomb", "/shared/saturated"}, limits),
+                                    shared.path(), "/shared", true);
+  std::future<Result> bomb = RunAsync(spec);
+
+  // The bomb announces its first failed fork (RLIMIT_NPROC or the pids
+  // cgroup, both set to the limit); from then on it keeps trying.
+  ASSERT_TRUE(WaitForFile(shared.path(), "saturated", kAnnounceTimeout));
+  std::vector<std::string> pids_max, pids_current;
+  for (const std::string& run : RunCgroups()) {
+    if (!fs::exists(run + "/pids.current")) continue;
+    pids_max.push_back(ReadFile(run + "/pids.max"));
+    pids_current.push_back(ReadFile(run + "/pids.current"));
+  }
+  EXPECT_TRUE(HostCanFork());
+
+  const Result r = bomb.get();
+  ASSERT_EQ(pids_current.size(), 1u) << "expected the run's one pids cgroup:\n"
+                                     << Join(pids_current);
+  EXPECT_EQ(pids_max[0], std::to_string(limits.pids) + "\n");
+  EXPECT_LE(std::stoi(pids_current[0]), limits.pids);
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("WALL_TIMEOUT")) << Describe(r);
+}
+
+TEST_F(EscapeTest, OrphanHoldingStdoutDoesNotDelayTheResultAndDies) {
+  Limits limits = SmallLimits();
+  limits.wall_ms = 10'000;
+  const Result r = RunSandbox(SpecFor({"/testbin/orphan_holds_stdout"}, limits));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "orphan running\n");
+  // Waiting for stdout's EOF would take the whole wall limit.
+  EXPECT_LT(r.wall_ms, limits.wall_ms / 2) << Describe(r);
+  EXPECT_EQ(HostProcessesNamed("warden-orphan"), std::vector<std::string>{});
+}
+
+TEST_F(EscapeTest, KillEverythingFromInsideReachesOnlyTheSandbox) {
+  TempDir shared(0777);
+  StdinPipe stdin_pipe;
+  Limits limits = SmallLimits();
+  limits.wall_ms = 10'000;
+  SandboxSpec spec = WithBind(SpecFor({"/testbin/kill_everything", "/shared/ready"}, limits),
+                              shared.path(), "/shared", true);
+  spec.stdin_fd = stdin_pipe.read_end.get();
+  Sentinel root_sentinel(0);
+  ASSERT_TRUE(root_sentinel.started());
+  std::future<Result> run = RunAsync(spec);
+  // From here on, closing stdin lets the program go; it must happen before
+  // `run` is waited for on every path.
+  UniqueFd go = std::move(stdin_pipe.write_end);
+
+  ASSERT_TRUE(WaitForFile(shared.path(), "ready", kAnnounceTimeout));
+  // The file the program created belongs to its host uid: a sentinel with
+  // that very uid is the process kill(-1) would reach if anything could.
+  struct stat st;
+  ASSERT_EQ(stat((shared / "ready").c_str(), &st), 0);
+  ASSERT_TRUE(TestIdRange().Contains(st.st_uid)) << st.st_uid;
+  Sentinel same_uid_sentinel(st.st_uid);
+  ASSERT_TRUE(same_uid_sentinel.started());
+  go.Reset();
+
+  const Result r = run.get();
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "kill(-1) returned 0; child killed\n");
+  EXPECT_TRUE(same_uid_sentinel.alive()) << "a host process with the sandbox's uid was killed";
+  EXPECT_TRUE(root_sentinel.alive());
+}
+
+// Hostile neighbours running at the same time each get their own outcome,
+// and a well-behaved program among them is untouched.
+TEST_F(EscapeTest, ConcurrentHostileRunsStayApart) {
+  Limits bomb = SmallLimits(), hog = SmallLimits(), flood = SmallLimits();
+  bomb.pids = 16;
+  bomb.wall_ms = 1'500;
+  hog.memory_bytes = 64LL << 20;
+  flood.output_bytes = 64 << 10;
+  std::future<Result> runs[] = {
+      RunAsync(SpecFor({"/testbin/fork_bomb"}, bomb)),
+      RunAsync(SpecFor(Python("memory_hog.py"), hog)),
+      RunAsync(SpecFor(Python("output_flood.py", {"stdout"}), flood)),
+      RunAsync(SpecFor(PythonCode("print(sum(range(1000)))"), SmallLimits())),
+  };
+  const Result bomb_result = runs[0].get(), hog_result = runs[1].get(),
+               flood_result = runs[2].get(), quiet = runs[3].get();
+  EXPECT_EQ(OutcomeName(bomb_result.outcome), std::string("WALL_TIMEOUT")) << Describe(bomb_result);
+  EXPECT_EQ(OutcomeName(hog_result.outcome), std::string("MEMORY_LIMIT")) << Describe(hog_result);
+  EXPECT_EQ(OutcomeName(flood_result.outcome), std::string("OUTPUT_LIMIT"))
+      << Describe(flood_result);
+  EXPECT_EQ(OutcomeName(quiet.outcome), std::string("OK")) << Describe(quiet);
+  EXPECT_EQ(quiet.stdout_data, "499500\n");
+}
+
+TEST_F(EscapeTest, ProcShowsOnlyTheProgramsOwnProcesses) {
+  // A lock held by the host: /proc/locks must not show it.
+  TempDir dir;
+  UniqueFd locked(open((dir / "locked").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  ASSERT_EQ(fcntl(locked.get(), F_SETLK, &lock), 0);
+  ASSERT_NE(ReadFile("/proc/locks"), "");
+  const std::string self = std::to_string(getpid()), parent = std::to_string(getppid());
+
+  const Result r = RunSandbox(SpecFor(Python("proc_view.py", {self, parent}), SmallLimits()));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  // 2 is the program (the sandbox's init is 1), 3 its child.
+  std::string expected = "pids: 2 3\npid 1 visible: False\n";
+  expected += "host pid " + self + " visible: False\n";
+  expected += "host pid " + parent + " visible: False\n";
+  expected += "kill(1, 0): EPERM\nlocks: 0\n";
+  EXPECT_EQ(r.stdout_data, expected);
+}
+
+// ---------------------------------------------------------------------------
+// Network.
+
+// The host's own non-loopback addresses, as "addr:port" / "[addr]:port".
+std::vector<std::string> HostAddresses(int port) {
+  std::vector<std::string> out;
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (struct ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+      if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) continue;
+      inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+      out.push_back(std::string(text) + ":" + std::to_string(port));
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(a->ifa_addr);
+      if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) continue;
+      inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+      out.push_back("[" + std::string(text) + "]:" + std::to_string(port));
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+TEST_F(EscapeTest, NetworkConnectionsAndDnsFail) {
+  std::vector<std::string> targets = {"10.0.0.1:80", "1.1.1.1:53", "8.8.8.8:53",
+                                      "[2606:4700:4700::1111]:53"};
+  const std::vector<std::string> host = HostAddresses(22);
+  ASSERT_FALSE(host.empty()) << "this host has no non-loopback address to aim at";
+  targets.insert(targets.end(), host.begin(), host.end());
+
+  std::vector<std::string> argv = Python("network_escape.py", targets);
+  const Result r = RunSandbox(SpecFor(argv, SmallLimits()));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  std::string expected;
+  for (const std::string& t : targets) {
+    expected += "tcp " + t + ": ENETUNREACH\nudp " + t + ": ENETUNREACH\n";
+  }
+  expected += "dns example.com: gaierror Name or service not known\n";
+  EXPECT_EQ(r.stdout_data, expected) << Describe(r);
+}
+
+TEST_F(EscapeTest, HostLoopbackServiceIsUnreachable) {
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener.get(), 8), 0);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+
+  const Result r = RunSandbox(SpecFor(Python("net_client.py", {"tcp", port}), SmallLimits()));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "ECONNREFUSED\n");
+  EXPECT_LT(accept(listener.get(), nullptr, nullptr), 0) << "the host service was reached";
+}
+
+// Connects from the host to a loopback TCP port or an abstract UNIX name.
+int ConnectFromHost(const std::string& mode, const std::string& where) {
+  if (mode == "tcp") {
+    UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(where)));
+    return connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno;
+  }
+  UniqueFd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path + 1, where.data(), where.size());
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + where.size());
+  return connect(s.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0 ? 0 : errno;
+}
+
+class ListenerIsolationTest : public EscapeTest,
+                              public ::testing::WithParamInterface<std::string> {};
+
+// One sandbox listens (and proves it by connecting to itself); another,
+// running at the same time, and the host both try to connect.
+TEST_P(ListenerIsolationTest, IsInvisibleToAnotherSandboxAndTheHost) {
+  const std::string mode = GetParam();
+  std::string where = "warden-escape-" + RandomToken();
+  // For TCP: a port bound (not listening) on the host's loopback, so that
+  // no host service can be there to answer the probes.
+  UniqueFd reserved;
+  if (mode == "tcp") {
+    reserved.Reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(bind(reserved.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(getsockname(reserved.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    where = std::to_string(ntohs(addr.sin_port));
+  }
+
+  TempDir shared(0777);
+  StdinPipe stdin_pipe;
+  Limits limits = SmallLimits();
+  limits.wall_ms = 20'000;
+  SandboxSpec server_spec =
+      WithBind(SpecFor(Python("net_server.py", {mode, where, "/shared/ready"}), limits),
+               shared.path(), "/shared", true);
+  server_spec.stdin_fd = stdin_pipe.read_end.get();
+  std::future<Result> server = RunAsync(server_spec);
+  UniqueFd stop_server = std::move(stdin_pipe.write_end);  // closed before `server` is waited for
+
+  ASSERT_TRUE(WaitForFile(shared.path(), "ready", kAnnounceTimeout));
+  const Result client = RunSandbox(SpecFor(Python("net_client.py", {mode, where}), SmallLimits()));
+  const int host_error = ConnectFromHost(mode, where);
+  stop_server.Reset();
+  const Result r = server.get();
+
+  EXPECT_EQ(OutcomeName(client.outcome), std::string("OK")) << Describe(client);
+  EXPECT_EQ(client.stdout_data, "ECONNREFUSED\n") << Describe(client);
+  EXPECT_EQ(host_error, ECONNREFUSED) << strerror(host_error);
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "self-connect works\nno connection from outside\n") << Describe(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ListenerIsolationTest, ::testing::Values("tcp", "abstract"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "tcp" ? "LoopbackTcp" : "AbstractUnixSocket";
+                         });
+
+// ---------------------------------------------------------------------------
+// Files and the host.
+
+TEST_F(EscapeTest, HostSecretsAreNowhereToBeFound) {
+  const std::string token = RandomToken();
+  RemoveOnExit planted;
+  for (const std::string dir : {"/root", "/var/tmp", "/etc", "/tmp", "/dev/shm", "/home"}) {
+    if (!fs::is_directory(dir)) continue;
+    const std::string path = dir + "/warden-escape-secret-" + token;
+    std::ofstream(path) << "secret=" << token << "\n";
+    ASSERT_TRUE(fs::exists(path)) << path;
+    planted.paths.push_back(path);
+  }
+
+  SandboxSpec spec = SpecFor(Python("host_secrets.py"), SmallLimits());
+  spec.stdin_data = token;
+  const Result r = RunSandbox(spec);
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data,
+            "present: none\n"
+            "scanned at least 10 files: True\n"
+            "found: nothing\n")
+      << Describe(r);
+  EXPECT_EQ(r.stdout_data.find(token), std::string::npos);
+  EXPECT_EQ(r.stderr_data.find(token), std::string::npos);
+}
+
+TEST_F(EscapeTest, EnvironmentIsOnlyTheAllowlist) {
+  const std::string token = RandomToken();
+  ASSERT_EQ(setenv("WARDEN_ESCAPE_CANARY", token.c_str(), 1), 0);
+  const Result r = RunSandbox(SpecFor({"/usr/bin/env"}, SmallLimits()));
+  unsetenv("WARDEN_ESCAPE_CANARY");
+
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  std::vector<std::string> seen;
+  std::istringstream lines(r.stdout_data);
+  for (std::string line; std::getline(lines, line);) seen.push_back(line);
+  std::vector<std::string> expected = SandboxSpec::DefaultEnvironment();
+  std::sort(seen.begin(), seen.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(r.stdout_data.find(token), std::string::npos);
+}
+
+struct HostFileState {
+  bool exists = false;
+  mode_t mode = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string contents;
+  bool operator==(const HostFileState&) const = default;
+};
+
+HostFileState StateOf(const std::string& path) {
+  HostFileState s;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return s;
+  s.exists = true;
+  s.mode = st.st_mode;
+  s.size = st.st_size;
+  s.mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  if (S_ISREG(st.st_mode) && st.st_size < (1 << 20)) s.contents = ReadFile(path);
+  return s;
+}
+
+TEST_F(EscapeTest, WritesToTheReadOnlyTreesFailAndTheHostIsUnchanged) {
+  const std::vector<std::string> watched = {"/usr/warden-escape-probe",
+                                            "/usr/lib/warden-escape-probe",
+                                            "/usr/bin/warden-escape-probe",
+                                            "/etc/warden-escape-probe",
+                                            "/warden-escape-probe",
+                                            "/usr/bin/env",
+                                            "/etc/passwd",
+                                            "/etc/hosts",
+                                            "/etc/ld.so.cache",
+                                            "/proc/sys/kernel/hostname",
+                                            "/proc/sys/kernel/core_pattern"};
+  std::vector<HostFileState> before;
+  for (const std::string& path : watched) before.push_back(StateOf(path));
+
+  const Result r = RunSandbox(SpecFor(Python("write_readonly.py"), SmallLimits()));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  // EROFS where the mount decides first (creating, chmod, rename), EACCES
+  // where permission is checked first (opening a host root's file).
+  EXPECT_EQ(r.stdout_data,
+            "create /warden-escape-probe: EROFS\n"
+            "create /usr/warden-escape-probe: EROFS\n"
+            "create /usr/lib/warden-escape-probe: EROFS\n"
+            "create /etc/warden-escape-probe: EROFS\n"
+            "append /etc/passwd: EACCES\n"
+            "append /etc/ld.so.cache: EACCES\n"
+            "append /usr/bin/env: EACCES\n"
+            "chmod /usr/bin/env: EROFS\n"
+            "rename /etc/hosts: EROFS\n"
+            "mkdir /warden-escape-probe: EROFS\n"
+            "symlink /bin/warden-escape-probe: EROFS\n"
+            "append /proc/sys/kernel/hostname: EACCES\n"
+            "append /proc/sys/kernel/core_pattern: EACCES\n"
+            "append /proc/self/root/usr/bin/env: EACCES\n");
+  for (size_t i = 0; i < watched.size(); ++i) {
+    EXPECT_TRUE(StateOf(watched[i]) == before[i]) << watched[i] << " changed on the host";
+  }
+}
+
+TEST_F(EscapeTest, SetuidRootBinaryDoesNotElevate) {
+  // A setuid-root copy of id(1), bound into the sandbox: it would print
+  // "euid=0(root)" if the bit took effect.
+  TempDir dir;
+  fs::copy_file("/usr/bin/id", dir / "id");
+  ASSERT_EQ(chown((dir / "id").c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod((dir / "id").c_str(), 04755), 0);
+  struct stat st;
+  ASSERT_EQ(stat((dir / "id").c_str(), &st), 0);
+  ASSERT_TRUE((st.st_mode & S_ISUID) && st.st_uid == 0);
+
+  const Result r =
+      RunSandbox(WithBind(SpecFor({"/suid/id"}, SmallLimits()), dir.path(), "/suid", false));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)\n");
+}
+
+struct HostSetuidCase {
+  std::string name;
+  std::vector<std::string> argv;
+  std::string violation;
+};
+
+void PrintTo(const HostSetuidCase& c, std::ostream* os) { *os << c.name; }
+
+class HostSetuidBinaryTest : public EscapeTest,
+                             public ::testing::WithParamInterface<HostSetuidCase> {};
+
+// Debian's setuid-root tools, run from the host's /usr: they start without
+// privileges and die at their first privileged step, none of which the
+// policy allows (libcap's prctl(PR_GET_SECUREBITS) probe, setuid(2)).
+TEST_P(HostSetuidBinaryTest, DiesWithoutPrivileges) {
+  const HostSetuidCase& c = GetParam();
+  struct stat st;
+  if (stat(c.argv[0].c_str(), &st) != 0 || !(st.st_mode & S_ISUID) || st.st_uid != 0) {
+    GTEST_SKIP() << c.argv[0] << " is not a setuid-root binary on this host";
+  }
+  const Result r = RunSandbox(SpecFor(c.argv, SmallLimits()));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("VIOLATION")) << Describe(r);
+  EXPECT_EQ(r.violation.value_or(""), c.violation) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "") << Describe(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Debian, HostSetuidBinaryTest,
+    ::testing::Values(HostSetuidCase{"Su", {"/usr/bin/su", "-c", "id"}, "prctl"},
+                      HostSetuidCase{"Passwd", {"/usr/bin/passwd", "-S", "sandbox"}, "prctl"},
+                      HostSetuidCase{"Newgrp", {"/usr/bin/newgrp", "root"}, "prctl"},
+                      HostSetuidCase{
+                          "Mount", {"/usr/bin/mount", "-t", "tmpfs", "none", "/tmp"}, "setuid"}),
+    [](const ::testing::TestParamInfo<HostSetuidCase>& info) { return info.param.name; });
+
+TEST_F(EscapeTest, CoreDumpsAreDisabledEvenInAHostWorkspace) {
+  TempDir workspace(0777);
+  SandboxSpec spec = SpecFor(Python("core_dump.py"), SmallLimits());
+  spec.filesystem.workspace_source = workspace.path();
+  const Result r = RunSandbox(spec);
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("SIGNALED")) << Describe(r);
+  EXPECT_EQ(r.signal, SIGABRT) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "RLIMIT_CORE: (0, 0)\n");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(workspace.path())) files.push_back(e.path());
+  EXPECT_TRUE(files.empty()) << "written to the host workspace:\n" << Join(files);
+}
+
+TEST_F(EscapeTest, HostFilesCannotBeHardLinkedIntoAHostWorkspace) {
+  TempDir workspace(0777);
+  SandboxSpec spec = SpecFor(Python("hardlink_setuid.py"), SmallLimits());
+  spec.filesystem.workspace_source = workspace.path();
+  const Result r = RunSandbox(spec);
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  // Same filesystem on this host, but a different mount: EXDEV.
+  EXPECT_EQ(r.stdout_data,
+            "/usr/bin/su EXDEV\n"
+            "/usr/bin/passwd EXDEV\n"
+            "/usr/bin/env EXDEV\n"
+            "/etc/ld.so.cache EXDEV\n");
+  EXPECT_TRUE(fs::is_empty(workspace.path()));
+}
+
+// A host directory as the workspace is not a size-limited tmpfs: nothing
+// bounds what the program writes there, so it can fill the host's disk (a
+// file at a time, each under RLIMIT_FSIZE). Expected: the same bound as the
+// tmpfs workspace. The program stops itself at four times the bound.
+// A writable host directory is bounded by the host filesystem, not by a
+// tmpfs size (docs/security.md, "Known limits"); what holds there is the
+// per-file cap: no single file grows past RLIMIT_FSIZE.
+TEST_F(EscapeTest, HostWorkspaceFilesAreCappedByTheFileSizeLimit) {
+  TempDir workspace(0777);
+  Limits limits = SmallLimits();
+  limits.file_size_bytes = 1 << 20;
+  SandboxSpec spec = SpecFor(Python("huge_file.py", {"/workspace"}), limits);
+  spec.filesystem.workspace_source = workspace.path();
+  const Result r = RunSandbox(spec);
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "wrote 1048576 EFBIG\n");
+  EXPECT_EQ(fs::file_size(workspace.path() + "/huge"), 1u << 20);
+}
+
+TEST_F(EscapeTest, LeftoversAreNotSeenByTheNextRun) {
+  const std::string name = "warden-leftover";
+  ASSERT_FALSE(fs::exists("/tmp/" + name));
+  ASSERT_FALSE(fs::exists("/dev/shm/" + name));
+  const std::string ipc_key = std::to_string(0x5741524E);
+  ASSERT_EQ(ReadFile("/proc/sysvipc/shm").find(" " + ipc_key + " "), std::string::npos);
+
+  const Result planted = RunSandbox(SpecFor(Python("plant_leftovers.py"), SmallLimits()));
+  ASSERT_EQ(OutcomeName(planted.outcome), std::string("OK")) << Describe(planted);
+  ASSERT_EQ(planted.stdout_data, "planted\n");
+  EXPECT_FALSE(fs::exists("/tmp/" + name)) << "written to the host's /tmp";
+  EXPECT_FALSE(fs::exists("/dev/shm/" + name)) << "written to the host's /dev/shm";
+  EXPECT_EQ(ReadFile("/proc/sysvipc/shm").find(" " + ipc_key + " "), std::string::npos)
+      << "SysV segment created in the host's IPC namespace";
+
+  const Result next = RunSandbox(SpecFor(Python("find_leftovers.py"), SmallLimits()));
+  EXPECT_EQ(OutcomeName(next.outcome), std::string("OK")) << Describe(next);
+  EXPECT_EQ(next.stdout_data,
+            "/tmp: empty\n"
+            "/dev/shm: empty\n"
+            "/workspace: empty\n"
+            "sysv shm: 0\n"
+            "sysv sem: 0\n");
+}
+
+// ---------------------------------------------------------------------------
+// Symlinks planted in a host-backed workspace, aimed at the supervisor's
+// mount setup of a later run. The links point at a host directory the
+// sandbox's ids may write to (mode 0777), so only refusing to follow them -
+// not file permissions - keeps the setup from creating files there.
+
+struct PlantedLinkCase {
+  std::string name;
+  // The second run's bind target; TOKEN is replaced by a fresh name.
+  std::string target;
+  bool file_bind = false;
+  bool expect_setup_error = true;
+};
+
+std::string ReplaceToken(std::string text, const std::string& token) {
+  const size_t at = text.find("TOKEN");
+  if (at != std::string::npos) text.replace(at, 5, token);
+  return text;
+}
+
+void PrintTo(const PlantedLinkCase& c, std::ostream* os) { *os << c.name; }
+
+class PlantedSymlinkTest : public EscapeTest,
+                           public ::testing::WithParamInterface<PlantedLinkCase> {};
+
+TEST_P(PlantedSymlinkTest, CannotRedirectABindOutOfTheWorkspace) {
+  const PlantedLinkCase& c = GetParam();
+  const std::string token = "warden-escape-" + RandomToken();
+  TempDir workspace(0777);
+  TempDir outside(0777);  // where the links lead
+
+  SandboxSpec plant = SpecFor(
+      Python("plant_symlinks.py",
+             {outside.path(), "../../.." + outside.path()}),  // workspace is /tmp/x: ../../.. is /
+      SmallLimits());
+  plant.filesystem.workspace_source = workspace.path();
+  const Result planted = RunSandbox(plant);
+  ASSERT_EQ(OutcomeName(planted.outcome), std::string("OK")) << Describe(planted);
+  ASSERT_EQ(fs::canonical(workspace / "evil_abs"), fs::path(outside.path()));
+  ASSERT_EQ(fs::canonical(workspace / "evil_rel"), fs::path(outside.path()));
+
+  const std::string source =
+      c.file_bind ? std::string(WARDEN_TESTCASES_SRC) + "/credentials.py" : WARDEN_TESTCASES_SRC;
+  SandboxSpec spec = WithBind(SpecFor({"/usr/bin/true"}, SmallLimits()), source,
+                              ReplaceToken(c.target, token), false);
+  spec.filesystem.workspace_source = workspace.path();
+  const Result r = RunSandbox(spec);
+
+  if (c.expect_setup_error) {
+    EXPECT_EQ(OutcomeName(r.outcome), std::string("SETUP_ERROR")) << Describe(r);
+    // ENOTDIR: a link was in the way (not EACCES: the setup was not merely
+    // unlucky with permissions).
+    EXPECT_NE(r.message.find("building the root filesystem"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(strerror(ENOTDIR)), std::string::npos) << r.message;
+  } else {
+    EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+    EXPECT_TRUE(fs::exists(workspace / token)) << "the control bind made no mount point";
+  }
+  std::vector<std::string> created;
+  for (const auto& e : fs::directory_iterator(outside.path())) created.push_back(e.path());
+  EXPECT_TRUE(created.empty()) << "the setup followed a link out of the workspace:\n"
+                               << Join(created);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Links, PlantedSymlinkTest,
+    ::testing::Values(PlantedLinkCase{"AbsoluteLink", "/workspace/evil_abs/TOKEN/mnt"},
+                      PlantedLinkCase{"RelativeLinkClimbingOut", "/workspace/evil_rel/TOKEN/mnt"},
+                      PlantedLinkCase{"AbsoluteLinkWithFileBind", "/workspace/evil_abs/TOKEN",
+                                      true},
+                      PlantedLinkCase{"LinkInsideARealDirectory", "/workspace/real/evil/TOKEN"},
+                      PlantedLinkCase{"LinkAsTheMountPoint", "/workspace/evil_abs"},
+                      // Control: a bind into the same workspace without links works.
+                      PlantedLinkCase{"NoLinkControl", "/workspace/TOKEN", false, false}),
+    [](const ::testing::TestParamInfo<PlantedLinkCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace warden::testing

@@ -305,15 +305,22 @@ TEST(SandboxTest, SandboxDiesWithItsSupervisor) {
 
   // The dead supervisor's (now empty) cgroups are ours to remove.
   for (const std::string& sub : TestExecutor().cgroups()->SubtreePaths()) {
-    std::string parent = sub.substr(0, sub.rfind('/'));
-    std::string stale = absl::StrCat(parent, "/warden-", supervisor);
-    if (DIR* d = opendir(stale.c_str())) {
-      while (dirent* e = readdir(d)) {
-        if (e->d_type == DT_DIR && e->d_name[0] != '.') rmdir((stale + "/" + e->d_name).c_str());
+    const std::string parent = sub.substr(0, sub.rfind('/'));
+    const std::string prefix = absl::StrCat("warden-", supervisor, "-");
+    DIR* top = opendir(parent.c_str());
+    ASSERT_NE(top, nullptr) << parent;
+    while (dirent* t = readdir(top)) {
+      if (std::string(t->d_name).rfind(prefix, 0) != 0) continue;
+      const std::string stale = parent + "/" + t->d_name;
+      if (DIR* d = opendir(stale.c_str())) {
+        while (dirent* e = readdir(d)) {
+          if (e->d_type == DT_DIR && e->d_name[0] != '.') rmdir((stale + "/" + e->d_name).c_str());
+        }
+        closedir(d);
       }
-      closedir(d);
       EXPECT_EQ(rmdir(stale.c_str()), 0) << stale << ": " << strerror(errno);
     }
+    closedir(top);
   }
 }
 

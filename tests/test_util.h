@@ -33,9 +33,10 @@ inline IdRange TestIdRange() {
 }
 
 // The process-wide executor (created on first use; aborts the test binary
-// with the reason if this host cannot build sandboxes).
+// with the reason if this host cannot build sandboxes). Destroyed at exit,
+// which removes its cgroup subtree.
 inline Executor& TestExecutor() {
-  static Executor* executor = [] {
+  static std::unique_ptr<Executor> executor = [] {
     ExecutorOptions options;
     options.host_id_base = TestIdRange().first;
     options.host_id_count = TestIdRange().count;
@@ -45,7 +46,7 @@ inline Executor& TestExecutor() {
               std::string(created.status().message()).c_str());
       abort();
     }
-    return created->release();
+    return std::move(*created);
   }();
   return *executor;
 }

@@ -1,0 +1,58 @@
+// KernelChannel: the supervisor's side of the kernel protocol's framing
+// (docs/kernel-protocol.md). Bytes read from the channel socket go in; whole,
+// validated messages come out. A frame that is malformed or larger than the
+// cap is an error: the session is then lost, never confused.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace warden {
+
+// A Jupyter MIME bundle: MIME type -> data. Binary types (image/png) are
+// base64 text, exactly as Jupyter and every agent framework carry them.
+using MimeBundle = std::map<std::string, std::string>;
+
+struct KernelInfo {
+  std::string language;
+  std::string version;
+  std::vector<std::string> warm;
+  std::map<std::string, std::string> warm_errors;
+};
+
+struct KernelMessage {
+  enum class Type { kReady, kDisplayData, kExecuteResult, kError, kDone };
+  Type type = Type::kDone;
+  int id = 0;
+  int execution_count = 0;
+  std::string status;           // kDone: ok | error | interrupted
+  std::optional<int> exit_code;  // kDone, bash
+  MimeBundle data;              // kDisplayData, kExecuteResult
+  std::string ename, evalue;    // kError
+  std::vector<std::string> traceback;
+  KernelInfo info;              // kReady
+};
+
+class KernelChannel {
+ public:
+  explicit KernelChannel(int64_t max_frame_bytes = 64LL << 20) : max_frame_(max_frame_bytes) {}
+
+  void Feed(const char* data, size_t n) { buffer_.append(data, n); }
+  void Reset() { buffer_.clear(); }
+  // The next complete message, or nullopt until more bytes arrive.
+  absl::StatusOr<std::optional<KernelMessage>> Next();
+
+  static std::string EncodeExecute(int id, absl::string_view code);
+
+ private:
+  int64_t max_frame_;
+  std::string buffer_;
+};
+
+}  // namespace warden

@@ -1,0 +1,28 @@
+// Language: the interpreters a session can run, and how each kernel starts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace warden {
+
+enum class Language { kPython, kJavaScript, kBash };
+
+// "python", "javascript", "bash".
+const char* LanguageName(Language language);
+// Accepts the names above and common aliases ("py", "python3", "js",
+// "node", "sh", "shell"); anything else is an error listing the choices.
+absl::StatusOr<Language> ParseLanguage(absl::string_view name);
+
+// Where the kernel program's directory is bound inside the sandbox.
+inline constexpr char kKernelMountPoint[] = "/opt/warden/kernel";
+
+// The language's kernel subdirectory of the kernels dir ("python", ...).
+const char* KernelSubdirectory(Language language);
+// argv that starts the kernel inside the sandbox.
+std::vector<std::string> KernelArgv(Language language);
+
+}  // namespace warden

@@ -1,0 +1,574 @@
+"""Protocol tests for the Python kernel (kernel/python/warden_kernel.py).
+
+Each test starts the kernel outside any sandbox through the shared harness
+(kernel/testing/kernel_harness.py) and checks what docs/kernel-protocol.md
+promises. Run from the repository root:
+
+    /usr/bin/python3 -m unittest kernel/python/test_warden_kernel.py
+"""
+
+import base64
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "testing"))
+
+from kernel_harness import KernelProcess  # noqa: E402
+
+KERNEL = os.path.join(HERE, "warden_kernel.py")
+# The sandbox's interpreter (Debian's, with numpy, pandas and matplotlib),
+# not whichever python runs the tests.
+PYTHON = os.environ.get("WARDEN_TEST_PYTHON", "/usr/bin/python3")
+
+
+class KernelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # One matplotlib cache for all kernels: building it per test is slow.
+        cls.mpl_dir = tempfile.mkdtemp(prefix="warden-mpl-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.mpl_dir, ignore_errors=True)
+
+    def setUp(self):
+        self.workdir = tempfile.mkdtemp(prefix="warden-kernel-test-")
+        self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
+
+    def start(self, warm=""):
+        env = {"MPLCONFIGDIR": self.mpl_dir}
+        if warm:
+            env["WARDEN_WARM"] = warm
+        kernel = KernelProcess([PYTHON, KERNEL], env=env, cwd=self.workdir)
+        self.addCleanup(kernel.close)
+        return kernel
+
+    def plain(self, cell):
+        """text/plain of the cell's result, after checking it succeeded."""
+        self.assertEqual(cell.done["status"], "ok", cell.frames)
+        self.assertIsNotNone(cell.result, cell.frames)
+        return cell.result["data"]["text/plain"]
+
+    def assertClean(self, error, *cells):
+        """A traceback of user frames only, naming the given cells."""
+        lines = error["traceback"]
+        self.assertIsInstance(lines, list)
+        self.assertTrue(all(isinstance(l, str) and "\n" not in l for l in lines), lines)
+        text = "\n".join(lines)
+        self.assertNotIn("warden_kernel", text)
+        for n in cells:
+            self.assertIn('File "<cell %d>"' % n, text)
+
+
+class StartupTest(KernelTest):
+    def test_ready_frame_and_warm_imports(self):
+        k = self.start(warm="numpy, nosuchmod_warden ,,email.mime.text")
+        self.assertEqual(k.ready["language"], "python")
+        self.assertRegex(k.ready["version"], r"^3\.\d+\.\d+$")
+        self.assertEqual(k.ready["warm"], ["numpy", "email.mime.text"])
+        self.assertEqual(list(k.ready["warm_errors"]), ["nosuchmod_warden"])
+        self.assertTrue(k.ready["warm_errors"]["nosuchmod_warden"].startswith("ModuleNotFoundError: "))
+        # Warm modules are loaded but not imported into the user namespace.
+        cell = k.execute("import sys\n('numpy' in sys.modules, 'email.mime.text' in sys.modules, "
+                         "'numpy' in globals(), 'email' in globals())")
+        self.assertEqual(self.plain(cell), "(True, True, False, False)")
+
+    def test_ready_without_warm(self):
+        k = self.start()
+        self.assertEqual(k.ready["warm"], [])
+        self.assertEqual(k.ready["warm_errors"], {})
+
+    def test_clean_namespace(self):
+        k = self.start()
+        cell = k.execute("sorted(globals())")
+        self.assertEqual(self.plain(cell), repr(sorted(
+            ["__builtins__", "__doc__", "__loader__", "__name__", "__package__", "__spec__"])))
+        cell = k.execute("import builtins, sys\n(__name__, __builtins__ is builtins, "
+                         "sys.modules['__main__'].__dict__ is globals(), callable(display), "
+                         "'matplotlib' in sys.modules, 'asyncio' in sys.modules)")
+        # matplotlib and asyncio stay unloaded until the user needs them.
+        self.assertEqual(self.plain(cell), "('__main__', True, True, True, False, False)")
+
+
+class StateTest(KernelTest):
+    def test_state_persists_across_cells(self):
+        k = self.start()
+        cell = k.execute("x = 41\n"
+                         "def inc(a):\n    return a + 1\n"
+                         "class K:\n    v = 3\n"
+                         "import json as j\n"
+                         "fh = open('state.txt', 'w+')\n")
+        self.assertEqual(cell.done["status"], "ok")
+        self.assertIsNone(cell.result)
+        k.execute("unrelated = 0")
+        cell = k.execute("fh.write('hi'); fh.seek(0)\n(inc(x), K.v, j.dumps([1]), fh.read())")
+        self.assertEqual(self.plain(cell), "(42, 3, '[1]', 'hi')")
+
+    def test_cell_functions_pickle_and_have_source(self):
+        # The namespace is the __main__ module: pickle finds cell classes and
+        # inspect finds cell source.
+        k = self.start()
+        k.execute("class P:\n    def __init__(self): self.v = 5\ndef g():\n    return 1\n")
+        cell = k.execute("import pickle, inspect\n(pickle.loads(pickle.dumps(P())).v, inspect.getsource(g))")
+        self.assertEqual(self.plain(cell), "(5, 'def g():\\n    return 1\\n')")
+
+    def test_imports_from_the_working_directory(self):
+        k = self.start()
+        with open(os.path.join(self.workdir, "helper_mod.py"), "w") as f:
+            f.write("VALUE = 17\n")
+        self.assertEqual(self.plain(k.execute("import helper_mod\nhelper_mod.VALUE")), "17")
+
+    def test_top_level_await(self):
+        k = self.start()
+        cell = k.execute("import asyncio\nasync def f():\n    await asyncio.sleep(0.01)\n    return 6\n"
+                         "v = await f()\nv * 7")
+        self.assertEqual(self.plain(cell), "42")
+        # The kernel's event loop stays out of tracebacks.
+        cell = k.execute("async def g():\n    await asyncio.sleep(0)\n    raise KeyError('g')\nawait g()")
+        self.assertEqual((cell.error["ename"], cell.error["evalue"]), ("KeyError", "'g'"))
+        self.assertClean(cell.error, 2)
+        self.assertNotIn("asyncio", "\n".join(cell.error["traceback"]))
+        self.assertEqual(self.plain(k.execute("asyncio.run(f())")), "6")
+
+
+class StreamingTest(KernelTest):
+    def test_stdout_streams_while_the_cell_runs(self):
+        k = self.start()
+        cell = k.execute("import time\nprint('first')\ntime.sleep(0.5)\nprint('second')")
+        self.assertEqual(cell.stdout, b"first\nsecond\n")
+        first = next(t for t, name, data in cell.chunks if b"first" in data)
+        self.assertLess(first, 0.4, cell.chunks)
+        self.assertGreaterEqual(cell.frame_times[-1], 0.5)
+
+    def test_unflushed_partial_lines_and_stderr_stream(self):
+        k = self.start()
+        cell = k.execute("import sys, time\n"
+                         "for i in range(3):\n"
+                         "    print(i, end='', flush=False)\n"
+                         "    sys.stderr.write('e%d' % i)\n"
+                         "    time.sleep(0.2)\n")
+        self.assertEqual(cell.stdout, b"012")
+        self.assertEqual(cell.stderr, b"e0e1e2")
+        first_out = next(t for t, name, data in cell.chunks if name == "stdout")
+        first_err = next(t for t, name, data in cell.chunks if name == "stderr")
+        self.assertLess(first_out, 0.15, cell.chunks)
+        self.assertLess(first_err, 0.15, cell.chunks)
+
+    def test_subprocess_output_and_ordering_before_done(self):
+        k = self.start()
+        cell = k.execute("import os, subprocess\n"
+                         "print('py', flush=False)\n"
+                         "subprocess.run(['echo', 'sub'])\n"
+                         "os.system('echo err >&2')\n"
+                         "print('end', end='')")
+        self.assertEqual(cell.stdout, b"py\nsub\nend")
+        self.assertEqual(cell.stderr, b"err\n")
+
+    def test_huge_output(self):
+        k = self.start()
+        cell = k.execute("print('x' * (8 << 20))\nfor i in range(5000): print(i)")
+        self.assertEqual(cell.done["status"], "ok")
+        expected = b"x" * (8 << 20) + b"\n" + b"".join(b"%d\n" % i for i in range(5000))
+        self.assertEqual(len(cell.stdout), len(expected))
+        self.assertEqual(cell.stdout, expected)
+
+
+class ResultTest(KernelTest):
+    def test_trailing_expression_values(self):
+        k = self.start()
+        cases = [
+            ("1 + 1", "2"),
+            ("y = 5\ny * 2", "10"),
+            ("'s'", "'s'"),
+            ("[1, None]", "[1, None]"),
+            ("_", "[1, None]"),            # the last result, as in Jupyter
+        ]
+        for n, (code, expected) in enumerate(cases, 1):
+            cell = k.execute(code)
+            self.assertEqual(self.plain(cell), expected, code)
+            self.assertEqual(cell.result["execution_count"], n)
+            self.assertEqual([f["type"] for f in cell.frames], ["execute_result", "done"])
+        for code in ["None", "print('p')", "3;", "if True:\n    7", "z = 3", "  # only a comment", ""]:
+            cell = k.execute(code)
+            self.assertEqual(cell.done["status"], "ok", (code, cell.frames))
+            self.assertIsNone(cell.result, code)
+
+    def test_dataframe_has_html(self):
+        k = self.start()
+        cell = k.execute("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+        data = cell.result["data"]
+        self.assertIn("a  b", data["text/plain"])
+        self.assertIn("<table", data["text/html"])
+
+    def test_repr_methods_make_a_mime_bundle(self):
+        k = self.start()
+        k.execute("class R:\n"
+                  "    def __repr__(self): return 'R()'\n"
+                  "    def _repr_html_(self): return '<b>r</b>'\n"
+                  "    def _repr_markdown_(self): return '**r**'\n"
+                  "    def _repr_png_(self): return b'\\x89PNGfake'\n"
+                  "    def _repr_json_(self): return {'r': 1}\n"
+                  "    def _repr_latex_(self): return None\n"
+                  "class M:\n"
+                  "    def _repr_mimebundle_(self, include=None, exclude=None):\n"
+                  "        return {'text/plain': 'M!', 'image/svg+xml': '<svg/>'}\n")
+        data = k.execute("R()").result["data"]
+        self.assertEqual(data, {"text/plain": "R()", "text/html": "<b>r</b>", "text/markdown": "**r**",
+                                "image/png": base64.b64encode(b"\x89PNGfake").decode(),
+                                "application/json": {"r": 1}})
+        self.assertEqual(k.execute("M()").result["data"], {"text/plain": "M!", "image/svg+xml": "<svg/>"})
+        # A class is shown by repr: its _repr_html_ is an unbound function.
+        self.assertEqual(k.execute("R").result["data"], {"text/plain": "<class '__main__.R'>"})
+
+    def test_huge_repr_is_cut_to_fit_a_frame(self):
+        k = self.start()
+        text = self.plain(k.execute("'y' * (9 << 20)"))
+        self.assertLess(len(text), 9 << 20)
+        self.assertTrue(text.startswith("'yyy"))
+        self.assertRegex(text[-60:], r"\[\.\.\. \d+ characters cut by Warden\]$")
+
+    def test_display_builtin(self):
+        k = self.start()
+        cell = k.execute("class H:\n    def _repr_html_(self): return '<i>h</i>'\n"
+                         "display({'a': 1}, H())\nprint('between')\ndisplay('s')")
+        self.assertEqual([f["type"] for f in cell.frames], ["display_data"] * 3 + ["done"])
+        self.assertEqual(cell.frames[0]["data"], {"text/plain": "{'a': 1}"})
+        self.assertEqual(cell.frames[1]["data"]["text/html"], "<i>h</i>")
+        self.assertEqual(cell.frames[2]["data"], {"text/plain": "'s'"})
+        self.assertEqual(cell.stdout, b"between\n")
+
+
+class MatplotlibTest(KernelTest):
+    def assertPng(self, display):
+        self.assertTrue(display["data"]["text/plain"].startswith("<Figure size"), display)
+        png = base64.b64decode(display["data"]["image/png"], validate=True)
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        length, kind, width, height = struct.unpack(">I4sII", png[8:24])
+        self.assertEqual((length, kind), (13, b"IHDR"))
+        self.assertGreater(width, 100)
+        self.assertGreater(height, 100)
+
+    def test_open_figure_becomes_png_and_is_closed(self):
+        k = self.start()
+        cell = k.execute("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('t')")
+        self.assertEqual(cell.done["status"], "ok")
+        self.assertEqual(len(cell.displays), 1, cell.frames)
+        self.assertPng(cell.displays[0])
+        # The title's Text is the result; the figure follows it.
+        self.assertEqual([f["type"] for f in cell.frames], ["execute_result", "display_data", "done"])
+        self.assertEqual(cell.stderr, b"")
+        self.assertEqual(self.plain(k.execute("plt.get_fignums()")), "[]")
+
+    def test_show_displays_each_figure_without_warning(self):
+        # pyplot imported by a cell and by a warm import: both get the inline show().
+        for warm in ("", "matplotlib.pyplot"):
+            with self.subTest(warm=warm):
+                self.check_show(self.start(warm=warm))
+
+    def check_show(self, k):
+        cell = k.execute("import matplotlib.pyplot as plt\n"
+                         "for i in range(2):\n"
+                         "    plt.plot([i, 2])\n"
+                         "    plt.show()\n"
+                         "    print('shown', len(plt.get_fignums()))\n"
+                         "fig, ax = plt.subplots()\n"
+                         "fig")
+        self.assertEqual(cell.done["status"], "ok", cell.frames)
+        self.assertEqual(cell.stdout, b"shown 0\nshown 0\n")
+        self.assertEqual(cell.stderr, b"")
+        self.assertEqual([f["type"] for f in cell.frames],
+                         ["display_data", "display_data", "execute_result", "done"])
+        for frame in cell.displays + [cell.result]:
+            self.assertPng(frame)
+
+
+class ErrorTest(KernelTest):
+    def test_exception_traceback_shows_user_frames_only(self):
+        k = self.start()
+        k.execute("def f():\n    return 1 / 0\n")
+        cell = k.execute("x = 1\nf()")
+        self.assertEqual(cell.done["status"], "error")
+        self.assertEqual([f["type"] for f in cell.frames], ["error", "done"])
+        error = cell.error
+        self.assertEqual((error["ename"], error["evalue"]), ("ZeroDivisionError", "division by zero"))
+        self.assertClean(error, 1, 2)
+        self.assertEqual(error["traceback"][0], "Traceback (most recent call last):")
+        self.assertIn("    return 1 / 0", error["traceback"])
+        self.assertEqual(error["traceback"][-1], "ZeroDivisionError: division by zero")
+
+    def test_exception_type_and_message_exactly_as_raised(self):
+        k = self.start()
+        cell = k.execute("class FinalAnswerException(Exception):\n    pass\n"
+                         "raise FinalAnswerException('safe:{\"a\": [1, 2]}')")
+        self.assertEqual(cell.error["ename"], "FinalAnswerException")
+        self.assertEqual(cell.error["evalue"], 'safe:{"a": [1, 2]}')
+        # Lone surrogates cannot be UTF-8: the frame stays valid JSON anyway.
+        cell = k.execute("raise ValueError('bad \\udcff')")
+        self.assertEqual(cell.error["evalue"], "bad \ufffd")
+
+    def test_chained_exception(self):
+        k = self.start()
+        cell = k.execute("try:\n    {}['k']\nexcept KeyError as e:\n    raise RuntimeError('wrapped') from e")
+        self.assertEqual(cell.error["ename"], "RuntimeError")
+        self.assertClean(cell.error, 1)
+        text = "\n".join(cell.error["traceback"])
+        self.assertIn("KeyError: 'k'", text)
+        self.assertIn("direct cause", text)
+
+    def test_syntax_error_shows_line_and_caret(self):
+        k = self.start()
+        cell = k.execute("x = 1\ny = (2 +\n")
+        self.assertEqual(cell.done["status"], "error")
+        self.assertEqual(cell.error["ename"], "SyntaxError")
+        self.assertClean(cell.error, 1)
+        lines = cell.error["traceback"]
+        self.assertTrue(lines[-1].startswith("SyntaxError: "), lines)
+        self.assertIn("    y = (2 +", lines)
+        self.assertTrue(any(line.strip() == "^" for line in lines), lines)
+        # Found while compiling, not parsing: still the line and the cell.
+        cell = k.execute("return 5")
+        self.assertClean(cell.error, 2)
+        self.assertIn("    return 5", cell.error["traceback"])
+
+    def test_system_exit_is_an_error_and_kernel_survives(self):
+        k = self.start()
+        cell = k.execute("import sys\nsys.exit(3)")
+        self.assertEqual(cell.done["status"], "error")
+        self.assertEqual((cell.error["ename"], cell.error["evalue"]), ("SystemExit", "3"))
+        self.assertClean(cell.error, 1)
+        cell = k.execute("exit()")             # site's exit() also closes sys.stdin
+        self.assertEqual(cell.error["ename"], "SystemExit")
+        self.assertEqual(self.plain(k.execute("1 + 1")), "2")
+        self.assertEqual(k.execute("input()").error["ename"], "EOFError")
+
+    def test_input_is_eof(self):
+        k = self.start()
+        cell = k.execute("input('name? ')")
+        self.assertEqual(cell.done["status"], "error")
+        self.assertEqual(cell.error["ename"], "EOFError")
+        self.assertClean(cell.error, 1)
+        self.assertEqual(cell.stdout, b"name? ")
+
+    def test_bad_repr_is_the_cells_error(self):
+        k = self.start()
+        cell = k.execute("class B:\n    def __repr__(self): raise TypeError('no repr')\nB()")
+        self.assertEqual(cell.done["status"], "error")
+        self.assertEqual((cell.error["ename"], cell.error["evalue"]), ("TypeError", "no repr"))
+        self.assertClean(cell.error, 1)
+
+
+class InterruptTest(KernelTest):
+    def interrupt_when_started(self, k, code):
+        """Runs code (which prints 'started'), interrupts it then; returns
+        the cell and the seconds from SIGINT to the done frame."""
+        sent = []
+
+        def on_chunk(name, data):
+            if b"started" in data and not sent:
+                sent.append(time.monotonic())
+                k.interrupt()
+
+        start = time.monotonic()
+        cell = k.execute(code, timeout=10, on_chunk=on_chunk)
+        self.assertTrue(sent, cell.frames)
+        return cell, start + cell.frame_times[-1] - sent[0]
+
+    def check_interrupted(self, k, code):
+        self.assertEqual(k.execute("x = 10").done["status"], "ok")
+        cell, latency = self.interrupt_when_started(k, code)
+        self.assertEqual(cell.done["status"], "interrupted", cell.frames)
+        self.assertEqual(cell.done["execution_count"], 2)
+        self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
+        self.assertClean(cell.error, 2)
+        self.assertLess(latency, 0.1)
+        cell = k.execute("x + 1")
+        self.assertEqual(self.plain(cell), "11")
+        self.assertEqual(cell.result["execution_count"], 3)
+
+    def test_interrupt_busy_loop(self):
+        k = self.start()
+        self.check_interrupted(k, "print('started', flush=True)\nwhile True:\n    x += 0")
+
+    def test_interrupt_sleep(self):
+        k = self.start()
+        self.check_interrupted(k, "import time\nprint('started')\ntime.sleep(100)")
+
+    def test_interrupt_subprocess(self):
+        k = self.start()
+        self.check_interrupted(k, "import subprocess\nprint('started')\nsubprocess.run(['sleep', '100'])")
+
+    def test_interrupt_await(self):
+        k = self.start()
+        k.execute("import asyncio\nticks = 0\nasync def tick():\n    global ticks\n"
+                  "    while True:\n        ticks += 1\n        await asyncio.sleep(0.01)\n")
+        cell, latency = self.interrupt_when_started(
+            k, "print('started')\nawait asyncio.gather(tick(), asyncio.sleep(100))")
+        self.assertEqual(cell.done["status"], "interrupted", cell.frames)
+        self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
+        self.assertNotIn("asyncio", "\n".join(cell.error["traceback"]))
+        self.assertLess(latency, 0.1)
+        # The interrupted coroutines do not run on in later cells' loops.
+        cell = k.execute("before = ticks\nawait asyncio.sleep(0.1)\nticks - before")
+        self.assertEqual(self.plain(cell), "0")
+
+    def test_cell_may_catch_keyboard_interrupt(self):
+        k = self.start()
+        cell, _ = self.interrupt_when_started(
+            k, "import time\ntry:\n    print('started')\n    time.sleep(100)\n"
+               "except KeyboardInterrupt:\n    caught = True\ncaught")
+        self.assertEqual(self.plain(cell), "True")
+
+    def test_sigint_while_idle_is_ignored(self):
+        k = self.start()
+        self.assertEqual(k.execute("x = 1").done["status"], "ok")
+        for _ in range(3):
+            k.interrupt()
+            time.sleep(0.02)
+
+        # ... also while a frame is half received.
+        def interrupt():
+            k.interrupt()
+            time.sleep(0.05)
+
+        for split in (4, 12, 16):
+            cell_id = k.send_execute("x += 1\nx", split=split, between=interrupt)
+            cell = k.collect(cell_id, timeout=10)
+            self.assertEqual(cell.done["status"], "ok", cell.frames)
+        self.assertEqual(self.plain(k.execute("x")), "4")
+        self.assertIsNone(k.proc.poll())
+
+    def test_interrupt_storm_never_breaks_a_frame(self):
+        # SIGINT at random moments (often between cells, or while frames are
+        # written) must only ever interrupt user code.
+        k = self.start()
+        k.execute("n = 0\nclass D:\n    def _repr_html_(self): return 'd' * 100000")
+        stop = threading.Event()
+
+        def storm():
+            while not stop.is_set():
+                k.interrupt()
+                time.sleep(0.0005)
+
+        thread = threading.Thread(target=storm)
+        thread.start()
+        try:
+            statuses = set()
+            for _ in range(40):
+                cell = k.execute("n += 1\ndisplay(D())\nD()", timeout=10)
+                statuses.add(cell.done["status"])
+                self.assertIn(cell.done["status"], ("ok", "interrupted"), cell.frames)
+                if cell.error:
+                    self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
+        finally:
+            stop.set()
+            thread.join()
+        self.assertEqual(self.plain(k.execute("'alive'")), "'alive'")
+        self.assertIsNone(k.proc.poll())
+
+
+    def test_interrupt_during_a_blocked_frame_write_waits_for_the_frame(self):
+        # Nobody reads the channel, so the kernel blocks writing a frame
+        # far larger than the socket buffer; SIGINTs then must not cut it.
+        k = self.start()
+        k.execute("class Big:\n    def _repr_html_(self): return 'b' * (8 << 20)")
+        cell_id = k.send_execute("display(Big())\nafter = True")
+        time.sleep(0.3)
+        for _ in range(3):
+            k.interrupt()
+            time.sleep(0.02)
+        cell = k.collect(cell_id, timeout=10)
+        self.assertEqual([f["type"] for f in cell.frames], ["display_data", "error", "done"])
+        self.assertEqual(len(cell.displays[0]["data"]["text/html"]), 8 << 20)
+        self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
+        self.assertClean(cell.error, 2)
+        self.assertEqual(cell.done["status"], "interrupted")
+        self.assertEqual(self.plain(k.execute("'after' in globals()")), "False")
+
+
+class OutputIsDataTest(KernelTest):
+    def test_forged_frames_invalid_utf8_and_nul_pass_through(self):
+        k = self.start()
+        cell = k.execute("import sys\n"
+                         "print('12\\n{\"type\":\"done\"}')\n"
+                         "sys.stdout.buffer.write(b'\\xff\\xfe')\n"
+                         "print('\\udcff|\\ud800|a\\x00b|\\x1b[31mred\\x1b[0m')\n"
+                         "sys.stderr.write('5\\n{\"type\":\"error\"}\\x00');")
+        self.assertEqual([f["type"] for f in cell.frames], ["done"])
+        self.assertEqual(cell.done["status"], "ok")
+        self.assertEqual(cell.stdout, b'12\n{"type":"done"}\n\xff\xfe\xff|\\ud800|a\x00b|\x1b[31mred\x1b[0m\n')
+        self.assertEqual(cell.stderr, b'5\n{"type":"error"}\x00')
+
+    def test_replaced_stdout_is_flushed_and_restored(self):
+        k = self.start()
+        cell = k.execute("import sys, io\n"
+                         "sys.stdout = open(1, 'w', closefd=False)  # block-buffered\n"
+                         "print('buffered')")
+        self.assertEqual(cell.stdout, b"buffered\n")
+        k.execute("sys.stdout = io.StringIO()\nprint('hidden')\nsys.stderr.close()")
+        cell = k.execute("import sys\nprint('visible')\nprint('err', file=sys.stderr)")
+        self.assertEqual((cell.stdout, cell.stderr), (b"visible\n", b"err\n"))
+
+
+class ProcessTest(KernelTest):
+    def test_children_do_not_inherit_the_channel(self):
+        k = self.start()
+        cell = k.execute("import os\nos.system('if [ -e /proc/self/fd/%s ]; then echo open; else echo closed; fi')"
+                         % os.environ.get("WARDEN_CHANNEL_FD", "3"))
+        self.assertEqual(cell.stdout, b"closed\n")
+
+    def test_forked_child_falling_off_the_cell_stays_silent(self):
+        k = self.start()
+        cell = k.execute("import os\npid = os.fork()\n"
+                         "if pid == 0:\n    print('child')\n"
+                         "else:\n    os.waitpid(pid, 0)\n    print('reaped')\n")
+        # The child exited at the end of the cell without a done frame, so
+        # done came from the parent, after it reaped the child.
+        self.assertEqual(cell.stdout, b"child\nreaped\n")
+        self.assertEqual(self.plain(k.execute("'next'")), "'next'")
+
+    def test_os_exit_and_crash_end_the_kernel(self):
+        k = self.start()
+        with self.assertRaises(EOFError):
+            k.execute("import os\nos._exit(7)", timeout=10)
+        self.assertEqual(k.proc.wait(timeout=10), 7)
+        k = self.start()
+        seen = []
+        with self.assertRaises(EOFError):
+            k.execute("import ctypes\nctypes.string_at(0)", timeout=10,
+                      on_chunk=lambda name, data: seen.append(data) if name == "stderr" else None)
+        k.proc.wait(timeout=10)
+        # faulthandler leaves a Python traceback naming the cell on stderr.
+        stderr = b"".join(seen) + k.proc.stderr.read()
+        self.assertIn(b"Fatal Python error: Segmentation fault", stderr)
+        self.assertIn(b'File "<cell 1>", line 2', stderr)
+
+
+class CountTest(KernelTest):
+    def test_execution_count_increments_whatever_the_outcome(self):
+        k = self.start()
+        counts = []
+        counts.append(k.execute("a = 1").done["execution_count"])
+        counts.append(k.execute("1 / 0").done["execution_count"])
+        counts.append(k.execute("def (").done["execution_count"])
+        cell_id = k.send_execute("import time\ntime.sleep(100)")
+        time.sleep(0.1)
+        k.interrupt()
+        cell = k.collect(cell_id, timeout=10)
+        self.assertEqual(cell.done["status"], "interrupted")
+        counts.append(cell.done["execution_count"])
+        cell = k.execute("a")
+        self.assertEqual(cell.result["execution_count"], 5)
+        counts.append(cell.done["execution_count"])
+        self.assertEqual(counts, [1, 2, 3, 4, 5])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,785 @@
+"""Warden's Python kernel: a live interpreter driven over the kernel protocol.
+
+It runs inside a sandboxed worker and is the only thing the supervisor talks
+to (docs/kernel-protocol.md is the contract). It is responsible for:
+
+* the channel: reading `execute` frames from fd 3 ($WARDEN_CHANNEL_FD) and
+  writing `ready` / `display_data` / `execute_result` / `error` / `done`
+  frames back, never losing or interleaving a frame;
+* one persistent user namespace (a `__main__` module) in which every cell
+  runs, with Jupyter's rules: the value of a trailing expression is the
+  cell's result, `_` holds the last result, `display()` is a builtin;
+* stdout/stderr: unbuffered text streams straight onto fds 1 and 2, so
+  output is seen while the cell runs and is in the pipes before `done`;
+* rich output: MIME bundles from `_repr_*_` methods, and matplotlib figures
+  rendered to PNG at `plt.show()` and at the end of every cell;
+* errors: tracebacks of the user's frames only (`<cell N>`), exactly the
+  raised type name and message, SystemExit reported rather than obeyed;
+* interrupts: SIGINT raises KeyboardInterrupt while user code runs and is
+  ignored while the kernel itself works or waits for the next cell.
+
+Standard library only, and nothing imported per cell: a trivial cell costs a
+frame read, one parse, one exec and a frame write.
+"""
+
+import _signal
+import _thread
+import ast
+import binascii
+import builtins
+import codecs
+import faulthandler
+import io
+import json
+import linecache
+import os
+import signal
+import sys
+import types
+
+MAX_FRAME = 64 << 20          # the supervisor rejects larger kernel frames
+# Any one text in a frame (a repr, an evalue, a traceback line) is cut to
+# this many characters when it is made, so a 100 MB repr costs a few copies
+# of 8 MB rather than of 100 MB (the sandbox's memory is small), and a frame
+# of a handful of texts fits in MAX_FRAME.
+MAX_TEXT = 8 << 20
+MAX_IMAGE = 32 << 20          # bytes before base64; larger images are dropped
+MAX_HEADER = 128              # "execute <id> <nbytes>" is far shorter
+CO_COROUTINE = 0x0080         # inspect.CO_COROUTINE, without importing inspect
+COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT   # `await` in a cell, as in Jupyter
+MAIN_THREAD = _thread.get_ident()
+
+# (MIME type, method) pairs probed on results and display() arguments, in the
+# order Jupyter front ends prefer them.
+REPR_METHODS = (
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("text/latex", "_repr_latex_"),
+    ("application/json", "_repr_json_"),
+    ("application/javascript", "_repr_javascript_"),
+)
+BINARY_MIME = ("image/png", "image/jpeg")
+
+
+class ProtocolError(Exception):
+    """The supervisor sent something that is not a frame: the stream is lost."""
+
+
+# --------------------------------------------------------------------------
+# Interrupts
+#
+# The SIGINT handler is installed for the kernel's whole life and decides by
+# mode. Python runs handlers between bytecodes of the main thread, so the
+# KeyboardInterrupt can only surface inside `call_user`, which brackets every
+# piece of user code; the kernel's own code (frame I/O, tracebacks) never
+# sees it. While a frame is being written from inside a cell (display(),
+# plt.show()) the interrupt is deferred, so a frame is never cut in half.
+
+IDLE, USER, DEFER = 0, 1, 2
+
+
+class _Interrupts:
+    mode = IDLE
+    pending = False
+    forked = False     # set in a child of os.fork(), see run_cell
+
+
+def _after_fork_in_child():
+    _Interrupts.forked = True
+
+
+def _on_sigint(signum, frame):
+    if _Interrupts.mode == USER:
+        raise KeyboardInterrupt
+    if _Interrupts.mode == DEFER:
+        _Interrupts.pending = True
+    # IDLE: ignored; a blocking read/write is retried by Python (PEP 475).
+
+
+def call_user(fn, *args):
+    """Runs user code (or kernel code acting for it) interruptibly."""
+    _Interrupts.mode = USER
+    try:
+        return fn(*args)
+    finally:
+        _Interrupts.mode = IDLE
+
+
+# --------------------------------------------------------------------------
+# The channel
+
+
+class Channel:
+    """Frames over one stream fd: text header, then a body of known length."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+        self.lock = _thread.allocate_lock()   # user threads may display()
+
+    def read_execute(self):
+        """Returns (cell id, code bytes), or None once the supervisor hung up."""
+        newline = self.buf.find(b"\n")
+        while newline < 0:
+            if len(self.buf) > MAX_HEADER:
+                raise ProtocolError("header too long: %r" % bytes(self.buf[:MAX_HEADER]))
+            if not self._fill(4096):
+                if self.buf:
+                    raise ProtocolError("channel closed inside a header")
+                return None
+            newline = self.buf.find(b"\n")
+        parts = bytes(self.buf[:newline]).split(b" ")
+        if len(parts) != 3 or parts[0] != b"execute" or not (parts[1].isdigit() and parts[2].isdigit()):
+            raise ProtocolError("bad header: %r" % bytes(self.buf[:newline]))
+        end = newline + 1 + int(parts[2])
+        while len(self.buf) < end:
+            if not self._fill(max(4096, min(end - len(self.buf), 1 << 24))):
+                raise ProtocolError("channel closed inside a frame")
+        code = bytes(self.buf[newline + 1:end])
+        del self.buf[:end]
+        return int(parts[1]), code
+
+    def _fill(self, size):
+        # The buffer holds whatever was read so far, so an interrupted read
+        # loses nothing; the handler does not raise while idle, but a stray
+        # KeyboardInterrupt (a handler the user installed) is survived too.
+        while True:
+            try:
+                data = os.read(self.fd, size)
+                break
+            except KeyboardInterrupt:
+                continue
+        self.buf += data
+        return bool(data)
+
+    def send(self, msg):
+        self.send_body(encode_body(msg))
+
+    def send_body(self, body):
+        frame = b"%d\n%s" % (len(body), body)
+        # Defer interrupts while the frame is written: a half-written frame
+        # would make the supervisor declare the session lost.
+        in_main = _thread.get_ident() == MAIN_THREAD
+        if in_main:
+            previous = _Interrupts.mode
+            _Interrupts.mode = DEFER
+        try:
+            with self.lock:
+                self._write_all(frame)
+        finally:
+            if in_main:
+                _Interrupts.mode = previous
+        if in_main and _Interrupts.pending:
+            _Interrupts.pending = False
+            if previous == USER:
+                raise KeyboardInterrupt
+
+    def _write_all(self, data):
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError:
+            # The supervisor is gone; nobody is left to report to.
+            os._exit(1)
+
+
+def encode_body(msg):
+    body = _dumps(msg)
+    if len(body) > MAX_FRAME:
+        body = _dumps(_shrink(msg))
+    return body
+
+
+def _dumps(msg):
+    # allow_nan=False: NaN is not JSON (it can only come from display(raw=True)).
+    text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (str(exc) of undecodable data) have no UTF-8 form:
+        # a UTF-16 round trip turns them into U+FFFD and keeps real pairs.
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return text.encode("utf-8")
+
+
+def _shrink(msg):
+    """Cuts the largest strings of a message until its frame fits."""
+    budget = MAX_FRAME // 4
+    while True:
+        small = _truncate(msg, budget)
+        if len(_dumps(small)) <= MAX_FRAME or budget < 1024:
+            return small
+        budget //= 2
+
+
+def _truncate(value, budget):
+    if isinstance(value, str) and len(value) > budget:
+        return value[:budget] + "\n[... %d characters cut by Warden]" % (len(value) - budget)
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k in BINARY_MIME and isinstance(v, str) and len(v) > budget:
+                continue   # a cut image is no image
+            out[k] = _truncate(v, budget)
+        return out
+    if isinstance(value, list):
+        return [_truncate(v, budget) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------
+# stdout / stderr
+
+
+def _stdio_errors(exc):
+    """Encoding fallback: bytes smuggled in as surrogates (surrogateescape)
+    go out as the original bytes; any other unencodable character as \\uXXXX."""
+    out = bytearray()
+    for ch in exc.object[exc.start:exc.end]:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(code - 0xDC00)
+        else:
+            out += ("\\u%04x" % code if code <= 0xFFFF else "\\U%08x" % code).encode()
+    return bytes(out), exc.end
+
+
+codecs.register_error("warden.stdio", _stdio_errors)
+
+
+class _FullWriter(io.FileIO):
+    """Unbuffered fd writer that never drops the tail of a partial write
+    (a signal can cut a large write to a full pipe short)."""
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        total = len(view)
+        done = io.FileIO.write(self, view)
+        while done is not None and done < total:
+            done += io.FileIO.write(self, view[done:]) or 0
+        return total
+
+
+def open_stdio(fd):
+    """A text stream that writes through to fd on every write, like `python -u`."""
+    raw = _FullWriter(fd, "w", closefd=False)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="warden.stdio",
+                            newline="\n", write_through=True)
+
+
+# --------------------------------------------------------------------------
+# Rich output
+
+
+def mime_bundle(obj):
+    """Jupyter-style MIME bundle: _repr_mimebundle_, then _repr_*_, then repr."""
+    data = {}
+    if isinstance(obj, type):
+        return {"text/plain": repr(obj)}   # a class's _repr_html_ is unbound
+    method = _repr_method(obj, "_repr_mimebundle_")
+    if method is not None:
+        bundle = _call_repr(obj, method, include=None, exclude=None)
+        if isinstance(bundle, tuple):
+            bundle = bundle[0]
+        if isinstance(bundle, dict):
+            for mime, value in bundle.items():
+                _put(data, mime, value)
+    for mime, name in REPR_METHODS:
+        if mime in data:
+            continue
+        method = _repr_method(obj, name)
+        if method is not None:
+            _put(data, mime, _call_repr(obj, method))
+    if "image/png" not in data and _is_figure(obj):
+        data["image/png"] = _b64(figure_png(obj))
+    if "text/plain" not in data:
+        data["text/plain"] = cap_text(repr(obj))
+    # text/plain first: the most readable order in logs and JSON dumps.
+    return {"text/plain": data.pop("text/plain"), **data}
+
+
+def _repr_method(obj, name):
+    try:
+        method = getattr(obj, name, None)
+    except Exception:
+        return None
+    if method is None or not callable(method):
+        return None
+    # Objects whose __getattr__ answers every name (mocks, proxies) would
+    # claim every format; IPython detects them with a canary, so do we.
+    try:
+        if getattr(obj, "_warden_canary_method_should_not_exist_", None) is not None:
+            return None
+    except Exception:
+        return None
+    return method
+
+
+def _call_repr(obj, method, **kwargs):
+    try:
+        return method(**kwargs)
+    except Exception as exc:
+        # Like IPython: a broken formatter costs that format, not the result.
+        sys.stderr.write("%s.%s failed: %s: %s\n" % (
+            type(obj).__name__, getattr(method, "__name__", "repr"), type(exc).__name__, exc))
+        return None
+
+
+def _put(data, mime, value):
+    if isinstance(value, tuple):          # (data, metadata), as IPython allows
+        value = value[0] if value else None
+    if value is None:
+        return
+    if mime in BINARY_MIME:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = _b64(value) if len(value) <= MAX_IMAGE else None
+        if isinstance(value, str) and len(value) <= MAX_IMAGE * 4 // 3 + 4:
+            data[mime] = value
+    elif mime == "application/json" or mime.endswith("+json"):
+        if isinstance(value, (str, bytes)):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            return
+        data[mime] = value
+    elif isinstance(value, bytes):
+        data[mime] = cap_text(value.decode("utf-8", "replace"))
+    elif isinstance(value, str):
+        data[mime] = cap_text(value)
+
+
+def cap_text(text):
+    if len(text) <= MAX_TEXT:
+        return text
+    return text[:MAX_TEXT] + "\n[... %d characters cut by Warden]" % (len(text) - MAX_TEXT)
+
+
+def _b64(data):
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _is_figure(obj):
+    figure_mod = sys.modules.get("matplotlib.figure")
+    return figure_mod is not None and isinstance(obj, figure_mod.Figure)
+
+
+def figure_png(fig):
+    buf = io.BytesIO()
+    # bbox_inches="tight" as Jupyter's inline backend: no clipped labels.
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------
+# Matplotlib
+#
+# Figures are rendered where Jupyter's inline backend renders them: at
+# plt.show() and at the end of every cell, then closed. plt.show() on Agg
+# does nothing and leaves figures open, so a loop of plot/show would draw
+# every curve into one figure; the kernel therefore replaces pyplot.show as
+# soon as pyplot is imported (by a warm import or by the user). The backend
+# stays Agg ($MPLBACKEND), which subprocesses inherit and understand.
+
+
+class _PyplotHook:
+    """sys.meta_path finder that patches matplotlib.pyplot once it is loaded."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _PatchingLoader:
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):          # get_source, is_package, ...
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module.show = pyplot_show
+        _remove_pyplot_hook()
+
+
+def _remove_pyplot_hook():
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PyplotHook)]
+
+
+def pyplot_show(*args, **kwargs):
+    """Shows every open figure now (as display_data) and closes it, like
+    Jupyter's inline backend. Arguments such as block= are accepted and ignored."""
+    KERNEL.flush_figures()
+
+
+# --------------------------------------------------------------------------
+# Tracebacks
+
+
+def error_message(exc, kernel_file):
+    """ename/evalue/traceback of an exception, without the kernel's frames."""
+    _strip_kernel_frames(exc, kernel_file, set())
+    if isinstance(exc, SyntaxError) and exc.text is None and exc.filename and exc.lineno:
+        # Errors found compiling the AST ('return' outside function) carry
+        # no source line; the cell's lines are in linecache.
+        exc.text = linecache.getline(exc.filename, exc.lineno) or None
+    ename = type(exc).__name__
+    try:
+        evalue = str(exc)
+    except Exception:
+        evalue = "<str() of the exception failed>"
+    try:
+        import traceback   # only when a cell failed; cached after the first
+        if len(evalue) > MAX_TEXT:
+            # Not formatted whole (nor its chained exceptions): too big.
+            evalue = cap_text(evalue)
+            text = "Traceback (most recent call last):\n%s%s: %s" % (
+                "".join(traceback.format_tb(exc.__traceback__)), ename, evalue)
+        else:
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        text = "%s: %s\n" % (ename, evalue)
+    return {"ename": ename, "evalue": evalue, "traceback": [cap_text(line) for line in text.splitlines()]}
+
+
+def _strip_kernel_frames(exc, kernel_file, seen):
+    """Rebuilds the traceback of exc (and of its causes) without kernel frames.
+
+    A cell that awaits runs under the kernel's asyncio loop, so an exception
+    leaving it passes the kernel, then asyncio's frames down to the cell's
+    coroutine (if that is on the stack at all): those go too."""
+    asyncio_mod = sys.modules.get("asyncio")
+    asyncio_dir = os.path.dirname(asyncio_mod.__file__) + os.sep if asyncio_mod else "\0"
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        entries = []
+        tb = exc.__traceback__
+        from_kernel = tb is not None and tb.tb_frame.f_code.co_filename == kernel_file
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename != kernel_file:
+                entries.append(tb)
+            tb = tb.tb_next
+        if from_kernel and entries and entries[0].tb_frame.f_code.co_filename.startswith(asyncio_dir):
+            cells = [i for i, e in enumerate(entries) if e.tb_frame.f_code.co_filename.startswith("<cell ")]
+            entries = entries[cells[0]:] if cells else []
+        rebuilt = None
+        for entry in reversed(entries):
+            rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+        exc.__traceback__ = rebuilt
+        if exc.__cause__ is not None:
+            _strip_kernel_frames(exc.__cause__, kernel_file, seen)
+        exc = exc.__context__
+
+
+# --------------------------------------------------------------------------
+# The kernel
+
+
+class Kernel:
+    def __init__(self, channel):
+        self.channel = channel
+        self.count = 0
+        self.cell_id = None           # id of the running cell, for display()
+        self.shown = []               # figures display()ed in this cell
+        self.loop = None              # asyncio loop for cells that `await`
+        self.last_result = None       # what `_` was last set to
+        self.kernel_file = call_user.__code__.co_filename
+        self.namespace = self._make_namespace()
+        self.stdout = open_stdio(1)
+        self.stderr = open_stdio(2)
+        self.stdin = sys.stdin if sys.stdin is not None else io.StringIO()
+        self.restore_stdio()
+
+    @staticmethod
+    def _make_namespace():
+        # The user's namespace is a real __main__ module, as in IPython, so
+        # pickle and multiprocessing find functions and classes defined in
+        # cells. The kernel's own module stays alive under a private name.
+        main = types.ModuleType("__main__")
+        main.__builtins__ = builtins
+        sys.modules["_warden_kernel"] = sys.modules["__main__"]
+        sys.modules["__main__"] = main
+        return main.__dict__
+
+    # ---- one cell
+
+    def run_cell(self, cell_id, code):
+        self.count += 1
+        count = self.count
+        self.cell_id = cell_id
+        filename = "<cell %d>" % count
+        body = last = error = None
+        try:
+            body, last = self.compile_cell(code.decode("utf-8"), filename)
+            if body is not None:
+                call_user(self.execute, body)
+            if last is not None:
+                call_user(self.publish_result, call_user(self.execute, last), count)
+        except BaseException as exc:       # SystemExit included, as in Jupyter
+            error = exc
+        if _Interrupts.forked:
+            # A child of os.fork() that ran off the end of the cell must not
+            # answer on the parent's channel (a second done frame).
+            self.end_streams()
+            os._exit(0 if error is None else 1)
+        error = self.end_figures(error)
+        self.end_streams()
+        self.cell_id = None
+        self.shown.clear()
+        if error is None and not _defines_code(body) and not _defines_code(last):
+            # Nothing made in this cell can show up in a later traceback.
+            linecache.cache.pop(filename, None)
+        if error is None:
+            status = "ok"
+        else:
+            status = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
+            self.report_error(cell_id, error)
+        # The one frame every cell sends: formatted directly, not by json.
+        self.channel.send_body(b'{"type":"done","id":%d,"execution_count":%d,"status":"%s"}'
+                               % (cell_id, count, status.encode()))
+
+    def compile_cell(self, source, filename):
+        """One parse; the trailing expression, if any, is compiled apart."""
+        # Lines as the tokenizer counts them (str.splitlines would also split
+        # at \f, \u2028, ... inside string literals and shift line numbers).
+        lines = [line + "\n" for line in source.split("\n")]
+        # Registered before compiling, so SyntaxErrors and later tracebacks
+        # (and inspect.getsource) show the cell's lines.
+        linecache.cache[filename] = (len(source), None, lines, filename)
+        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | COMPILE_FLAGS)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(lines, tree.body[-1]):
+            expr = tree.body.pop()
+            last = compile(ast.Expression(expr.value), filename, "eval", COMPILE_FLAGS)
+        body = compile(tree, filename, "exec", COMPILE_FLAGS) if tree.body else None
+        return body, last
+
+    def execute(self, code):
+        value = eval(code, self.namespace)
+        if code.co_flags & CO_COROUTINE:   # top-level await
+            value = self.run_coroutine(value)
+        return value
+
+    def run_coroutine(self, coro):
+        loop = self.event_loop()
+        task = loop.create_task(coro)
+        try:
+            return loop.run_until_complete(task)
+        finally:
+            # Interrupted while suspended: it must not resume in a later
+            # cell's loop run, except to unwind (CancelledError).
+            if not task.done():
+                task.cancel()
+
+    def event_loop(self):
+        if self.loop is None or self.loop.is_closed():
+            import asyncio
+            self.loop = asyncio.new_event_loop()
+        return self.loop
+
+    def publish_result(self, value, count):
+        if value is None:
+            return
+        data = mime_bundle(value)
+        if _is_figure(value):
+            self.shown.append(value)
+        self._remember(value)
+        self.channel.send({"type": "execute_result", "id": self.cell_id,
+                           "execution_count": count, "data": data})
+
+    def _remember(self, value):
+        # _, __, ___ as in IPython, unless the user took `_` for themselves
+        # (gettext, `for _ in ...`).
+        ns = self.namespace
+        if "_" in ns and ns["_"] is not self.last_result:
+            return
+        ns["___"] = ns.get("__")
+        ns["__"] = ns.get("_")
+        ns["_"] = self.last_result = value
+
+    def display(self, objs, raw=False):
+        for obj in objs:
+            data = obj if raw and isinstance(obj, dict) else mime_bundle(obj)
+            if _is_figure(obj):
+                self.shown.append(obj)
+            if self.cell_id is None:
+                # No cell to attach it to (a thread between cells): keep the text.
+                self.stdout.write(str(data.get("text/plain", "")) + "\n")
+            else:
+                self.channel.send({"type": "display_data", "id": self.cell_id, "data": data})
+
+    # ---- end of a cell
+
+    def flush_figures(self):
+        """Sends every open pyplot figure as PNG, then closes them all."""
+        plt = sys.modules.get("matplotlib.pyplot")
+        nums = plt.get_fignums() if plt is not None else None
+        if not nums:
+            return      # close("all") runs gc.collect(): not for every cell
+        try:
+            if self.cell_id is None:      # plt.show() in a thread between cells
+                return
+            gcf = sys.modules["matplotlib._pylab_helpers"].Gcf
+            for num in nums:
+                manager = gcf.get_fig_manager(num)
+                fig = manager.canvas.figure if manager is not None else None
+                if fig is None or any(fig is shown for shown in self.shown):
+                    continue
+                data = {"text/plain": repr(fig), "image/png": _b64(figure_png(fig))}
+                self.channel.send({"type": "display_data", "id": self.cell_id, "data": data})
+        finally:
+            plt.close("all")
+
+    def end_figures(self, error):
+        """Figures the cell left open; a rendering failure becomes the cell's error."""
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None or not plt.get_fignums():
+            return error
+        if isinstance(error, KeyboardInterrupt):
+            # The supervisor is waiting for done: drop them unrendered.
+            plt.close("all")
+            return error
+        try:
+            call_user(self.flush_figures)
+        except BaseException as exc:
+            return error if error is not None else exc
+        return error
+
+    def end_streams(self):
+        """Flushes whatever the cell left in stream objects of its own, then
+        puts the kernel's streams and SIGINT handler back for the next cell."""
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not self.stdout and stream is not self.stderr:
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        self.restore_stdio()
+        # _signal.getsignal: signal.getsignal wraps the answer in an enum, 4 us.
+        if _signal.getsignal(signal.SIGINT) is not _on_sigint:
+            signal.signal(signal.SIGINT, _on_sigint)
+
+    def restore_stdio(self):
+        if self.stdout.closed:
+            self.stdout = open_stdio(1)
+        if self.stderr.closed:
+            self.stderr = open_stdio(2)
+        if getattr(self.stdin, "closed", False):    # exit() closes stdin
+            self.stdin = io.StringIO()
+        sys.stdout = sys.__stdout__ = self.stdout
+        sys.stderr = sys.__stderr__ = self.stderr
+        sys.stdin = self.stdin
+
+    def report_error(self, cell_id, exc):
+        try:
+            message = error_message(exc, self.kernel_file)
+        except Exception as failure:      # never lose the done frame over this
+            message = {"ename": type(exc).__name__, "evalue": "",
+                       "traceback": ["(warden: formatting the error failed: %r)" % failure]}
+        # As the interactive interpreter does, for pdb.pm() and traceback.print_last().
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__
+        self.channel.send({"type": "error", "id": cell_id, **message})
+
+
+def display(*objs, raw=False, **ignored):
+    """Shows objects as rich output (display_data), like IPython's display().
+
+    Each object becomes one MIME bundle: text/plain plus text/html,
+    image/png, ... where the object offers _repr_html_(), _repr_png_(), ...
+    With raw=True the objects are MIME bundles (dicts) already. IPython's
+    other keyword arguments (metadata, display_id, ...) are accepted and ignored.
+    """
+    KERNEL.display(objs, raw=raw)
+
+
+def _defines_code(code):
+    """Does the cell's code make functions, classes, lambdas or generators,
+    which outlive it and carry its file name?"""
+    return code is not None and any(isinstance(c, types.CodeType) for c in code.co_consts)
+
+
+def _ends_with_semicolon(lines, node):
+    """Jupyter's rule: `expr;` at the end of a cell shows no result."""
+    tail = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:]
+    return tail.lstrip().startswith(b";")
+
+
+# --------------------------------------------------------------------------
+# Start-up
+
+
+def warm_imports(spec):
+    """Imports modules into sys.modules (not the user namespace) before ready."""
+    warm, errors = [], {}
+    for name in (part.strip() for part in spec.split(",")):
+        if not name:
+            continue
+        try:
+            __import__(name)
+            warm.append(name)
+        except BaseException as exc:       # a module calling sys.exit() included
+            errors[name] = "%s: %s" % (type(exc).__name__, exc)
+    return warm, errors
+
+
+def main():
+    global KERNEL
+    fd = int(os.environ.get("WARDEN_CHANNEL_FD", "3"))
+    # Subprocesses (os.system, fork+exec) must not inherit the channel: they
+    # could write to it and would keep it open after the kernel dies.
+    os.set_inheritable(fd, False)
+    signal.signal(signal.SIGINT, _on_sigint)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    # Import like interactive Python: the user's modules from cwd, and not
+    # the files next to the kernel.
+    if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
+    sys.path.insert(0, "")
+    sys.argv = [""]
+    sys.meta_path.insert(0, _PyplotHook())
+    builtins.display = display
+
+    channel = Channel(fd)
+    KERNEL = Kernel(channel)
+    # A crash in native code still leaves a Python traceback on stderr.
+    faulthandler.enable(file=KERNEL.stderr)
+    warm, warm_errors = warm_imports(os.environ.get("WARDEN_WARM", ""))
+    KERNEL.restore_stdio()                 # a warm import may have swapped them
+    version = "%d.%d.%d" % sys.version_info[:3]
+    channel.send({"type": "ready", "language": "python", "version": version,
+                  "warm": warm, "warm_errors": warm_errors})
+    while True:
+        try:
+            request = channel.read_execute()
+        except ProtocolError as exc:
+            KERNEL.stderr.write("warden kernel: %s\n" % exc)
+            return 2
+        if request is None:
+            return 0
+        KERNEL.run_cell(*request)
+
+
+KERNEL = None
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+#include "kernel/session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernel/workspace.h"
+#include "sandbox/status_macros.h"
+
+#ifndef WARDEN_KERNELS_DIR
+#define WARDEN_KERNELS_DIR "/usr/lib/warden/kernels"
+#endif
+
+namespace warden {
+namespace {
+
+// Reads what is available on a non-blocking fd into `out`, calling `sink`
+// for each chunk; returns false at EOF or on an error.
+template <typename Sink>
+bool ReadAvailable(int fd, Sink&& sink) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      sink(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && errno == EAGAIN;
+  }
+}
+
+absl::Status WriteAll(int fd, const std::string& data, absl::Time deadline) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) return absl::ErrnoToStatus(errno, "writing to the kernel");
+    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0) return absl::DeadlineExceededError("the kernel is not reading its channel");
+    struct pollfd p = {fd, POLLOUT, 0};
+    poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeExit(const Worker& worker) {
+  if (worker.setup_error()) return *worker.setup_error();
+  if (!worker.main_exited()) return "its sandbox died";
+  const int status = worker.main_status();
+  if (WIFEXITED(status)) return absl::StrCat("it exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("it was killed by signal ", WTERMSIG(status));
+  return "it ended";
+}
+
+}  // namespace
+
+Limits SessionOptions::DefaultSessionLimits() {
+  Limits limits;
+  limits.cpu_ms = 3'600'000;  // the session's total budget; cells have their own
+  limits.wall_ms = 86'400'000;
+  return limits;
+}
+
+std::string SessionOptions::DefaultKernelsDir() { return WARDEN_KERNELS_DIR; }
+
+Session::Session(Executor& executor, const SessionOptions& options)
+    : executor_(executor), options_(options) {
+  wake_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+}
+
+Session::~Session() = default;
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Start(Executor& executor,
+                                                         const SessionOptions& options) {
+  auto session = std::unique_ptr<Session>(new Session(executor, options));
+  if (!session->wake_) return absl::ErrnoToStatus(errno, "eventfd");
+  RETURN_IF_ERROR(session->StartWorker(/*fresh_sandbox=*/true));
+  return session;
+}
+
+absl::Status Session::StartWorker(bool fresh_sandbox) {
+  absl::MutexLock lock(&mu_);
+  if (fresh_sandbox || !worker_) {
+    SandboxSpec spec;
+    spec.argv = KernelArgv(options_.language);
+    spec.env = SandboxSpec::DefaultEnvironment();
+    spec.env.push_back("WARDEN_CHANNEL_FD=3");
+    if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
+    spec.limits = options_.limits;
+    spec.filesystem.binds = options_.binds;
+    spec.filesystem.binds.push_back(
+        {absl::StrCat(options_.kernels_dir, "/", KernelSubdirectory(options_.language)),
+         kKernelMountPoint, false});
+    worker_.reset();  // the old sandbox, if any, dies first
+    ASSIGN_OR_RETURN(worker_, executor_.Spawn(spec, SpawnOptions{.channel = true}));
+    fcntl(worker_->channel_fd(), F_SETFL, O_NONBLOCK);
+  } else {
+    // In place: the old kernel must be gone before the new one speaks, so
+    // that nothing it wrote can be mistaken for the new kernel's words.
+    if (!worker_->ended()) {
+      RETURN_IF_ERROR(worker_->KillProgram());
+      const absl::Time deadline = absl::Now() + absl::Seconds(5);
+      while (!worker_->ended() && !(worker_->Wait(deadline) & Worker::kTimedOut)) {
+        ReadAvailable(worker_->stdout_fd(), [](const char*, size_t) {});
+        ReadAvailable(worker_->stderr_fd(), [](const char*, size_t) {});
+        ReadAvailable(worker_->channel_fd(), [](const char*, size_t) {});
+      }
+      if (!worker_->main_exited()) return absl::InternalError("the old kernel did not stop");
+    }
+    for (int fd : {worker_->stdout_fd(), worker_->stderr_fd(), worker_->channel_fd()}) {
+      ReadAvailable(fd, [](const char*, size_t) {});
+    }
+    RETURN_IF_ERROR(worker_->Respawn());
+  }
+  channel_.Reset();
+  return AwaitReady();
+}
+
+// Waits for the kernel's ready message; what it prints meanwhile is kept
+// only to explain a failure.
+absl::Status Session::AwaitReady() {
+  Worker& worker = *worker_;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.start_timeout_ms);
+  std::string diagnostics;
+  auto keep = [&diagnostics](const char* data, size_t n) {
+    if (diagnostics.size() < 4096) diagnostics.append(data, std::min<size_t>(n, 4096));
+  };
+  for (;;) {
+    const unsigned ready = worker.Wait(deadline);
+    if (ready & Worker::kStdout) ReadAvailable(worker.stdout_fd(), keep);
+    if (ready & Worker::kStderr) ReadAvailable(worker.stderr_fd(), keep);
+    if (ready & Worker::kChannel) {
+      ReadAvailable(worker.channel_fd(), [this](const char* d, size_t n) { channel_.Feed(d, n); });
+      auto message = channel_.Next();
+      if (!message.ok()) return message.status();
+      if (*message) {
+        if ((*message)->type != KernelMessage::Type::kReady) {
+          return absl::InternalError("the kernel spoke before it was ready");
+        }
+        info_ = (*message)->info;
+        return absl::OkStatus();
+      }
+    }
+    if (ready & (Worker::kEnded | Worker::kViolation)) {
+      ReadAvailable(worker.stderr_fd(), keep);
+      std::string why = worker.violation() ? "it made a forbidden system call: " + *worker.violation()
+                                           : DescribeExit(worker);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ", LanguageName(options_.language), " kernel failed to start: ", why,
+          diagnostics.empty() ? "" : "; it said: ", diagnostics));
+    }
+    if (ready & Worker::kTimedOut) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the ", LanguageName(options_.language), " kernel was not ready within ",
+          options_.start_timeout_ms, " ms", diagnostics.empty() ? "" : "; it said: ", diagnostics));
+    }
+  }
+}
+
+void Session::MarkLost(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (!lost_) lost_ = reason;
+  // The kernel goes; the sandbox (its workspace) stays until restart or close.
+  if (worker_ && !worker_->ended()) (void)worker_->KillProgram();
+}
+
+bool Session::lost() const {
+  absl::MutexLock lock(&mu_);
+  return lost_.has_value();
+}
+
+std::string Session::lost_reason() const {
+  absl::MutexLock lock(&mu_);
+  return lost_.value_or("");
+}
+
+int Session::execution_count() const {
+  absl::MutexLock lock(&mu_);
+  return execution_count_;
+}
+
+std::optional<CgroupUsage> Session::Usage() const {
+  absl::MutexLock lock(&mu_);
+  return worker_ ? worker_->Usage() : std::nullopt;
+}
+
+absl::Status Session::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  if (!busy_ || !worker_) return absl::OkStatus();
+  interrupt_requested_ = true;
+  uint64_t one = 1;
+  (void)!write(wake_.get(), &one, sizeof(one));
+  return worker_->Signal(SIGINT);
+}
+
+CellResult Session::Execute(const std::string& code, const CellLimits& limits,
+                            const EventCallback& on_event) {
+  CellResult r;
+  Worker* worker = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_) {
+      r.outcome = Outcome::kSessionLost;
+      r.message = *lost_;
+      r.execution_count = execution_count_;
+      return r;
+    }
+    if (busy_) {
+      r.outcome = Outcome::kInternal;
+      r.message = "another cell is running in this session";
+      return r;
+    }
+    busy_ = true;
+    interrupt_requested_ = false;
+    worker = worker_.get();
+  }
+  auto emit = [&on_event](CellEvent event) {
+    if (on_event) on_event(event);
+  };
+
+  const int id = next_cell_id_++;
+  const CgroupUsage before = worker->Usage().value_or(CgroupUsage{});
+  const absl::Time start = absl::Now();
+  const absl::Time wall_deadline = start + absl::Milliseconds(limits.wall_ms);
+  const int64_t cpu_limit_ns = limits.cpu_ms * 1'000'000;
+  const int64_t cpu_percent = std::max<int64_t>(options_.limits.cpu_percent, 1);
+  absl::Time next_cpu_check = start;
+  absl::Time grace_deadline = absl::InfiniteFuture();
+  std::optional<Outcome> stop;  // a limit we enforced: WALL/CPU_TIMEOUT, OUTPUT_LIMIT
+  std::string stop_message;
+  bool done = false;
+  std::optional<std::string> lost;
+  std::string status;
+
+  auto stop_cell = [&](Outcome why, std::string message) {
+    if (stop) return;
+    stop = why;
+    stop_message = std::move(message);
+    (void)worker->Signal(SIGINT);
+    grace_deadline = absl::Now() + absl::Milliseconds(options_.interrupt_grace_ms);
+  };
+  auto capture = [&](std::string& into, bool& truncated, CellEvent::Kind kind) {
+    return [&, kind](const char* data, size_t n) {
+      const int64_t room = limits.output_bytes - static_cast<int64_t>(into.size());
+      const size_t keep = static_cast<size_t>(std::clamp<int64_t>(room, 0, static_cast<int64_t>(n)));
+      if (keep > 0) {
+        into.append(data, keep);
+        CellEvent event{kind};
+        event.text.assign(data, keep);
+        emit(std::move(event));
+      }
+      if (keep < n) {
+        truncated = true;  // the rest is read and dropped: memory stays bounded
+        stop_cell(Outcome::kOutputLimit, "the cell's output passed its cap");
+      }
+    };
+  };
+  auto out_sink = capture(r.stdout_data, r.stdout_truncated, CellEvent::Kind::kStdout);
+  auto err_sink = capture(r.stderr_data, r.stderr_truncated, CellEvent::Kind::kStderr);
+
+  if (auto s = WriteAll(worker->channel_fd(), KernelChannel::EncodeExecute(id, code), wall_deadline);
+      !s.ok()) {
+    lost = absl::StrCat("could not send the cell to the kernel: ", s.message());
+  }
+
+  while (!done && !lost) {
+    const absl::Time now = absl::Now();
+    if (now >= grace_deadline) {
+      lost = absl::StrCat(stop ? stop_message : "the cell was interrupted",
+                          ", and it did not stop within ", options_.interrupt_grace_ms,
+                          " ms, so the kernel was killed");
+      break;
+    }
+    if (!stop && now >= wall_deadline) {
+      stop_cell(Outcome::kWallTimeout, absl::StrCat("the cell ran past its ", limits.wall_ms,
+                                                    " ms wall-clock limit"));
+    }
+    if (!stop && now >= next_cpu_check && worker->has_cgroup()) {
+      if (auto usage = worker->Usage()) {
+        const int64_t used = usage->cpu_usage_ns - before.cpu_usage_ns;
+        if (used >= cpu_limit_ns) {
+          stop_cell(Outcome::kCpuTimeout, absl::StrCat("the cell used its ", limits.cpu_ms,
+                                                       " ms of CPU time"));
+        } else {
+          next_cpu_check = now + std::max(absl::Milliseconds(2),
+                                          absl::Nanoseconds((cpu_limit_ns - used) * 100 / cpu_percent));
+        }
+      }
+    }
+    absl::Time wake = std::min(grace_deadline, stop ? absl::InfiniteFuture() : wall_deadline);
+    if (!stop && worker->has_cgroup()) wake = std::min(wake, next_cpu_check);
+    const unsigned ready = worker->Wait(wake, false, wake_.get());
+
+    if (ready & Worker::kExtra) {
+      uint64_t count;
+      (void)!read(wake_.get(), &count, sizeof(count));
+      absl::MutexLock lock(&mu_);
+      if (interrupt_requested_ && grace_deadline == absl::InfiniteFuture()) {
+        grace_deadline = absl::Now() + absl::Milliseconds(options_.interrupt_grace_ms);
+      }
+    }
+    if (ready & Worker::kStdout) ReadAvailable(worker->stdout_fd(), out_sink);
+    if (ready & Worker::kStderr) ReadAvailable(worker->stderr_fd(), err_sink);
+    if (ready & Worker::kViolation) {
+      r.violation = worker->violation();
+      lost = absl::StrCat("the cell made a forbidden system call (", *r.violation,
+                          "), so the kernel was killed");
+      break;
+    }
+    if (ready & Worker::kChannel) {
+      bool open = ReadAvailable(worker->channel_fd(),
+                                [this](const char* d, size_t n) { channel_.Feed(d, n); });
+      for (;;) {
+        auto message = channel_.Next();
+        if (!message.ok()) {
+          lost = std::string(message.status().message());
+          break;
+        }
+        if (!*message) break;
+        KernelMessage& m = **message;
+        if (m.id != id) continue;  // a late word about an earlier cell
+        switch (m.type) {
+          case KernelMessage::Type::kDisplayData: {
+            r.displays.push_back(m.data);
+            emit(CellEvent{CellEvent::Kind::kDisplayData, "", m.data});
+            break;
+          }
+          case KernelMessage::Type::kExecuteResult:
+            r.result = m.data;
+            emit(CellEvent{CellEvent::Kind::kExecuteResult, "", m.data});
+            break;
+          case KernelMessage::Type::kError: {
+            CellError error{m.ename, m.evalue, m.traceback};
+            r.error = error;
+            emit(CellEvent{CellEvent::Kind::kError, "", {}, error});
+            break;
+          }
+          case KernelMessage::Type::kDone:
+            done = true;
+            status = m.status;
+            r.execution_count = m.execution_count;
+            r.exit_code = m.exit_code;
+            break;
+          case KernelMessage::Type::kReady:
+            lost = "the kernel restarted by itself";
+            break;
+        }
+        if (done || lost) break;
+      }
+      if (!open && !done && !lost) lost = "the kernel closed its channel";
+    }
+    if (!done && !lost && (ready & Worker::kEnded)) {
+      lost = absl::StrCat("the kernel died: ", DescribeExit(*worker));
+    }
+  }
+
+  // Everything the cell wrote before `done` is already in the pipes.
+  ReadAvailable(worker->stdout_fd(), out_sink);
+  ReadAvailable(worker->stderr_fd(), err_sink);
+  const CgroupUsage after = worker->Usage().value_or(before);
+  r.wall_ms = absl::ToInt64Milliseconds(absl::Now() - start);
+  r.cpu_ms = (after.cpu_usage_ns - before.cpu_usage_ns) / 1'000'000;
+  r.peak_memory_bytes = after.peak_memory_bytes;
+  const bool oom = after.oom_kills > before.oom_kills;
+
+  if (lost) {
+    MarkLost(*lost);
+    r.message = *lost;
+    r.outcome = r.violation ? Outcome::kViolation
+                : oom       ? Outcome::kMemoryLimit
+                            : Outcome::kSessionLost;
+    if (oom) r.message = "the session ran out of memory and its kernel was killed";
+  } else if (stop) {
+    r.outcome = *stop;
+    r.message = stop_message;
+  } else if (oom) {
+    r.outcome = Outcome::kMemoryLimit;
+    r.message = "a process of the session ran out of memory and was killed";
+  } else if (status == "ok") {
+    r.outcome = Outcome::kOk;
+  } else if (status == "interrupted") {
+    r.outcome = Outcome::kInterrupted;
+  } else {
+    r.outcome = Outcome::kError;
+  }
+  absl::MutexLock lock(&mu_);
+  busy_ = false;
+  if (r.execution_count > 0) execution_count_ = r.execution_count;
+  if (lost) r.execution_count = execution_count_;
+  return r;
+}
+
+absl::Status Session::Restart(bool clear_workspace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (busy_) return absl::FailedPreconditionError("a cell is running: interrupt it first");
+  }
+  bool in_place = !clear_workspace;
+  {
+    absl::MutexLock lock(&mu_);
+    // The sandbox itself may be gone (its init killed): then only a fresh one will do.
+    in_place = in_place && worker_ && worker_->SandboxAlive() && !worker_->setup_error();
+  }
+  if (auto s = StartWorker(!in_place); !s.ok()) {
+    MarkLost(absl::StrCat("restart failed: ", s.message()));
+    return s;
+  }
+  absl::MutexLock lock(&mu_);
+  lost_.reset();
+  execution_count_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Session::OpenedWorkspace> Session::OpenWorkspace() const {
+  absl::MutexLock lock(&mu_);
+  if (!worker_) return absl::FailedPreconditionError("the session has no sandbox");
+  // Opened as root (through the init's /proc/<pid>/root); everything
+  // beneath it is then resolved as the sandbox's user (ScopedFsIds).
+  const std::string path = worker_->RootPath() + "/workspace";
+  UniqueFd fd(open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    return absl::FailedPreconditionError(
+        "the session's sandbox is gone, and its workspace with it; restart the session");
+  }
+  return OpenedWorkspace{std::move(fd), worker_->program_host_uid(), worker_->program_host_gid()};
+}
+
+absl::Status Session::WriteFile(const std::string& path, const std::string& data) {
+  ASSIGN_OR_RETURN(OpenedWorkspace ws, OpenWorkspace());
+  ScopedFsIds as_sandbox_user(ws.uid, ws.gid);
+  return WriteWorkspaceFile(ws.root.get(), path, data, options_.max_file_bytes);
+}
+
+absl::StatusOr<std::string> Session::ReadFile(const std::string& path) {
+  ASSIGN_OR_RETURN(OpenedWorkspace ws, OpenWorkspace());
+  ScopedFsIds as_sandbox_user(ws.uid, ws.gid);
+  return ReadWorkspaceFile(ws.root.get(), path, options_.max_file_bytes);
+}
+
+absl::StatusOr<std::vector<WorkspaceEntry>> Session::ListFiles(const std::string& dir) {
+  ASSIGN_OR_RETURN(OpenedWorkspace ws, OpenWorkspace());
+  ScopedFsIds as_sandbox_user(ws.uid, ws.gid);
+  ASSIGN_OR_RETURN(std::vector<WorkspaceListing> listing, ListWorkspace(ws.root.get(), dir));
+  std::vector<WorkspaceEntry> out;
+  for (const WorkspaceListing& e : listing) {
+    WorkspaceEntry::Type type = e.type == 'f'   ? WorkspaceEntry::Type::kFile
+                                : e.type == 'd' ? WorkspaceEntry::Type::kDirectory
+                                : e.type == 'l' ? WorkspaceEntry::Type::kSymlink
+                                                : WorkspaceEntry::Type::kOther;
+    out.push_back({e.path, type, e.size});
+  }
+  return out;
+}
+
+}  // namespace warden

@@ -1,0 +1,160 @@
+// Session: a live interpreter (a "kernel") in its own sandbox, whose state
+// persists across cells - like a Jupyter kernel, but isolated.
+//
+// A Session starts the language's kernel program (kernel/<language>/) in a
+// fresh sandbox with a private channel at fd 3, speaks the kernel protocol
+// (docs/kernel-protocol.md) with it, and runs cells with per-cell limits:
+// output streams to a callback as it is produced; a cell past its wall or
+// CPU deadline is interrupted, and if it does not stop within a grace
+// period the kernel is killed and the session is lost. A lost session is
+// never silently replaced: every later cell reports SESSION_LOST until
+// Restart(). Workspace files can be written, read (never through a symlink)
+// and listed while the session lives.
+//
+// Execute() runs one cell at a time; Interrupt() may be called from any
+// thread while it runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kernel/kernel_channel.h"
+#include "kernel/language.h"
+#include "sandbox/limits.h"
+#include "sandbox/result.h"
+#include "sandbox/sandbox.h"
+
+namespace warden {
+
+struct SessionOptions {
+  Language language = Language::kPython;
+  // Session-wide limits: memory and pids apply to the whole session, tmpfs
+  // sizes to its /tmp and workspace; cpu_ms is the session's total CPU
+  // budget and wall_ms is ignored (cells have their own limits).
+  Limits limits = DefaultSessionLimits();
+  // Python modules imported before the first cell (e.g. numpy, pandas).
+  std::vector<std::string> warm;
+  // Host directory holding the kernel programs (kernel/python, ...).
+  std::string kernels_dir = DefaultKernelsDir();
+  // How long the kernel may take to start (warm imports included).
+  int64_t start_timeout_ms = 30'000;
+  // After a deadline's interrupt, how long a cell may take to stop.
+  int64_t interrupt_grace_ms = 2'000;
+  // Cap on a single file moved in or out of the workspace.
+  int64_t max_file_bytes = 64LL << 20;
+  std::vector<BindMount> binds;  // extra binds, as for one-shot runs
+
+  static Limits DefaultSessionLimits();
+  static std::string DefaultKernelsDir();
+};
+
+struct CellLimits {
+  int64_t wall_ms = 30'000;
+  int64_t cpu_ms = 30'000;
+  int64_t output_bytes = 1LL << 20;  // each of stdout and stderr, per cell
+};
+
+struct CellError {
+  std::string ename;
+  std::string evalue;
+  std::vector<std::string> traceback;
+};
+
+// Something a cell produced, streamed while it runs.
+struct CellEvent {
+  enum class Kind { kStdout, kStderr, kDisplayData, kExecuteResult, kError };
+  Kind kind;
+  std::string text;     // kStdout / kStderr: raw bytes
+  MimeBundle data;      // kDisplayData / kExecuteResult
+  CellError error;      // kError
+};
+
+struct CellResult {
+  Outcome outcome = Outcome::kInternal;
+  int execution_count = 0;
+  std::string stdout_data, stderr_data;
+  bool stdout_truncated = false, stderr_truncated = false;
+  std::optional<MimeBundle> result;      // the trailing expression's value
+  std::vector<MimeBundle> displays;      // rich output (plots), in order
+  std::optional<CellError> error;
+  std::optional<int> exit_code;          // bash: the cell's exit status
+  int64_t wall_ms = 0;
+  int64_t cpu_ms = 0;                    // CPU used during this cell (cgroup delta)
+  int64_t peak_memory_bytes = 0;         // the session's peak so far
+  std::optional<std::string> violation;  // the syscall, for VIOLATION
+  std::string message;                   // why, for SESSION_LOST / INTERNAL / timeouts
+};
+
+struct WorkspaceEntry {
+  std::string path;  // relative to the workspace
+  enum class Type { kFile, kDirectory, kSymlink, kOther } type;
+  int64_t size = 0;
+};
+
+class Session {
+ public:
+  using EventCallback = std::function<void(const CellEvent&)>;
+
+  // Starts the kernel and waits for it to be ready. `executor` is not owned
+  // and must outlive the session.
+  static absl::StatusOr<std::unique_ptr<Session>> Start(Executor& executor,
+                                                        const SessionOptions& options);
+  ~Session();
+
+  CellResult Execute(const std::string& code, const CellLimits& limits,
+                     const EventCallback& on_event = nullptr);
+  // Interrupts the running cell (SIGINT); no-op when idle.
+  absl::Status Interrupt();
+  // A fresh interpreter. With `clear_workspace` the whole sandbox is new;
+  // otherwise the kernel restarts in place and the workspace and /tmp stay.
+  absl::Status Restart(bool clear_workspace);
+
+  bool lost() const;
+  std::string lost_reason() const;
+  int execution_count() const;
+  Language language() const { return options_.language; }
+  const KernelInfo& info() const { return info_; }
+  std::optional<CgroupUsage> Usage() const;
+
+  // Workspace files. Paths are relative to the workspace, without "..";
+  // nothing is ever resolved through a symlink.
+  absl::Status WriteFile(const std::string& path, const std::string& data);
+  absl::StatusOr<std::string> ReadFile(const std::string& path);
+  absl::StatusOr<std::vector<WorkspaceEntry>> ListFiles(const std::string& dir = "");
+
+ private:
+  Session(Executor& executor, const SessionOptions& options);
+  absl::Status StartWorker(bool fresh_sandbox);
+  absl::Status AwaitReady();
+  void MarkLost(const std::string& reason);
+  struct OpenedWorkspace {
+    UniqueFd root;
+    uid_t uid;  // the program's host ids
+    gid_t gid;
+  };
+  absl::StatusOr<OpenedWorkspace> OpenWorkspace() const;
+
+  Executor& executor_;
+  const SessionOptions options_;
+  // Owned by the thread running Execute/Restart; guarded for Interrupt().
+  mutable absl::Mutex mu_;
+  std::unique_ptr<Worker> worker_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool interrupt_requested_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<std::string> lost_ ABSL_GUARDED_BY(mu_);
+  int execution_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int next_cell_id_ = 1;
+  UniqueFd wake_;  // eventfd: Interrupt() wakes a waiting Execute()
+  KernelChannel channel_;
+  KernelInfo info_;
+};
+
+}  // namespace warden

@@ -1,0 +1,209 @@
+"""Drives a Warden kernel over the kernel protocol (docs/kernel-protocol.md),
+outside any sandbox, for the kernels' own protocol tests.
+
+    with KernelProcess(["/usr/bin/python3", "kernel/python/warden_kernel.py"]) as k:
+        cell = k.execute("1 + 1")
+        assert cell.result["data"]["text/plain"] == "2"
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+
+
+class Cell:
+    """What one cell produced: frames in order, and raw stdout/stderr."""
+
+    def __init__(self):
+        self.frames = []
+        # bytearrays: appending chunk after chunk to bytes is quadratic.
+        self._streams = {"stdout": bytearray(), "stderr": bytearray()}
+        # (seconds since execute, stream, bytes) per chunk, to test streaming.
+        self.chunks = []
+        # seconds since execute at which each frame arrived (parallel to frames).
+        self.frame_times = []
+
+    @property
+    def stdout(self):
+        return bytes(self._streams["stdout"])
+
+    @stdout.setter
+    def stdout(self, value):
+        self._streams["stdout"] = bytearray(value)
+
+    @property
+    def stderr(self):
+        return bytes(self._streams["stderr"])
+
+    @stderr.setter
+    def stderr(self, value):
+        self._streams["stderr"] = bytearray(value)
+
+    @property
+    def done(self):
+        return next((f for f in self.frames if f["type"] == "done"), None)
+
+    @property
+    def result(self):
+        return next((f for f in self.frames if f["type"] == "execute_result"), None)
+
+    @property
+    def error(self):
+        return next((f for f in self.frames if f["type"] == "error"), None)
+
+    @property
+    def displays(self):
+        return [f for f in self.frames if f["type"] == "display_data"]
+
+
+class KernelProcess:
+    def __init__(self, argv, env=None, cwd=None, ready_timeout=30):
+        self.parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        full_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+                    "WARDEN_CHANNEL_FD": "3", "HOME": cwd or "/tmp"}
+        full_env.update(env or {})
+        child_fd = child.fileno()
+
+        def setup():
+            # dup2 leaves fd 3 inheritable. close_fds must stay off: it runs
+            # after preexec_fn and would close fd 3 again (pass_fds=(child_fd,)
+            # kept child_fd, not 3, so the kernel started without a channel).
+            if child_fd == 3:
+                os.set_inheritable(3, True)
+            else:
+                os.dup2(child_fd, 3)
+            # fds inherited from whoever ran the tests must not leak either:
+            # mark them close-on-exec (closing them here would also close
+            # subprocess's own error pipe).
+            for name in os.listdir("/proc/self/fd"):
+                if int(name) > 3:
+                    try:
+                        os.set_inheritable(int(name), False)
+                    except OSError:
+                        pass
+            os.setsid()  # its own process group, as in the sandbox
+
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=full_env, cwd=cwd, preexec_fn=setup, close_fds=False)
+        child.close()
+        self._buf = bytearray()   # appended in place: large frames stay linear
+        self._next_id = 1
+        self.ready = self._read_frame(ready_timeout)
+        assert self.ready is not None and self.ready["type"] == "ready", self.ready
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        self.parent.close()
+
+    def interrupt(self):
+        os.killpg(self.proc.pid, signal.SIGINT)
+
+    def send_execute(self, code, split=None, between=None):
+        """Sends one execute frame. With split, the frame goes out in two
+        writes, the first of split bytes, and between() is called in between
+        (to test a kernel against a frame that arrives in pieces)."""
+        cell_id = self._next_id
+        self._next_id += 1
+        data = code.encode()
+        frame = b"execute %d %d\n" % (cell_id, len(data)) + data
+        if split is None:
+            self.parent.sendall(frame)
+        else:
+            self.parent.sendall(frame[:split])
+            if between is not None:
+                between()
+            self.parent.sendall(frame[split:])
+        return cell_id
+
+    def execute(self, code, timeout=30, on_chunk=None):
+        """Runs one cell and collects everything until its done frame."""
+        start = time.monotonic()
+        cell_id = self.send_execute(code)
+        return self.collect(cell_id, timeout=timeout, on_chunk=on_chunk, start=start)
+
+    def collect(self, cell_id, timeout=30, on_chunk=None, start=None):
+        """Collects frames and output of an already sent cell until its done
+        frame. Times in the Cell are relative to start (default: now)."""
+        if start is None:
+            start = time.monotonic()
+        cell = Cell()
+        deadline = start + timeout
+        streams = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr"}
+        while cell.done is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no done frame within %ss; got %r" % (timeout, cell.frames))
+            fds = list(streams) + [self.parent.fileno()]
+            readable, _, _ = select.select(fds, [], [], remaining)
+            for fd in readable:
+                if fd == self.parent.fileno():
+                    chunk = self.parent.recv(1 << 20)
+                    if not chunk:
+                        raise EOFError("kernel closed the channel; frames %r" % cell.frames)
+                    self._buf += chunk
+                    while True:
+                        frame = self._parse_frame()
+                        if frame is None:
+                            break
+                        assert frame.get("id") == cell_id, frame
+                        cell.frames.append(frame)
+                        cell.frame_times.append(time.monotonic() - start)
+                else:
+                    data = os.read(fd, 1 << 16)
+                    if data:
+                        self._record(cell, streams[fd], data, start, on_chunk)
+        # Everything the cell wrote before done is already in the pipes.
+        for fd, name in streams.items():
+            while select.select([fd], [], [], 0)[0]:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                self._record(cell, name, data, start, on_chunk)
+        return cell
+
+    @staticmethod
+    def _record(cell, name, data, start, on_chunk):
+        cell._streams[name] += data
+        cell.chunks.append((time.monotonic() - start, name, data))
+        if on_chunk:
+            on_chunk(name, data)
+
+    def _parse_frame(self):
+        newline = self._buf.find(b"\n")
+        if newline < 0:
+            return None
+        size = int(self._buf[:newline])
+        if len(self._buf) < newline + 1 + size:
+            return None
+        body = bytes(self._buf[newline + 1:newline + 1 + size])
+        del self._buf[:newline + 1 + size]
+        return json.loads(body)
+
+    def _read_frame(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self._parse_frame()
+            if frame is not None:
+                return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.parent], [], [], remaining)[0]:
+                return None
+            chunk = self.parent.recv(1 << 20)
+            if not chunk:
+                return None
+            self._buf += chunk

@@ -1,0 +1,103 @@
+#include "kernel/workspace.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace warden {
+namespace {
+
+class WorkspaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/warden-workspace-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    top_ = tmpl;
+    ws_ = top_ + "/ws";
+    ASSERT_EQ(mkdir(ws_.c_str(), 0755), 0);
+    root_.Reset(open(ws_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(root_.valid());
+    // A secret next to the workspace: what escapes would reach.
+    WriteHost(top_ + "/secret", "top secret");
+  }
+  void TearDown() override { system(("rm -rf " + top_).c_str()); }
+  static void WriteHost(const std::string& path, const std::string& data) {
+    FILE* f = fopen(path.c_str(), "w");
+    fwrite(data.data(), 1, data.size(), f);
+    fclose(f);
+  }
+
+  std::string top_, ws_;
+  UniqueFd root_;
+};
+
+TEST_F(WorkspaceTest, WritesReadsAndCreatesParents) {
+  std::string blob("\0\1\2\xff binary", 11);
+  ASSERT_TRUE(WriteWorkspaceFile(root_.get(), "a/b/c.bin", blob, 1 << 20).ok());
+  auto back = ReadWorkspaceFile(root_.get(), "a/b/c.bin", 1 << 20);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, blob);
+}
+
+TEST_F(WorkspaceTest, NeverFollowsSymlinks) {
+  ASSERT_EQ(symlink((top_ + "/secret").c_str(), (ws_ + "/abs").c_str()), 0);
+  ASSERT_EQ(symlink("../secret", (ws_ + "/rel").c_str()), 0);
+  ASSERT_EQ(symlink("..", (ws_ + "/up").c_str()), 0);
+  ASSERT_EQ(mkdir((ws_ + "/inner").c_str(), 0755), 0);
+  ASSERT_EQ(symlink("ok.txt", (ws_ + "/inner/inside").c_str()), 0);  // even within the workspace
+  for (const char* path : {"abs", "rel", "up/secret", "inner/inside"}) {
+    auto read = ReadWorkspaceFile(root_.get(), path, 1 << 20);
+    EXPECT_TRUE(absl::IsPermissionDenied(read.status())) << path << ": " << read.status();
+  }
+  EXPECT_FALSE(WriteWorkspaceFile(root_.get(), "up/planted", "x", 100).ok());
+  EXPECT_FALSE(WriteWorkspaceFile(root_.get(), "abs", "overwrite", 100).ok());
+  EXPECT_NE(access((top_ + "/planted").c_str(), F_OK), 0);
+  auto secret = ReadWorkspaceFile(root_.get(), "up/secret", 1 << 20);
+  EXPECT_FALSE(secret.ok());
+}
+
+TEST_F(WorkspaceTest, RejectsPathsThatAreNotPlainAndRelative) {
+  for (const char* bad : {"", "/etc/passwd", "..", "../secret", "a/../../secret", "a//b", "./a"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ReadWorkspaceFile(root_.get(), bad, 100).status())) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(WriteWorkspaceFile(root_.get(), bad, "x", 100)))
+        << bad;
+  }
+}
+
+TEST_F(WorkspaceTest, EnforcesTheSizeCap) {
+  EXPECT_TRUE(absl::IsInvalidArgument(WriteWorkspaceFile(root_.get(), "big", std::string(101, 'x'), 100)));
+  WriteHost(ws_ + "/big", std::string(101, 'x'));
+  EXPECT_TRUE(absl::IsResourceExhausted(ReadWorkspaceFile(root_.get(), "big", 100).status()));
+}
+
+TEST_F(WorkspaceTest, ReadsOnlyRegularFiles) {
+  ASSERT_EQ(mkfifo((ws_ + "/fifo").c_str(), 0644), 0);
+  ASSERT_EQ(mkdir((ws_ + "/dir").c_str(), 0755), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(ReadWorkspaceFile(root_.get(), "fifo", 100).status()));
+  EXPECT_FALSE(ReadWorkspaceFile(root_.get(), "dir", 100).ok());
+}
+
+TEST_F(WorkspaceTest, ListsRecursivelyWithoutFollowingLinks) {
+  WriteHost(ws_ + "/a.txt", "abc");
+  ASSERT_EQ(mkdir((ws_ + "/sub").c_str(), 0755), 0);
+  WriteHost(ws_ + "/sub/b.txt", "hello");
+  ASSERT_EQ(symlink("/", (ws_ + "/sub/root").c_str()), 0);
+  auto listing = ListWorkspace(root_.get(), "");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  std::map<std::string, std::pair<char, int64_t>> seen;
+  for (const auto& e : *listing) seen[e.path] = {e.type, e.size};
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen["a.txt"], std::make_pair('f', int64_t{3}));
+  EXPECT_EQ(seen["sub"].first, 'd');
+  EXPECT_EQ(seen["sub/b.txt"], std::make_pair('f', int64_t{5}));
+  EXPECT_EQ(seen["sub/root"].first, 'l');
+}
+
+}  // namespace
+}  // namespace warden

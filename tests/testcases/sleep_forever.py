@@ -1,0 +1,4 @@
+# Blocks forever without using CPU.
+import threading
+
+threading.Event().wait()
