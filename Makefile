@@ -13,7 +13,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3 python3-numpy python3-pandas python3-matplotlib \
   python3-grpcio python3-protobuf nodejs iproute2
 
-.PHONY: all deps build test test-unit test-sandbox run clean
+.PHONY: all deps build test test-unit test-sandbox run demo clean install
 
 all: build
 
@@ -44,9 +44,71 @@ test-unit: build
 test-sandbox: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L 'sandbox|escape|kernel'
 
-# Until the daemon lands, `make run` demonstrates the sandbox via warden-run.
+# Starts wardend in the foreground on its built-in defaults (listening on
+# unix:/run/warden/wardend.sock); it prints how to reach it. Ctrl-C stops it.
 run: build
+	$(BUILD_DIR)/bin/wardend
+
+# A tour of the sandbox layer through warden-run, no daemon needed.
+demo: build
 	@scripts/demo.sh $(BUILD_DIR)/bin
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# `make install` puts what `make build` built where a system finds it:
+#   $(PREFIX)/bin                  wardend, warden, warden-run
+#   $(PREFIX)/lib/warden/kernels   the kernel programs, one directory per language
+#   $(UNITDIR)/wardend.service     the systemd unit (deploy/wardend.service)
+#   /etc/warden/wardend.json       the configuration, only if there is none yet
+#   $(PREFIX)/share/doc/warden     operations.md, security.md, tokens.example.json
+# DESTDIR stages it all under a directory (packaging); the unit then goes to
+# the vendor directory /lib/systemd/system instead of the admin's
+# /etc/systemd/system. Paths in the unit and the configuration follow PREFIX.
+PREFIX ?= /usr/local
+DESTDIR ?=
+UNITDIR ?= $(if $(DESTDIR),/lib/systemd/system,/etc/systemd/system)
+INSTALL_BINARIES := wardend warden warden-run
+KERNEL_LANGUAGES := python node bash
+
+install:
+	@missing=""; for b in $(INSTALL_BINARIES); do \
+	  [ -x "$(BUILD_DIR)/bin/$$b" ] || missing="$$missing $$b"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make install: $(BUILD_DIR)/bin/ lacks$$missing; run 'make build' first" >&2; exit 1; \
+	fi
+	install -d -m 0755 "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 $(addprefix $(BUILD_DIR)/bin/,$(INSTALL_BINARIES)) "$(DESTDIR)$(PREFIX)/bin/"
+	@# Only the kernel programs; sandboxes read them as an unprivileged id, hence 0644/0755.
+	@for lang in $(KERNEL_LANGUAGES); do \
+	  dir="$(DESTDIR)$(PREFIX)/lib/warden/kernels/$$lang"; \
+	  install -d -m 0755 "$$dir" || exit 1; \
+	  for f in kernel/$$lang/*.py kernel/$$lang/*.js kernel/$$lang/*.sh; do \
+	    [ -f "$$f" ] || continue; \
+	    case "$${f##*/}" in test_*.py) continue ;; esac; \
+	    echo "install -m 0644 $$f $$dir/"; \
+	    install -m 0644 "$$f" "$$dir/" || exit 1; \
+	  done; \
+	done
+	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)/etc/warden" \
+	  "$(DESTDIR)$(PREFIX)/share/doc/warden"
+	sed 's|/usr/local/|$(PREFIX)/|g' deploy/wardend.service > "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
+	install -m 0644 "$(DESTDIR)$(UNITDIR)/wardend.service.tmp" "$(DESTDIR)$(UNITDIR)/wardend.service"
+	rm -f "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
+	install -m 0644 deploy/tokens.example.json docs/operations.md docs/security.md \
+	  "$(DESTDIR)$(PREFIX)/share/doc/warden/"
+	@# The shipped file holds the built-in defaults; the installed one also
+	@# names where the kernels went. An existing configuration is the admin's.
+	@if [ -e "$(DESTDIR)/etc/warden/wardend.json" ]; then \
+	  echo "keeping the existing $(DESTDIR)/etc/warden/wardend.json (the new defaults are in deploy/wardend.json)"; \
+	else \
+	  echo "installing $(DESTDIR)/etc/warden/wardend.json"; \
+	  sed 's|"kernels_dir": ""|"kernels_dir": "$(PREFIX)/lib/warden/kernels"|' deploy/wardend.json \
+	    > "$(DESTDIR)/etc/warden/wardend.json.tmp" && \
+	  install -m 0644 "$(DESTDIR)/etc/warden/wardend.json.tmp" "$(DESTDIR)/etc/warden/wardend.json" && \
+	  rm -f "$(DESTDIR)/etc/warden/wardend.json.tmp"; \
+	fi
+	@if [ -z "$(DESTDIR)" ]; then \
+	  echo "next: systemctl daemon-reload && systemctl enable --now wardend (see docs/operations.md)"; \
+	fi

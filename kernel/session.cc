@@ -97,6 +97,11 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     spec.argv = KernelArgv(options_.language);
     spec.env = SandboxSpec::DefaultEnvironment();
     spec.env.push_back("WARDEN_CHANNEL_FD=3");
+    // Caches (matplotlib's font list, fontconfig) go to /tmp, not into the
+    // user's workspace where they would show up as files.
+    spec.env.push_back("MPLCONFIGDIR=/tmp/.config/matplotlib");
+    spec.env.push_back("XDG_CACHE_HOME=/tmp/.cache");
+    spec.env.push_back("XDG_CONFIG_HOME=/tmp/.config");
     if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
     spec.limits = options_.limits;
     spec.filesystem.binds = options_.binds;
@@ -176,6 +181,18 @@ void Session::MarkLost(const std::string& reason) {
   if (worker_ && !worker_->ended()) (void)worker_->KillProgram();
 }
 
+bool Session::Alive() {
+  absl::MutexLock lock(&mu_);
+  if (lost_ || !worker_) return false;
+  if (busy_) return true;  // the running cell will tell
+  worker_->Wait(absl::InfinitePast());  // take in whatever the sandbox reported
+  if (worker_->ended()) {
+    lost_ = "the kernel died while idle";
+    return false;
+  }
+  return true;
+}
+
 bool Session::lost() const {
   absl::MutexLock lock(&mu_);
   return lost_.has_value();
@@ -199,10 +216,14 @@ std::optional<CgroupUsage> Session::Usage() const {
 absl::Status Session::Interrupt() {
   absl::MutexLock lock(&mu_);
   if (!busy_ || !worker_) return absl::OkStatus();
+  // The running Execute() wakes up and signals the kernel (and keeps doing
+  // so until the cell ends).
   interrupt_requested_ = true;
   uint64_t one = 1;
-  (void)!write(wake_.get(), &one, sizeof(one));
-  return worker_->Signal(SIGINT);
+  if (write(wake_.get(), &one, sizeof(one)) != sizeof(one)) {
+    return absl::ErrnoToStatus(errno, "waking the session");
+  }
+  return absl::OkStatus();
 }
 
 CellResult Session::Execute(const std::string& code, const CellLimits& limits,
@@ -244,12 +265,24 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
   std::optional<std::string> lost;
   std::string status;
 
+  // An interrupt can arrive before the kernel has begun the cell, when it
+  // still ignores SIGINT (it is idle): so, until the cell is done, the
+  // signal is repeated every kResignal. Kernels ignore SIGINT outside user
+  // code, so the repeats are harmless.
+  constexpr absl::Duration kResignal = absl::Milliseconds(50);
+  absl::Time next_signal = absl::InfiniteFuture();
+  auto interrupt_now = [&] {
+    (void)worker->Signal(SIGINT);
+    next_signal = absl::Now() + kResignal;
+    if (grace_deadline == absl::InfiniteFuture()) {
+      grace_deadline = absl::Now() + absl::Milliseconds(options_.interrupt_grace_ms);
+    }
+  };
   auto stop_cell = [&](Outcome why, std::string message) {
     if (stop) return;
     stop = why;
     stop_message = std::move(message);
-    (void)worker->Signal(SIGINT);
-    grace_deadline = absl::Now() + absl::Milliseconds(options_.interrupt_grace_ms);
+    interrupt_now();
   };
   auto capture = [&](std::string& into, bool& truncated, CellEvent::Kind kind) {
     return [&, kind](const char* data, size_t n) {
@@ -299,17 +332,20 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
         }
       }
     }
-    absl::Time wake = std::min(grace_deadline, stop ? absl::InfiniteFuture() : wall_deadline);
+    if (now >= next_signal) interrupt_now();
+    absl::Time wake = std::min({grace_deadline, next_signal, stop ? absl::InfiniteFuture() : wall_deadline});
     if (!stop && worker->has_cgroup()) wake = std::min(wake, next_cpu_check);
     const unsigned ready = worker->Wait(wake, false, wake_.get());
 
     if (ready & Worker::kExtra) {
       uint64_t count;
       (void)!read(wake_.get(), &count, sizeof(count));
-      absl::MutexLock lock(&mu_);
-      if (interrupt_requested_ && grace_deadline == absl::InfiniteFuture()) {
-        grace_deadline = absl::Now() + absl::Milliseconds(options_.interrupt_grace_ms);
+      bool requested;
+      {
+        absl::MutexLock lock(&mu_);
+        requested = interrupt_requested_;
       }
+      if (requested && next_signal == absl::InfiniteFuture()) interrupt_now();
     }
     if (ready & Worker::kStdout) ReadAvailable(worker->stdout_fd(), out_sink);
     if (ready & Worker::kStderr) ReadAvailable(worker->stderr_fd(), err_sink);

@@ -117,6 +117,9 @@ class Session {
   // otherwise the kernel restarts in place and the workspace and /tmp stay.
   absl::Status Restart(bool clear_workspace);
 
+  // False once the session is lost or its kernel has died, even while idle
+  // (a kernel killed from outside is noticed here, not only by the next cell).
+  bool Alive();
   bool lost() const;
   std::string lost_reason() const;
   int execution_count() const;

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -244,9 +245,10 @@ void ReapChildren(int ctl, pid_t* payload, bool block) {
 [[noreturn]] void SandboxInitMain(const ChildPlan& p) {
   const int ctl = p.control_fd;
 
-  // Nothing of the supervisor's (its stdio, its files) stays open here.
+  // Nothing of the supervisor's (its stdio, its files, its umask) carries over.
   const int keep[] = {ctl, p.stdin_fd, p.stdout_fd, p.stderr_fd, p.channel_fd};
   CloseAllExcept(keep, 5);
+  umask(022);
 
   // The supervisor writes our uid/gid maps and moves us into our cgroup,
   // then says go. EOF means it died: leave quietly.
@@ -263,10 +265,12 @@ void ReapChildren(int ctl, pid_t* payload, bool block) {
   if (int err = SetIds(p.init_uid, p.init_gid); err != 0) {
     Fail(ctl, ChildStage::kInitIdentity, err);
   }
-  // Die with the supervisor - armed only now, since a credential change
-  // clears it - and if it is already gone (its end of the control socket
-  // hung up), leave. Not dumpable: the program cannot read our memory.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // We die with the supervisor *process*: when it goes, its end of the
+  // control socket closes and we see the hang-up (below, and in our poll
+  // loop), and our exit takes the whole pid namespace with it. Not
+  // PR_SET_PDEATHSIG: that follows the *thread* that cloned us, and the
+  // daemon clones from threads that come and go. If it is already gone,
+  // leave now. Not dumpable: the program cannot read our memory.
   struct pollfd hup = {ctl, 0, 0};
   if (poll(&hup, 1, 0) == 1 && (hup.revents & (POLLHUP | POLLERR))) _exit(kSetupFailedExit);
   prctl(PR_SET_DUMPABLE, 0);

@@ -85,17 +85,24 @@ unsigned Worker::Wait(absl::Time deadline, bool want_stdin, int extra_fd) {
     const int i_in = want_stdin ? add(stdin_.get(), POLLOUT) : -1;
     const int i_extra = add(extra_fd, POLLIN);
 
+    // A deadline in the past still polls once: Wait(absl::InfinitePast()) is
+    // a non-blocking look at what is pending.
     const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return kTimedOut;
-    const int timeout_ms = static_cast<int>(
-        std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 60'000));
-    int rc = poll(fds, n, std::max(timeout_ms, 1));
+    const int timeout_ms =
+        left <= absl::ZeroDuration()
+            ? 0
+            : static_cast<int>(std::clamp<int64_t>(
+                  absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1, 60'000));
+    int rc = poll(fds, n, timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
       setup_error_ = absl::StrCat("poll: ", strerror(errno));
       return kEnded;
     }
-    if (rc == 0) continue;  // re-check the deadline
+    if (rc == 0) {
+      if (absl::Now() >= deadline) return kTimedOut;
+      continue;
+    }
     auto has = [&](int i, short mask) { return i >= 0 && (fds[i].revents & mask) != 0; };
 
     unsigned ready = 0;

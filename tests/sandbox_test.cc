@@ -391,3 +391,26 @@ TEST(SandboxTest, RootlessRunsUseUserNamespacesAndRefuseWithoutCgroups) {
 
 }  // namespace
 }  // namespace warden
+
+namespace warden {
+namespace {
+
+TEST(SandboxTest, SandboxOutlivesTheThreadThatStartedIt) {
+  // The daemon starts sandboxes from threads that come and go; a sandbox
+  // must live as long as its Worker, not as long as that thread.
+  std::unique_ptr<Worker> worker;
+  std::thread starter([&worker] {
+    auto spawned = TestExecutor().Spawn(testing::SpecFor({"/bin/sleep", "30"}));
+    ASSERT_TRUE(spawned.ok()) << spawned.status();
+    worker = std::move(*spawned);
+  });
+  starter.join();
+  ASSERT_NE(worker, nullptr);
+  // Nothing may end it within this window (it would end at once if killed).
+  const unsigned ready = worker->Wait(absl::Now() + absl::Milliseconds(300));
+  EXPECT_FALSE(ready & Worker::kEnded) << "ended: " << worker->main_status();
+  EXPECT_TRUE(worker->Signal(0).ok());
+}
+
+}  // namespace
+}  // namespace warden

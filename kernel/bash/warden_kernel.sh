@@ -44,10 +44,17 @@
 #     non-job-control shell. The cell reports error ename "Interrupted", done
 #     status "interrupted", exit_code 130; state set before the interrupt stays.
 #     bash prints a newline on stderr when it abandons a command (its
-#     terminal's "^C" line ending).
+#     terminal's "^C" line ending), also for exit and errexit below.
+#     A foreground program that handles SIGINT itself and exits normally
+#     (not killed by it) lets the cell go on, as in any bash.
 #   - While idle and while the kernel reports a cell, SIGINT is ignored
 #     (`trap '' INT`); `trap - INT` restores bash's own handling just before
 #     each cell, so a cell's own INT trap lasts only until the cell ends.
+#     `trap - INT` goes through SIG_DFL for one syscall (bash restores the
+#     original disposition, then installs its handler): a SIGINT landing in
+#     that microsecond, as a cell starts, would kill the shell. (A trap
+#     instead of bash's handler avoids that but cannot abort the cell: a
+#     SIGINT the trap sends to its own shell is not acted on.)
 #
 # exit, set -e: a cell does not end the shell.
 #   - `exit [n]` in the shell itself (not in a subshell, `$(...)` or pipeline,
@@ -70,13 +77,15 @@
 #
 # Protocol quirks: frames are read with `read -r -u 254` (header) and
 # `read -r -N <nbytes>` with LC_ALL=C (so -N counts bytes; the code is then
-# run in the user's locale). Frames the kernel writes hold only ASCII (ids,
+# run in the user's locale; bash reads a socket a byte at a time for the
+# header, in chunks for -N). A NUL byte in a cell's code would be dropped by
+# read and desynchronise the channel (bash variables cannot hold NUL). Frames the kernel writes hold only ASCII (ids,
 # counts, fixed strings, BASH_VERSION), so ${#body} is their byte length. The
 # channel is on fd 254 and closed around each cell (`254>&-`), so commands
 # do not inherit it; a cell that breaks fd 254 only breaks its own session.
-# Kernel names start with __warden_ (variables, functions); the cell's
-# BASH_REMATCH, $? and $_ are not touched by the kernel between cells except
-# that $? is the previous cell's status.
+# Kernel names start with __warden_ (variables, functions); a cell starts
+# with $? = the previous cell's status, and BASH_REMATCH as the last cell
+# left it.
 
 if [[ $- != *i* ]]; then
   # --- 1. as started: move the channel, become interactive -----------------
@@ -86,6 +95,9 @@ if [[ $- != *i* ]]; then
   if [[ $__warden_fd != 254 ]]; then eval "exec $__warden_fd<&-"; fi
   unset __warden_fd
   export SHLVL=$(( ${SHLVL:-1} - 1 ))
+  # An empty PS1 in the environment makes Debian's /etc/bash.bashrc (which
+  # bash reads before --rcfile) return at once.
+  export PS1=
   exec -a bash "$BASH" --noprofile --rcfile "${BASH_SOURCE[0]}" -i 253>&2 2>/dev/null
   exit 70
 fi
@@ -96,9 +108,11 @@ exec 2>&253 253>&-
 set +o history +H +m -E
 unset HISTFILE MAILCHECK MAIL MAILPATH PROMPT_DIRTRIM
 PS1='' PS2='' PS0=''
+export -n PS1
 
 __warden_pid=$$
 __warden_id=          # id of the running cell; empty while idle
+__warden_running=     # 1 while the cell's own code runs (not the kernel's)
 __warden_count=0      # execution_count
 __warden_last=0       # the last cell's status: $? when the next one starts
 __warden_abort=       # exit code set by exit/errexit before aborting a cell
@@ -124,7 +138,7 @@ __warden_abort_cell() {
 
 exit() {
   local __warden_s=$?
-  if [[ $BASHPID != "$__warden_pid" || -z $__warden_id ]]; then
+  if [[ $BASHPID != "$__warden_pid" || -z $__warden_running ]]; then
     builtin exit "$@"
   fi
   if (( $# > 1 )); then
@@ -132,7 +146,9 @@ exit() {
     return 1
   fi
   if (( $# == 1 )); then
-    if [[ $1 =~ ^[[:space:]]*[-+]?[0-9]+[[:space:]]*$ ]]; then
+    local __warden_n=${1//[[:space:]]/}
+    __warden_n=${__warden_n#[-+]}
+    if [[ -n $__warden_n && $__warden_n != *[!0-9]* ]]; then
       __warden_s=$(( $1 & 255 ))
     else
       builtin printf 'bash: exit: %s: numeric argument required\n' "$1" >&2
@@ -145,7 +161,7 @@ exit() {
 # The ERR trap: errexit, but ending the cell instead of the shell.
 __warden_err() {
   local __warden_s=$?
-  if [[ ${-//[^e]/} && $BASHPID == "$__warden_pid" && -n $__warden_id ]]; then
+  if [[ ${-//[^e]/} && $BASHPID == "$__warden_pid" && -n $__warden_running ]]; then
     __warden_abort_cell "$__warden_s"
   fi
   return "$__warden_s"
@@ -186,6 +202,7 @@ __warden_finish() {
 # Called after each cell that ran to its end.
 __warden_done() {
   local __warden_s=$?
+  __warden_running=
   # A cell that turned -x on: stop tracing the kernel at once.
   [[ ${-//[^x]/} ]] && { __warden_xon=x; builtin set +x; } 2>/dev/null
   builtin trap '' INT
@@ -201,6 +218,7 @@ __warden_done() {
 # break/continue), then reads the next frame and prepares the shell for it.
 __warden_next() {
   local __warden_s=$?
+  __warden_running=
   [[ ${-//[^x]/} ]] && { __warden_xon=x; builtin set +x; } 2>/dev/null
   builtin trap '' INT
   if [[ -n $__warden_id ]]; then
@@ -231,6 +249,7 @@ __warden_next() {
   else
     __warden_pre=$'\n' __warden_post=
   fi
+  __warden_running=1
   if [[ -n $__warden_opts ]]; then builtin set "-$__warden_opts"; fi
   return 0
 }

@@ -8,7 +8,6 @@ promises. Run from the repository root:
 """
 
 import base64
-import json
 import os
 import shutil
 import struct
@@ -174,9 +173,9 @@ class StreamingTest(KernelTest):
 
     def test_huge_output(self):
         k = self.start()
-        cell = k.execute("print('x' * (8 << 20))\nfor i in range(5000): print(i)")
+        cell = k.execute("print('x' * (4 << 20))\nfor i in range(5000): print(i)")
         self.assertEqual(cell.done["status"], "ok")
-        expected = b"x" * (8 << 20) + b"\n" + b"".join(b"%d\n" % i for i in range(5000))
+        expected = b"x" * (4 << 20) + b"\n" + b"".join(b"%d\n" % i for i in range(5000))
         self.assertEqual(len(cell.stdout), len(expected))
         self.assertEqual(cell.stdout, expected)
 
@@ -478,7 +477,7 @@ class InterruptTest(KernelTest):
         # Nobody reads the channel, so the kernel blocks writing a frame
         # far larger than the socket buffer; SIGINTs then must not cut it.
         k = self.start()
-        k.execute("class Big:\n    def _repr_html_(self): return 'b' * (8 << 20)")
+        k.execute("class Big:\n    def _repr_html_(self): return 'b' * (4 << 20)")
         cell_id = k.send_execute("display(Big())\nafter = True")
         time.sleep(0.3)
         for _ in range(3):
@@ -486,7 +485,7 @@ class InterruptTest(KernelTest):
             time.sleep(0.02)
         cell = k.collect(cell_id, timeout=10)
         self.assertEqual([f["type"] for f in cell.frames], ["display_data", "error", "done"])
-        self.assertEqual(len(cell.displays[0]["data"]["text/html"]), 8 << 20)
+        self.assertEqual(len(cell.displays[0]["data"]["text/html"]), 4 << 20)
         self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
         self.assertClean(cell.error, 2)
         self.assertEqual(cell.done["status"], "interrupted")

@@ -1,0 +1,570 @@
+// The command table: each command's flags, operands, help and the builder
+// that turns its parsed arguments into a typed Command. Help is generated
+// from the same table, so --help lists exactly what is accepted.
+#include "client/cli_args.h"
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "client/connection.h"
+#include "client/exit_codes.h"
+
+namespace warden::cli {
+namespace {
+
+// ---- Flags ----
+
+struct FlagSpec {
+  absl::string_view name;   // "--language"
+  absl::string_view value;  // its placeholder in help ("L"); empty for a switch
+  absl::string_view help;
+};
+
+// Accepted by every command.
+constexpr FlagSpec kAddrFlag{"--addr", "ADDR", "the daemon's address (default: $WARDEN_ADDR)"};
+constexpr FlagSpec kHelpFlag{"--help", "", "show this help (also -h)"};
+
+constexpr FlagSpec kJsonFlag{"--json", "", "print JSON instead of text"};
+constexpr FlagSpec kSessionFlag{"--session", "ID", "run in this session (default: one-shot)"};
+constexpr FlagSpec kFilesSessionFlag{"--session", "ID", "the session (default: $WARDEN_SESSION)"};
+constexpr FlagSpec kLanguageFlag{"--language", "L", "python, javascript or bash"};
+constexpr FlagSpec kLabelFlag{"--label", "K=V", "a label; repeat for more"};
+
+// The arguments after the command words: flags by name, then operands.
+struct ParsedArgs {
+  std::map<std::string, std::vector<std::string>, std::less<>> flags;
+  std::vector<std::string> operands;
+
+  bool Has(absl::string_view flag) const { return flags.find(flag) != flags.end(); }
+  // The last value given (a later flag wins), or "" when absent.
+  std::string Value(absl::string_view flag) const {
+    auto it = flags.find(flag);
+    return it == flags.end() ? "" : it->second.back();
+  }
+  std::vector<std::string> Values(absl::string_view flag) const {
+    auto it = flags.find(flag);
+    return it == flags.end() ? std::vector<std::string>{} : it->second;
+  }
+};
+
+bool IsOption(absl::string_view arg) { return arg.size() > 1 && arg[0] == '-'; }  // "-" is stdin
+
+const FlagSpec* FindFlag(const std::vector<FlagSpec>& flags, absl::string_view name) {
+  for (const FlagSpec* common : {&kAddrFlag, &kHelpFlag}) {
+    if (common->name == name) return common;
+  }
+  for (const FlagSpec& flag : flags) {
+    if (flag.name == name) return &flag;
+  }
+  return nullptr;
+}
+
+// --flag VALUE, --flag=VALUE, switches, -h, "--" ending the options, and
+// operands anywhere in between.
+absl::StatusOr<ParsedArgs> ParseArgs(absl::string_view command, const std::vector<FlagSpec>& flags,
+                                     const std::vector<std::string>& args) {
+  ParsedArgs parsed;
+  bool options_ended = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (options_ended || !IsOption(arg)) {
+      parsed.operands.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_ended = true;
+      continue;
+    }
+    std::string name = arg == "-h" ? "--help" : arg;
+    std::optional<std::string> value;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const FlagSpec* flag = FindFlag(flags, name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          command.empty() ? absl::StrCat("unknown option ", name, " before the command")
+                          : absl::StrCat("unknown option ", name, " for 'warden ", command, "'"));
+    }
+    if (flag->value.empty()) {
+      if (value) return absl::InvalidArgumentError(absl::StrCat(name, " takes no value"));
+      value = "";
+    } else if (!value) {
+      if (i + 1 == args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value: ", flag->value));
+      }
+      value = args[++i];
+    }
+    parsed.flags[name].push_back(*value);
+  }
+  return parsed;
+}
+
+// ---- Flag values ----
+
+absl::StatusOr<int64_t> PositiveNumber(const ParsedArgs& args, absl::string_view flag) {
+  if (!args.Has(flag)) return 0;  // the server's default
+  std::string text = args.Value(flag);
+  int64_t value;
+  if (!absl::SimpleAtoi(text, &value) || value <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " needs a positive whole number, not '", text, "'"));
+  }
+  return value;
+}
+
+// Whole seconds ("600") or an absl duration ("10m", "1h30m").
+absl::StatusOr<int64_t> Seconds(const ParsedArgs& args, absl::string_view flag) {
+  if (!args.Has(flag)) return 0;  // the server's default
+  std::string text = args.Value(flag);
+  int64_t seconds;
+  if (absl::SimpleAtoi(text, &seconds) && seconds > 0) return seconds;
+  absl::Duration duration;
+  if (absl::ParseDuration(text, &duration) && duration >= absl::Seconds(1)) {
+    return absl::ToInt64Seconds(duration);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " needs seconds (600) or a duration (10m, 1h30m), not '", text, "'"));
+}
+
+absl::StatusOr<std::map<std::string, std::string>> Labels(const ParsedArgs& args) {
+  std::map<std::string, std::string> labels;
+  for (const std::string& label : args.Values("--label")) {
+    size_t eq = label.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--label needs KEY=VALUE, not '", label, "'"));
+    }
+    labels[label.substr(0, eq)] = label.substr(eq + 1);
+  }
+  return labels;
+}
+
+absl::StatusOr<v1::Language> LanguageFlag(const ParsedArgs& args) {
+  if (!args.Has("--language")) return v1::LANGUAGE_UNSPECIFIED;
+  return ParseLanguage(args.Value("--language"));
+}
+
+// Files live in a session's workspace, so `files` always needs one.
+absl::StatusOr<std::string> FilesSession(const ParsedArgs& args, const CliEnvironment& env) {
+  std::string session = args.Has("--session") ? args.Value("--session") : env.session;
+  if (session.empty()) {
+    return absl::InvalidArgumentError(
+        "files live in a session's workspace: pass --session ID or set WARDEN_SESSION "
+        "(start one with 'warden session create')");
+  }
+  return session;
+}
+
+// ---- Builders: parsed arguments -> Command ----
+
+using Builder = absl::StatusOr<Command> (*)(const ParsedArgs&, const CliEnvironment&);
+
+absl::StatusOr<Command> BuildExec(const ParsedArgs& args, const CliEnvironment&) {
+  ExecCommand command;
+  command.source = args.operands[0];
+  command.json = args.Has("--json");
+  v1::ExecuteRequest& request = command.request;
+  request.set_session_id(args.Value("--session"));
+  auto language = LanguageFlag(args);
+  if (!language.ok()) return language.status();
+  // A session has its own language; one-shot code can go by its file name.
+  if (*language == v1::LANGUAGE_UNSPECIFIED && request.session_id().empty()) {
+    language = LanguageFromPath(command.source);
+  }
+  request.set_language(*language);
+  auto wall_ms = PositiveNumber(args, "--timeout-ms");
+  if (!wall_ms.ok()) return wall_ms.status();
+  auto memory_mb = PositiveNumber(args, "--memory-mb");
+  if (!memory_mb.ok()) return memory_mb.status();
+  if (*wall_ms > 0) request.mutable_limits()->set_wall_ms(*wall_ms);
+  if (*memory_mb > 0) request.mutable_limits()->set_memory_mb(*memory_mb);
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvironment&) {
+  SessionCreateCommand command;
+  command.json = args.Has("--json");
+  v1::CreateSessionRequest& request = command.request;
+  auto language = LanguageFlag(args);
+  if (!language.ok()) return language.status();
+  request.set_language(*language);
+  auto memory_mb = PositiveNumber(args, "--memory-mb");
+  if (!memory_mb.ok()) return memory_mb.status();
+  if (*memory_mb > 0) request.mutable_limits()->set_memory_mb(*memory_mb);
+  auto ttl = Seconds(args, "--ttl");
+  if (!ttl.ok()) return ttl.status();
+  request.set_ttl_seconds(*ttl);
+  auto idle = Seconds(args, "--idle-timeout");
+  if (!idle.ok()) return idle.status();
+  request.set_idle_timeout_seconds(*idle);
+  auto labels = Labels(args);
+  if (!labels.ok()) return labels.status();
+  request.mutable_labels()->insert(labels->begin(), labels->end());
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionList(const ParsedArgs& args, const CliEnvironment&) {
+  SessionListCommand command;
+  command.json = args.Has("--json");
+  auto labels = Labels(args);
+  if (!labels.ok()) return labels.status();
+  command.request.mutable_labels()->insert(labels->begin(), labels->end());
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionShow(const ParsedArgs& args, const CliEnvironment&) {
+  SessionShowCommand command;
+  command.json = args.Has("--json");
+  command.request.set_session_id(args.operands[0]);
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionClose(const ParsedArgs& args, const CliEnvironment&) {
+  SessionCloseCommand command;
+  command.request.set_session_id(args.operands[0]);
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionInterrupt(const ParsedArgs& args, const CliEnvironment&) {
+  SessionInterruptCommand command;
+  command.json = args.Has("--json");
+  command.request.set_session_id(args.operands[0]);
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionRestart(const ParsedArgs& args, const CliEnvironment&) {
+  SessionRestartCommand command;
+  command.json = args.Has("--json");
+  command.request.set_session_id(args.operands[0]);
+  command.request.set_clear_workspace(args.Has("--clear-workspace"));
+  return command;
+}
+
+absl::StatusOr<Command> BuildFilesPut(const ParsedArgs& args, const CliEnvironment& env) {
+  FilesPutCommand command;
+  auto session = FilesSession(args, env);
+  if (!session.ok()) return session.status();
+  command.header.set_session_id(*session);
+  command.local = args.operands[0];
+  command.header.set_path(args.operands[1]);
+  command.json = args.Has("--json");
+  return command;
+}
+
+absl::StatusOr<Command> BuildFilesGet(const ParsedArgs& args, const CliEnvironment& env) {
+  FilesGetCommand command;
+  auto session = FilesSession(args, env);
+  if (!session.ok()) return session.status();
+  command.request.set_session_id(*session);
+  command.request.set_path(args.operands[0]);
+  command.local = args.operands[1];
+  return command;
+}
+
+absl::StatusOr<Command> BuildFilesLs(const ParsedArgs& args, const CliEnvironment& env) {
+  FilesLsCommand command;
+  auto session = FilesSession(args, env);
+  if (!session.ok()) return session.status();
+  command.request.set_session_id(*session);
+  if (!args.operands.empty()) command.request.set_path(args.operands[0]);
+  command.json = args.Has("--json");
+  return command;
+}
+
+// ---- The command table ----
+
+struct CommandSpec {
+  absl::string_view name;      // "session create"
+  absl::string_view operands;  // for the synopsis: "FILE|-"
+  size_t min_operands;
+  size_t max_operands;
+  absl::string_view summary;    // one line, for the command list
+  absl::string_view details;    // more help; may be empty
+  std::vector<FlagSpec> flags;  // besides --addr and --help
+  Builder build;
+};
+
+// One row per command; kept by hand in this layout for reading.
+// clang-format off
+const std::vector<CommandSpec>& Commands() {
+  static const auto* commands = new std::vector<CommandSpec>{
+      {"exec", "FILE|-", 1, 1, "Run code and stream its output.",
+       "Runs FILE, or the code on stdin for \"-\", one-shot in a fresh sandbox or in a\n"
+       "session. The program's stdout and stderr stream to this command's stdout and\n"
+       "stderr as raw bytes; rich results print as their text/plain (images as\n"
+       "\"[image/png, N bytes]\"); a traceback goes to stderr. Ctrl-C cancels the\n"
+       "execution. With --json, prints one object when it ends: outcome, exit_code,\n"
+       "signal, stdout, stderr, stdout_truncated, stderr_truncated, error ({name,\n"
+       "value, traceback} or null), results (MIME bundles; binary types in base64),\n"
+       "execution_count, wall_ms, cpu_ms, peak_memory_bytes, violation, message,\n"
+       "session_id.\n",
+       {{"--language", "L",
+         "python, javascript or bash (default: by FILE's extension)"},
+        kSessionFlag,
+        {"--timeout-ms", "N", "wall-clock limit in milliseconds (default: the server's)"},
+        {"--memory-mb", "N", "memory limit in MiB, one-shot only (default: the server's)"},
+        kJsonFlag},
+       BuildExec},
+      {"session create", "", 0, 0, "Start a session; prints its ID.",
+       "A session keeps its interpreter's state and its workspace across exec calls\n"
+       "until it is closed, expires (--ttl) or sits idle too long (--idle-timeout).\n",
+       {{"--language", "L", "python, javascript or bash (default: the server's: python)"},
+        {"--memory-mb", "N", "memory limit in MiB for the whole session"},
+        {"--ttl", "S", "lifetime in seconds, or a duration like 2h (default: the server's)"},
+        {"--idle-timeout", "S", "close after this long idle (default: the server's)"},
+        kLabelFlag,
+        {"--json", "", "print the session as JSON instead of its ID"}},
+       BuildSessionCreate},
+      {"session list", "", 0, 0, "List sessions: id, language, state, age, idle, memory, ...",
+       "",
+       {{"--label", "K=V", "only sessions with this label; repeat for more"}, kJsonFlag},
+       BuildSessionList},
+      {"session show", "ID", 1, 1, "Show one session.", "", {kJsonFlag}, BuildSessionShow},
+      {"session close", "ID", 1, 1, "Close a session and delete its workspace.", "", {},
+       BuildSessionClose},
+      {"session interrupt", "ID", 1, 1, "Interrupt the session's running cell.",
+       "Like Ctrl-C in a notebook (KeyboardInterrupt in Python); the session and its\n"
+       "state survive.\n",
+       {kJsonFlag},
+       BuildSessionInterrupt},
+      {"session restart", "ID", 1, 1, "Start a fresh interpreter in the session.",
+       "The workspace is kept unless --clear-workspace.\n",
+       {{"--clear-workspace", "", "also delete the session's files"}, kJsonFlag},
+       BuildSessionRestart},
+      {"files put", "LOCAL|- REMOTE", 2, 2, "Upload a file into a session's workspace.",
+       "REMOTE is relative to the workspace, e.g. data/in.csv; \"-\" reads stdin.\n",
+       {kFilesSessionFlag, {"--json", "", "print the uploaded file's info as JSON"}},
+       BuildFilesPut},
+      {"files get", "REMOTE LOCAL|-", 2, 2, "Download a file from a session's workspace.",
+       "\"-\" writes to stdout. LOCAL is only replaced once the whole file arrived.\n",
+       {kFilesSessionFlag},
+       BuildFilesGet},
+      {"files ls", "[PATH]", 0, 1, "List a session's workspace (all of it without PATH).", "",
+       {kFilesSessionFlag, kJsonFlag},
+       BuildFilesLs},
+  };
+  return *commands;
+}
+// clang-format on
+
+const CommandSpec* FindCommand(absl::string_view name) {
+  for (const CommandSpec& spec : Commands()) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+// "session" is a prefix of "session create": more words are needed.
+bool IsCommandPrefix(absl::string_view words) {
+  for (const CommandSpec& spec : Commands()) {
+    if (absl::StartsWith(spec.name, absl::StrCat(words, " "))) return true;
+  }
+  return false;
+}
+
+// ---- Help ----
+
+constexpr char kEnvironmentHelp[] =
+    "environment:\n"
+    "  WARDEN_ADDR       the daemon's address: unix:PATH, HOST:PORT or [IPV6]:PORT\n"
+    "                    (default unix:/run/warden/wardend.sock). TCP to any host\n"
+    "                    but 127.0.0.1, ::1 or localhost uses TLS.\n"
+    "  WARDEN_TOKEN      sent with every call as \"authorization: Bearer TOKEN\"\n"
+    "  WARDEN_SESSION    the session 'warden files' works in, unless --session\n"
+    "  WARDEN_CA_FILE    PEM roots to trust instead of the system's (TLS)\n"
+    "  WARDEN_CERT_FILE  a client certificate and its key, PEM, for mTLS\n"
+    "  WARDEN_KEY_FILE\n";
+
+constexpr char kOtherExitStatus[] =
+    "  0 on success; 125 for a gRPC error (one \"warden: CODE: message\" line on\n"
+    "  stderr); 2 for bad usage, or a local file that cannot be read or written.\n";
+
+std::string Synopsis(const CommandSpec& spec) {
+  return absl::StrCat("warden ", spec.name, " [options]", spec.operands.empty() ? "" : " ",
+                      spec.operands);
+}
+
+std::string FlagLine(const FlagSpec& flag) {
+  std::string left = absl::StrCat(flag.name, flag.value.empty() ? "" : " ", flag.value);
+  return absl::StrFormat("  %-18s %s\n", left, flag.help);
+}
+
+std::string HelpFor(const CommandSpec& spec) {
+  std::string text = absl::StrCat("usage: ", Synopsis(spec), "\n\n", spec.summary, "\n");
+  if (!spec.details.empty()) absl::StrAppend(&text, "\n", spec.details);
+  text += "\noptions:\n";
+  for (const FlagSpec& flag : spec.flags) text += FlagLine(flag);
+  text += FlagLine(kAddrFlag) + FlagLine(kHelpFlag);
+  absl::StrAppend(&text, "\nexit status:\n",
+                  spec.name == "exec" ? ExitStatusHelp() : kOtherExitStatus);
+  return text;
+}
+
+std::string CommandList() {
+  std::string text = "commands:\n";
+  for (const CommandSpec& spec : Commands()) {
+    std::string usage = absl::StrCat(spec.name, spec.operands.empty() ? "" : " ", spec.operands);
+    absl::StrAppendFormat(&text, "  %-26s %s\n", usage, spec.summary);
+  }
+  absl::StrAppendFormat(&text, "  %-26s %s\n", "help [COMMAND]", "Show a command's help.");
+  return text;
+}
+
+constexpr char kTopLevelUsage[] = "usage: warden [--addr ADDR] COMMAND [options] [ARGS]\n";
+
+std::string TopLevelHelp() {
+  return absl::StrCat(
+      kTopLevelUsage,
+      "\n"
+      "The command-line client of wardend, Warden's sandbox daemon: runs untrusted\n"
+      "code in isolated sandboxes, one-shot or in sessions that keep their state.\n"
+      "\n",
+      CommandList(), "\nRun 'warden COMMAND --help' for a command's options.\n\n", kEnvironmentHelp,
+      "\nexit status of 'warden exec':\n", ExitStatusHelp(),
+      "\nexit status of the other commands:\n", kOtherExitStatus);
+}
+
+// What follows a usage error: short, pointing at the full help.
+std::string ShortUsage(const CommandSpec* spec) {
+  if (spec == nullptr) {
+    return absl::StrCat(kTopLevelUsage, "\n", CommandList(), "\nRun 'warden --help' for more.\n");
+  }
+  return absl::StrCat("usage: ", Synopsis(*spec), "\nRun 'warden ", spec->name,
+                      " --help' for its options.\n");
+}
+
+// "create, list, show" after "session".
+std::string Subcommands(absl::string_view group) {
+  std::vector<absl::string_view> names;
+  for (const CommandSpec& spec : Commands()) {
+    absl::string_view name = spec.name;
+    if (absl::ConsumePrefix(&name, absl::StrCat(group, " "))) names.push_back(name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+// Where the command words are: global options may come before them.
+struct CommandLocation {
+  const CommandSpec* spec = nullptr;  // null: none found
+  std::vector<std::string> words;     // the command words seen
+  std::vector<std::string> leading;   // options before them
+  std::vector<std::string> rest;      // everything after them
+};
+
+CommandLocation Locate(const std::vector<std::string>& args) {
+  CommandLocation location;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (IsOption(arg)) {
+      location.leading.push_back(arg);
+      if (arg == kAddrFlag.name && i + 1 < args.size()) location.leading.push_back(args[++i]);
+      continue;
+    }
+    location.words.push_back(arg);
+    std::string name = absl::StrJoin(location.words, " ");
+    location.spec = FindCommand(name);
+    if (location.spec != nullptr || !IsCommandPrefix(name)) {
+      ++i;
+      break;
+    }
+  }
+  location.rest.assign(args.begin() + i, args.end());
+  return location;
+}
+
+Invocation Help(std::string text) { return Invocation{"", HelpCommand{std::move(text)}}; }
+
+}  // namespace
+
+CliEnvironment CliEnvironment::FromProcess() {
+  auto get = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value == nullptr ? "" : value;
+  };
+  return CliEnvironment{get("WARDEN_ADDR"),    get("WARDEN_TOKEN"),     get("WARDEN_SESSION"),
+                        get("WARDEN_CA_FILE"), get("WARDEN_CERT_FILE"), get("WARDEN_KEY_FILE")};
+}
+
+absl::StatusOr<v1::Language> ParseLanguage(absl::string_view name) {
+  static const auto* kLanguages =
+      new std::map<absl::string_view, v1::Language>{{"python", v1::LANGUAGE_PYTHON},
+                                                    {"py", v1::LANGUAGE_PYTHON},
+                                                    {"javascript", v1::LANGUAGE_JAVASCRIPT},
+                                                    {"js", v1::LANGUAGE_JAVASCRIPT},
+                                                    {"node", v1::LANGUAGE_JAVASCRIPT},
+                                                    {"bash", v1::LANGUAGE_BASH},
+                                                    {"sh", v1::LANGUAGE_BASH}};
+  auto it = kLanguages->find(name);
+  if (it == kLanguages->end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown language '", name, "': use python, javascript or bash"));
+  }
+  return it->second;
+}
+
+v1::Language LanguageFromPath(absl::string_view path) {
+  static constexpr std::pair<absl::string_view, v1::Language> kExtensions[] = {
+      {".py", v1::LANGUAGE_PYTHON},      {".js", v1::LANGUAGE_JAVASCRIPT},
+      {".mjs", v1::LANGUAGE_JAVASCRIPT}, {".cjs", v1::LANGUAGE_JAVASCRIPT},
+      {".sh", v1::LANGUAGE_BASH},        {".bash", v1::LANGUAGE_BASH}};
+  for (const auto& [extension, language] : kExtensions) {
+    if (absl::EndsWith(path, extension)) return language;
+  }
+  return v1::LANGUAGE_UNSPECIFIED;
+}
+
+absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
+                                            const CliEnvironment& env) {
+  CommandLocation location = Locate(args);
+  auto global = ParseArgs("", {}, location.leading);
+  if (!global.ok()) return global.status();
+
+  if (!location.words.empty() && location.words.front() == "help") {
+    std::vector<std::string> topic(location.words.begin() + 1, location.words.end());
+    topic.insert(topic.end(), location.rest.begin(), location.rest.end());
+    const CommandSpec* spec = FindCommand(absl::StrJoin(topic, " "));
+    return Help(spec != nullptr ? HelpFor(*spec) : TopLevelHelp());
+  }
+  if (location.spec == nullptr) {
+    if (global->Has("--help")) return Help(TopLevelHelp());
+    std::string words = absl::StrJoin(location.words, " ");
+    if (words.empty()) return absl::InvalidArgumentError("no command given");
+    if (IsCommandPrefix(words)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'warden ", words, "' needs a subcommand: ", Subcommands(words)));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("unknown command '", words, "'"));
+  }
+
+  const CommandSpec& spec = *location.spec;
+  auto parsed = ParseArgs(spec.name, spec.flags, location.rest);
+  if (!parsed.ok()) return parsed.status();
+  if (global->Has("--help") || parsed->Has("--help")) return Help(HelpFor(spec));
+  if (parsed->operands.size() < spec.min_operands) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'warden ", spec.name, "' needs ", spec.operands));
+  }
+  if (parsed->operands.size() > spec.max_operands) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'warden ", spec.name, "' takes no more arguments than ",
+        spec.operands.empty() ? "none" : spec.operands, ", got '", parsed->operands.back(), "'"));
+  }
+  auto command = spec.build(*parsed, env);
+  if (!command.ok()) return command.status();
+  std::string addr_flag = parsed->Has("--addr") ? parsed->Value("--addr") : global->Value("--addr");
+  return Invocation{ResolveAddress(addr_flag, env.addr), *std::move(command)};
+}
+
+std::string UsageFor(const std::vector<std::string>& args) { return ShortUsage(Locate(args).spec); }
+
+}  // namespace warden::cli

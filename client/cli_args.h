@@ -1,0 +1,110 @@
+// The warden command line, parsed into one typed command per subcommand,
+// each carrying the request it will send. Pure: the environment comes in as
+// CliEnvironment and nothing is read or printed, so tests can drive it.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "warden/v1/executor.pb.h"
+
+namespace warden::cli {
+
+// What the CLI takes from its environment.
+struct CliEnvironment {
+  std::string addr;       // WARDEN_ADDR
+  std::string token;      // WARDEN_TOKEN
+  std::string session;    // WARDEN_SESSION: the default session for `files`
+  std::string ca_file;    // WARDEN_CA_FILE
+  std::string cert_file;  // WARDEN_CERT_FILE
+  std::string key_file;   // WARDEN_KEY_FILE
+
+  static CliEnvironment FromProcess();
+};
+
+// --help anywhere, or `warden help [COMMAND]`: print `text`, exit 0.
+struct HelpCommand {
+  std::string text;
+};
+
+struct ExecCommand {
+  v1::ExecuteRequest request;  // everything but the code, read when it runs
+  std::string source;          // a path, or "-" for stdin
+  bool json = false;
+};
+
+struct SessionCreateCommand {
+  v1::CreateSessionRequest request;
+  bool json = false;
+};
+
+struct SessionListCommand {
+  v1::ListSessionsRequest request;
+  bool json = false;
+};
+
+struct SessionShowCommand {
+  v1::GetSessionRequest request;
+  bool json = false;
+};
+
+struct SessionCloseCommand {
+  v1::CloseSessionRequest request;
+};
+
+struct SessionInterruptCommand {
+  v1::InterruptSessionRequest request;
+  bool json = false;
+};
+
+struct SessionRestartCommand {
+  v1::RestartSessionRequest request;
+  bool json = false;
+};
+
+struct FilesPutCommand {
+  v1::UploadFileHeader header;  // size is filled in when the local file is opened
+  std::string local;            // a path, or "-" for stdin
+  bool json = false;
+};
+
+struct FilesGetCommand {
+  v1::DownloadFileRequest request;
+  std::string local;  // a path, or "-" for stdout
+};
+
+struct FilesLsCommand {
+  v1::ListFilesRequest request;
+  bool json = false;
+};
+
+using Command =
+    std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
+                 SessionShowCommand, SessionCloseCommand, SessionInterruptCommand,
+                 SessionRestartCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand>;
+
+struct Invocation {
+  std::string address;  // --addr, else WARDEN_ADDR, else the default socket
+  Command command;
+};
+
+// Parses the arguments after argv[0]. An InvalidArgument status says what is
+// wrong, for a "warden: ..." line followed by UsageFor(args).
+absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
+                                            const CliEnvironment& env);
+
+// A short usage for after a usage error: the synopsis of the command that
+// `args` names, or the list of commands.
+std::string UsageFor(const std::vector<std::string>& args);
+
+// python|py, javascript|js|node, bash|sh.
+absl::StatusOr<v1::Language> ParseLanguage(absl::string_view name);
+
+// From a file name's extension (.py, .js/.mjs/.cjs, .sh/.bash);
+// LANGUAGE_UNSPECIFIED when there is none to go by.
+v1::Language LanguageFromPath(absl::string_view path);
+
+}  // namespace warden::cli

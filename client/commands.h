@@ -1,0 +1,88 @@
+// Runs one parsed command against the daemon and prints what came back;
+// each command returns the CLI's exit status. The stub and the streams are
+// not owned.
+#pragma once
+
+#include <istream>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/cli_args.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+#include "nlohmann/json.hpp"
+#include "warden/v1/executor.grpc.pb.h"
+
+namespace warden::cli {
+
+// Deadlines. Unary calls may start or restart an interpreter; transfers are
+// bounded by the server's file cap. An execution gets its wall-clock limit
+// plus a margin for building the sandbox and waiting in the server's queue.
+inline constexpr absl::Duration kUnaryDeadline = absl::Seconds(60);
+inline constexpr absl::Duration kTransferDeadline = absl::Minutes(10);
+inline constexpr absl::Duration kExecMargin = absl::Seconds(30);
+// Without --timeout-ms the server's default limit applies, unknown here.
+inline constexpr absl::Duration kExecDefaultDeadline = absl::Minutes(10);
+inline constexpr size_t kUploadChunkBytes = 64 * 1024;
+
+absl::Duration ExecDeadline(int64_t wall_ms);
+
+struct CliStreams {
+  std::istream& in;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+class CommandRunner {
+ public:
+  // `address` is only for error messages. With `cancel_on_signals`, SIGINT
+  // and SIGTERM cancel a running exec (see CancelOnSignal).
+  CommandRunner(v1::Executor::StubInterface* stub, std::string token, std::string address,
+                CliStreams streams, bool cancel_on_signals)
+      : stub_(stub),
+        token_(std::move(token)),
+        address_(std::move(address)),
+        io_(streams),
+        cancel_on_signals_(cancel_on_signals) {}
+
+  int Run(const Command& command) { return std::visit(*this, command); }
+
+  int operator()(const HelpCommand& command);
+  int operator()(const ExecCommand& command);
+  int operator()(const SessionCreateCommand& command);
+  int operator()(const SessionListCommand& command);
+  int operator()(const SessionShowCommand& command);
+  int operator()(const SessionCloseCommand& command);
+  int operator()(const SessionInterruptCommand& command);
+  int operator()(const SessionRestartCommand& command);
+  int operator()(const FilesPutCommand& command);
+  int operator()(const FilesGetCommand& command);
+  int operator()(const FilesLsCommand& command);
+
+ private:
+  // A unary call with the token and kUnaryDeadline.
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (v1::Executor::StubInterface::*method)(grpc::ClientContext*,
+                                                                        const Request&, Response*),
+                    const Request& request, Response* response) {
+    auto context = NewCallContext(kUnaryDeadline);
+    return (stub_->*method)(context.get(), request, response);
+  }
+
+  std::unique_ptr<grpc::ClientContext> NewCallContext(absl::Duration timeout) const;
+  int RpcFailed(const grpc::Status& status);    // prints the one-line error; 125
+  int LocalFailed(const absl::Status& status);  // a local file; 2
+  void PrintJson(const nlohmann::json& json);
+
+  v1::Executor::StubInterface* stub_;
+  std::string token_;
+  std::string address_;
+  CliStreams io_;
+  bool cancel_on_signals_;
+};
+
+}  // namespace warden::cli

@@ -1,0 +1,396 @@
+// AdminHttpServer over real TCP on loopback, driven by plain blocking sockets.
+#include "server/admin_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sandbox/unique_fd.h"
+#include "server/metrics.h"
+
+namespace warden {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A safety net so a broken server fails a test instead of hanging it; no
+// test waits for this to expire.
+constexpr int kClientTimeoutSeconds = 20;
+
+UniqueFd Connect(int port, int family = AF_INET) {
+  UniqueFd fd(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  EXPECT_TRUE(fd.valid()) << strerror(errno);
+  timeval tv = {kClientTimeoutSeconds, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  int rc;
+  if (family == AF_INET6) {
+    sockaddr_in6 addr = {};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_loopback;
+    addr.sin6_port = htons(port);
+    rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  } else {
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  if (rc != 0) {
+    ADD_FAILURE() << "connect: " << strerror(errno);
+    return UniqueFd();
+  }
+  return fd;
+}
+
+void SendAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GT(n, 0) << strerror(errno);
+    data.remove_prefix(n);
+  }
+}
+
+// Everything up to EOF. `reset` is set if the connection ended in an error.
+std::string ReadToEof(int fd, bool* reset = nullptr) {
+  std::string out;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      EXPECT_NE(errno, EAGAIN) << "the server neither answered nor closed";
+      if (reset != nullptr) *reset = true;
+      return out;
+    }
+    if (n == 0) return out;
+    out.append(buf, n);
+  }
+}
+
+struct Reply {
+  int code = 0;  // 0: closed without a (complete) status line
+  std::string head;
+  std::string body;
+};
+
+Reply ParseReply(const std::string& raw) {
+  Reply reply;
+  const size_t end = raw.find("\r\n\r\n");
+  if (end == std::string::npos) return reply;
+  reply.head = raw.substr(0, end + 2);
+  reply.body = raw.substr(end + 4);
+  if (raw.rfind("HTTP/1.1 ", 0) == 0) {
+    (void)absl::SimpleAtoi(raw.substr(9, 3), &reply.code);
+  }
+  return reply;
+}
+
+Reply Exchange(int port, absl::string_view request) {
+  UniqueFd fd = Connect(port);
+  if (!fd) return {};
+  SendAll(fd.get(), request);
+  return ParseReply(ReadToEof(fd.get()));
+}
+
+Reply Get(int port, absl::string_view path) {
+  return Exchange(port, absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+}
+
+class AdminHttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(AdminHttpOptions options = {}) {
+    options.listen = "127.0.0.1:0";
+    auto server = AdminHttpServer::Start(options, &metrics_, [this]() -> absl::Status {
+      if (ready_) return absl::OkStatus();
+      return absl::UnavailableError("warm pool python: 0 of 2 workers ready");
+    });
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    port_ = server_->port();
+    ASSERT_GT(port_, 0);
+  }
+
+  void SetUp() override { StartServer(); }
+
+  Metrics metrics_;
+  std::atomic<bool> ready_{false};
+  std::unique_ptr<AdminHttpServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(AdminHttpServerTest, ServesTheRegistryOnMetrics) {
+  auto runs = metrics_.Counter("warden_runs_total", "Executions finished.");
+  ASSERT_TRUE(runs.ok());
+  (*runs)->Add({{"language", "python"}});
+
+  const Reply reply = Get(port_, "/metrics");
+  EXPECT_EQ(reply.code, 200);
+  EXPECT_THAT(reply.head, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(reply.head, HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(reply.head, HasSubstr(absl::StrCat("Content-Length: ", reply.body.size(), "\r\n")));
+  EXPECT_THAT(reply.body, HasSubstr("# TYPE warden_runs_total counter\n"));
+  EXPECT_THAT(reply.body, HasSubstr("warden_runs_total{language=\"python\"} 1\n"));
+}
+
+TEST_F(AdminHttpServerTest, SendsAMetricsBodyLargerThanTheSocketBuffers) {
+  auto g = metrics_.Gauge("big", "Many series.");
+  ASSERT_TRUE(g.ok());
+  for (int i = 0; i < 40'000; ++i) (*g)->Set({{"series", absl::StrCat(i)}}, i);
+  const std::string expected = metrics_.Render();
+  ASSERT_GT(expected.size(), 512u << 10);
+
+  const Reply reply = Get(port_, "/metrics");
+  EXPECT_EQ(reply.code, 200);
+  EXPECT_EQ(reply.body, expected);
+}
+
+TEST_F(AdminHttpServerTest, HealthzAnswersOk) {
+  const Reply reply = Get(port_, "/healthz");
+  EXPECT_EQ(reply.code, 200);
+  EXPECT_EQ(reply.body, "ok\n");
+}
+
+TEST_F(AdminHttpServerTest, ReadyzIs503WithTheReasonUntilTheCheckPasses) {
+  Reply reply = Get(port_, "/readyz");
+  EXPECT_EQ(reply.code, 503);
+  EXPECT_THAT(reply.body, HasSubstr("warm pool python: 0 of 2 workers ready"));
+
+  ready_ = true;
+  reply = Get(port_, "/readyz");
+  EXPECT_EQ(reply.code, 200);
+  EXPECT_EQ(reply.body, "ready\n");
+}
+
+TEST_F(AdminHttpServerTest, HeadSendsHeadersWithoutTheBody) {
+  const Reply reply = Exchange(port_, "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(reply.code, 200);
+  EXPECT_THAT(reply.head, HasSubstr("Content-Length: 3\r\n"));
+  EXPECT_EQ(reply.body, "");
+}
+
+TEST_F(AdminHttpServerTest, IgnoresTheQueryStringAndAcceptsHttp10AndBareLineFeeds) {
+  EXPECT_EQ(Exchange(port_, "GET /healthz?verbose=1 HTTP/1.0\r\n\r\n").code, 200);
+  EXPECT_EQ(Exchange(port_, "GET /healthz HTTP/1.1\nHost: x\n\n").code, 200);
+  EXPECT_EQ(Exchange(port_, "\r\nGET /healthz HTTP/1.1\r\n\r\n").code, 200);
+}
+
+TEST_F(AdminHttpServerTest, UnknownPathIs404) {
+  EXPECT_EQ(Get(port_, "/").code, 404);
+  EXPECT_EQ(Get(port_, "/metrics/extra").code, 404);
+  EXPECT_EQ(Get(port_, "/healthz/").code, 404);
+}
+
+TEST_F(AdminHttpServerTest, OtherMethodsAre405WithAllow) {
+  for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS", "get"}) {
+    const Reply reply = Exchange(
+        port_, absl::StrCat(method, " /metrics HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody"));
+    EXPECT_EQ(reply.code, 405) << method;
+    EXPECT_THAT(reply.head, HasSubstr("Allow: GET, HEAD\r\n")) << method;
+  }
+}
+
+TEST_F(AdminHttpServerTest, MalformedRequestsAre400) {
+  for (const char* request : {
+           "GARBAGE\r\n\r\n",
+           "GET /metrics\r\n\r\n",                              // HTTP/0.9
+           "GET  /metrics HTTP/1.1\r\n\r\n",                    // two spaces
+           "GET metrics HTTP/1.1\r\n\r\n",                      // not an absolute path
+           "GET http://x/metrics HTTP/1.1\r\n\r\n",             // absolute form
+           "GET /metrics HTTP/2.0\r\n\r\n",                     // not HTTP/1.x
+           "GET /metrics HTTP/1.1\r\nNoColon\r\n\r\n",          // header without ':'
+           "GET /metrics HTTP/1.1\r\nBad Name: x\r\n\r\n",      // space in field name
+           "GET /metrics HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",  // obsolete line folding
+           "G(T /metrics HTTP/1.1\r\n\r\n",                     // not a token
+       }) {
+    const Reply reply = Exchange(port_, request);
+    EXPECT_EQ(reply.code, 400) << request;
+    EXPECT_THAT(reply.body, StartsWith("bad request: ")) << request;
+  }
+}
+
+TEST_F(AdminHttpServerTest, OversizedRequestHeadIs431) {
+  UniqueFd fd = Connect(port_);
+  ASSERT_TRUE(fd.valid());
+  // 16 KiB of headers and no blank line: the server answers once it has 8 KiB.
+  std::string request = "GET /metrics HTTP/1.1\r\n";
+  while (request.size() < 16 * 1024) request += "X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+  SendAll(fd.get(), request);
+  bool reset = false;
+  const Reply reply = ParseReply(ReadToEof(fd.get(), &reset));
+  EXPECT_FALSE(reset) << "the server should drain, not reset, so the client gets the answer";
+  EXPECT_EQ(reply.code, 431);
+}
+
+TEST_F(AdminHttpServerTest, ASilentClientDoesNotBlockOthers) {
+  UniqueFd silent = Connect(port_);
+  ASSERT_TRUE(silent.valid());
+  UniqueFd half = Connect(port_);
+  ASSERT_TRUE(half.valid());
+  SendAll(half.get(), "GET /healthz HTTP/1.1\r\nHost:");
+
+  EXPECT_EQ(Get(port_, "/healthz").code, 200);
+  EXPECT_EQ(Get(port_, "/metrics").code, 200);
+
+  // The half-sent request is still served once it is finished.
+  SendAll(half.get(), " x\r\n\r\n");
+  EXPECT_EQ(ParseReply(ReadToEof(half.get())).code, 200);
+}
+
+TEST(AdminHttpServerTimeoutTest, ClosesAConnectionThatOutlivesTheRequestTimeout) {
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "127.0.0.1:0";
+  options.request_timeout = absl::Milliseconds(200);
+  auto server = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  UniqueFd silent = Connect((*server)->port());
+  ASSERT_TRUE(silent.valid());
+  const auto start = std::chrono::steady_clock::now();
+  bool reset = false;
+  EXPECT_EQ(ReadToEof(silent.get(), &reset), "");  // blocks until the server closes
+  EXPECT_FALSE(reset);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(190));
+}
+
+TEST(AdminHttpServerCapTest, AnswersConnectionsOverTheCapWith503) {
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_connections = 2;
+  auto server = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+
+  UniqueFd first = Connect(port);
+  UniqueFd second = Connect(port);
+  ASSERT_TRUE(first.valid() && second.valid());
+  // The server accepts in order, so these two hold both slots by the time it
+  // gets to the third.
+  UniqueFd third = Connect(port);
+  ASSERT_TRUE(third.valid());
+  const Reply over = ParseReply(ReadToEof(third.get()));
+  EXPECT_EQ(over.code, 503);
+  EXPECT_THAT(over.body, HasSubstr("too many admin connections"));
+
+  // The connections holding the slots are still served.
+  SendAll(first.get(), "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ParseReply(ReadToEof(first.get())).code, 200);
+}
+
+TEST(AdminHttpServerStopTest, StopReturnsPromptlyWithIdleClientsAndRefusesNewOnes) {
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "127.0.0.1:0";
+  options.request_timeout = absl::Minutes(10);
+  auto server = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+
+  UniqueFd idle = Connect(port);
+  ASSERT_TRUE(idle.valid());
+  EXPECT_EQ(Get(port, "/healthz").code, 200);  // `idle` has been accepted by now
+
+  const auto start = std::chrono::steady_clock::now();
+  (*server)->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(ReadToEof(idle.get()), "");  // closed by Stop, not by a timeout
+
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  EXPECT_NE(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(errno, ECONNREFUSED);
+
+  (*server)->Stop();  // idempotent; the destructor calls it a third time
+}
+
+TEST(AdminHttpServerListenTest, ReportsAPortInUseClearly) {
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "127.0.0.1:0";
+  auto first = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  options.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  auto second = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message(), absl::StrCat("cannot listen on 127.0.0.1:", (*first)->port(),
+                                                    ": Address already in use"));
+}
+
+TEST(AdminHttpServerListenTest, RejectsMalformedListenAddresses) {
+  Metrics metrics;
+  for (const char* listen :
+       {"", "9464", "127.0.0.1", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536", "127.0.0.1:-1",
+        "::1:9464", "[::1:9464", "[nonsense]:9464", "example.com:9464", ":9464"}) {
+    AdminHttpOptions options;
+    options.listen = listen;
+    auto server = AdminHttpServer::Start(options, &metrics, nullptr);
+    ASSERT_FALSE(server.ok()) << listen;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << listen;
+    EXPECT_THAT(server.status().message(), HasSubstr("HOST:PORT")) << listen;
+  }
+}
+
+TEST(AdminHttpServerListenTest, ListensOnLocalhost) {
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "localhost:0";
+  auto server = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(Get((*server)->port(), "/healthz").code, 200);
+}
+
+TEST(AdminHttpServerListenTest, ListensOnIpv6Loopback) {
+  UniqueFd probe(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in6 addr = {};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  if (!probe || bind(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    GTEST_SKIP() << "no IPv6 loopback on this host";
+  }
+
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "[::1]:0";
+  auto server = AdminHttpServer::Start(options, &metrics, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  UniqueFd fd = Connect((*server)->port(), AF_INET6);
+  ASSERT_TRUE(fd.valid());
+  SendAll(fd.get(), "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ParseReply(ReadToEof(fd.get())).code, 200);
+}
+
+TEST(AdminHttpServerListenTest, RejectsUnusableOptions) {
+  Metrics metrics;
+  AdminHttpOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_connections = 0;
+  EXPECT_EQ(AdminHttpServer::Start(options, &metrics, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace warden

@@ -1,0 +1,126 @@
+#include "server/convert.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+
+namespace warden {
+namespace {
+
+bool IsBinaryMime(const std::string& mime) {
+  return (absl::StartsWith(mime, "image/") && mime != "image/svg+xml") || mime == "application/pdf" ||
+         mime == "application/octet-stream";
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl's canonical codes are gRPC's, value for value.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+v1::Outcome ToProto(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk: return v1::OUTCOME_OK;
+    case Outcome::kNonzeroExit: return v1::OUTCOME_NONZERO_EXIT;
+    case Outcome::kSignaled: return v1::OUTCOME_SIGNALED;
+    case Outcome::kWallTimeout: return v1::OUTCOME_WALL_TIMEOUT;
+    case Outcome::kCpuTimeout: return v1::OUTCOME_CPU_TIMEOUT;
+    case Outcome::kMemoryLimit: return v1::OUTCOME_MEMORY_LIMIT;
+    case Outcome::kOutputLimit: return v1::OUTCOME_OUTPUT_LIMIT;
+    case Outcome::kViolation: return v1::OUTCOME_VIOLATION;
+    case Outcome::kSetupError: return v1::OUTCOME_SETUP_ERROR;
+    case Outcome::kInternal: return v1::OUTCOME_INTERNAL;
+    case Outcome::kError: return v1::OUTCOME_ERROR;
+    case Outcome::kInterrupted: return v1::OUTCOME_INTERRUPTED;
+    case Outcome::kSessionLost: return v1::OUTCOME_SESSION_LOST;
+  }
+  return v1::OUTCOME_INTERNAL;
+}
+
+absl::StatusOr<std::optional<Language>> FromProto(v1::Language language) {
+  switch (language) {
+    case v1::LANGUAGE_UNSPECIFIED: return std::optional<Language>();
+    case v1::LANGUAGE_PYTHON: return std::optional<Language>(Language::kPython);
+    case v1::LANGUAGE_JAVASCRIPT: return std::optional<Language>(Language::kJavaScript);
+    case v1::LANGUAGE_BASH: return std::optional<Language>(Language::kBash);
+    default:
+      return absl::InvalidArgumentError("unknown language: use LANGUAGE_PYTHON, LANGUAGE_JAVASCRIPT or LANGUAGE_BASH");
+  }
+}
+
+v1::Language ToProto(Language language) {
+  switch (language) {
+    case Language::kPython: return v1::LANGUAGE_PYTHON;
+    case Language::kJavaScript: return v1::LANGUAGE_JAVASCRIPT;
+    case Language::kBash: return v1::LANGUAGE_BASH;
+  }
+  return v1::LANGUAGE_UNSPECIFIED;
+}
+
+v1::Result ToProto(const MimeBundle& bundle) {
+  v1::Result result;
+  for (const auto& [mime, data] : bundle) {
+    std::string decoded;
+    if (IsBinaryMime(mime) && absl::Base64Unescape(data, &decoded)) {
+      (*result.mutable_data())[mime] = std::move(decoded);
+    } else {
+      (*result.mutable_data())[mime] = data;
+    }
+  }
+  return result;
+}
+
+v1::Error ToProto(const CellError& error) {
+  v1::Error out;
+  out.set_name(error.ename);
+  out.set_value(error.evalue);
+  for (const std::string& line : error.traceback) out.add_traceback(line);
+  return out;
+}
+
+void FillResponse(const CellResult& cell, const std::string& session_id, v1::ExecuteResponse* out) {
+  out->set_outcome(ToProto(cell.outcome));
+  out->set_stdout(cell.stdout_data);
+  out->set_stderr(cell.stderr_data);
+  out->set_stdout_truncated(cell.stdout_truncated);
+  out->set_stderr_truncated(cell.stderr_truncated);
+  for (const MimeBundle& display : cell.displays) *out->add_results() = ToProto(display);
+  if (cell.result) *out->add_results() = ToProto(*cell.result);
+  if (cell.error) *out->mutable_error() = ToProto(*cell.error);
+  out->set_execution_count(cell.execution_count);
+  out->set_exit_code(cell.exit_code.value_or(-1));
+  out->set_wall_ms(cell.wall_ms);
+  out->set_cpu_ms(cell.cpu_ms);
+  out->set_peak_memory_bytes(cell.peak_memory_bytes);
+  if (cell.violation) out->set_violation(*cell.violation);
+  out->set_message(cell.message);
+  out->set_session_id(session_id);
+}
+
+void FillSession(const ManagedSession& entry, v1::Session* out) {
+  const absl::Time now = absl::Now();
+  out->set_id(entry.id);
+  out->set_language(ToProto(entry.language));
+  out->set_state(entry.session->lost() ? v1::SESSION_STATE_LOST
+                 : entry.busy()        ? v1::SESSION_STATE_BUSY
+                                       : v1::SESSION_STATE_IDLE);
+  for (const auto& [k, v] : entry.labels) (*out->mutable_labels())[k] = v;
+  out->set_created_unix_ms(absl::ToUnixMillis(entry.created));
+  out->set_age_ms(absl::ToInt64Milliseconds(now - entry.created));
+  out->set_idle_ms(entry.busy() ? 0 : absl::ToInt64Milliseconds(now - entry.last_used()));
+  if (auto usage = entry.session->Usage()) {
+    // The cgroup's high-water mark; v1 has no cheap "current" worth more.
+    out->set_memory_bytes(usage->peak_memory_bytes);
+  }
+  out->set_execution_count(entry.session->execution_count());
+  out->set_expires_unix_ms(absl::ToUnixMillis(entry.expires));
+  out->set_lost_reason(entry.session->lost_reason());
+  out->mutable_limits()->set_wall_ms(entry.cell_defaults.wall_ms);
+  out->mutable_limits()->set_cpu_ms(entry.cell_defaults.cpu_ms);
+  out->mutable_limits()->set_memory_mb(entry.memory_mb);
+  out->mutable_limits()->set_output_bytes(entry.cell_defaults.output_bytes);
+}
+
+}  // namespace warden

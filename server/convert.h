@@ -1,0 +1,28 @@
+// Conversions between the API (warden.v1 protos, grpc::Status) and the core
+// (absl::Status, CellResult, ManagedSession). absl::Status becomes
+// grpc::Status here and nowhere else.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/support/status.h"
+#include "kernel/session.h"
+#include "server/session_manager.h"
+#include "warden/v1/executor.pb.h"
+
+namespace warden {
+
+grpc::Status ToGrpc(const absl::Status& status);
+
+v1::Outcome ToProto(Outcome outcome);
+// LANGUAGE_UNSPECIFIED -> nullopt (the server's default).
+absl::StatusOr<std::optional<Language>> FromProto(v1::Language language);
+v1::Language ToProto(Language language);
+
+// MIME bundles: binary types arrive from kernels as base64 and leave as bytes.
+v1::Result ToProto(const MimeBundle& bundle);
+v1::Error ToProto(const CellError& error);
+void FillResponse(const CellResult& cell, const std::string& session_id, v1::ExecuteResponse* out);
+void FillSession(const ManagedSession& entry, v1::Session* out);
+
+}  // namespace warden

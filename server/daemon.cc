@@ -1,0 +1,153 @@
+#include "server/daemon.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "sandbox/status_macros.h"
+#include "server/auth.h"
+#include "spdlog/spdlog.h"
+
+namespace warden {
+namespace {
+
+bool IsLoopbackHost(absl::string_view address) {
+  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "localhost:") ||
+         absl::StartsWith(address, "[::1]:");
+}
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const std::string& address,
+                                                                       const DaemonOptions& options) {
+  if (absl::StartsWith(address, "unix:")) return grpc::InsecureServerCredentials();
+  if (!options.tls.cert_file.empty()) {
+    grpc::SslServerCredentialsOptions ssl(options.tls.client_ca_file.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ASSIGN_OR_RETURN(std::string cert, ReadWhole(options.tls.cert_file));
+    ASSIGN_OR_RETURN(std::string key, ReadWhole(options.tls.key_file));
+    ssl.pem_key_cert_pairs.push_back({key, cert});
+    if (!options.tls.client_ca_file.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWhole(options.tls.client_ca_file));
+    }
+    return grpc::SslServerCredentials(ssl);
+  }
+  if (IsLoopbackHost(address) && options.allow_insecure_loopback) return grpc::InsecureServerCredentials();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "TCP listener ", address, " has no TLS: set tls.cert_file/key_file, or bind it to loopback and "
+      "set allow_insecure_loopback (for testing)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  auto daemon = std::unique_ptr<Daemon>(new Daemon(options));
+  ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(options.executor));
+  daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_);
+
+  Authenticator authenticate = [](const std::string&) -> absl::StatusOr<std::string> {
+    return std::string("default");
+  };
+  if (!options.auth.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(TokenTable tokens, LoadTokens(options.auth.tokens_file));
+    auto table = std::make_shared<TokenTable>(std::move(tokens));
+    authenticate = [table](const std::string& header) { return TenantFromAuthorization(*table, header); };
+  }
+  daemon->service_ = std::make_unique<ExecutorService>(*daemon->engine_, std::move(authenticate));
+  return daemon;
+}
+
+Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
+
+absl::Status Daemon::Start() {
+  engine_->Start();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(options_.limits.max_code_bytes + options_.limits.max_file_bytes + (1 << 20),
+                                         INT32_MAX));
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  std::vector<std::unique_ptr<int>> ports;
+  for (const std::string& address : options_.listen) {
+    ASSIGN_OR_RETURN(auto credentials, CredentialsFor(address, options_));
+    if (absl::StartsWith(address, "unix:")) {
+      const std::string path = address.substr(5);
+      const std::string dir = path.substr(0, path.rfind('/'));
+      if (!dir.empty()) mkdir(dir.c_str(), 0755);  // e.g. /run/warden; fine if it exists
+    }
+    ports.push_back(std::make_unique<int>(0));
+    builder.AddListeningPort(address, credentials, ports.back().get());
+  }
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", absl::StrJoin(options_.listen, ", "),
+        ": is another wardend running, or is the address or socket directory unusable?"));
+  }
+  for (size_t i = 0; i < options_.listen.size(); ++i) {
+    const std::string& address = options_.listen[i];
+    // Only the daemon's user may connect to its UNIX sockets. (Not via
+    // umask: that is process-wide, and sandboxes are being built meanwhile.)
+    if (absl::StartsWith(address, "unix:") && chmod(address.substr(5).c_str(), 0600) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", address.substr(5)));
+    }
+    if (absl::StartsWith(address, "unix:") || !absl::EndsWith(address, ":0")) {
+      listening_.push_back(address);
+    } else {
+      listening_.push_back(absl::StrCat(address.substr(0, address.size() - 1), *ports[i]));
+    }
+  }
+  server_->GetHealthCheckService()->SetServingStatus(true);
+  if (!options_.admin_listen.empty()) {
+    AdminHttpOptions admin;
+    admin.listen = options_.admin_listen;
+    ASSIGN_OR_RETURN(admin_, AdminHttpServer::Start(admin, &metrics_, [this]() -> absl::Status {
+                       if (draining_) return absl::UnavailableError("shutting down");
+                       if (!engine_->Ready()) return absl::UnavailableError("warm pools are still filling");
+                       return absl::OkStatus();
+                     }));
+  }
+  return absl::OkStatus();
+}
+
+void Daemon::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  draining_ = true;  // /readyz says so from now on
+  if (server_) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    // Stops accepting; in-flight calls get until the deadline, then are
+    // cancelled (which interrupts their cells).
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  }
+  if (engine_) engine_->Stop();
+  if (service_ && !service_->tasks().WaitIdle(absl::Now() + grace + absl::Seconds(5))) {
+    spdlog::warn("{} calls were still running at shutdown", service_->tasks().running());
+  }
+  if (server_) server_->Wait();
+  admin_.reset();  // its gauges read the engine
+  engine_.reset();
+  executor_.reset();  // removes Warden's cgroups
+}
+
+}  // namespace warden

@@ -1,0 +1,54 @@
+// Daemon: wardend as one object. Create() builds everything from the
+// options (the executor first, before any thread exists); Start() begins
+// serving; Shutdown() stops in a fixed order: health NOT_SERVING, stop
+// accepting, let in-flight calls finish within the grace period (then cancel
+// them, which interrupts their cells), stop the engine (sessions closed,
+// pools drained), and finally the executor (cgroups removed).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "server/admin_http.h"
+#include "server/engine.h"
+#include "server/metrics.h"
+#include "server/executor_service.h"
+#include "server/options.h"
+
+namespace warden {
+
+class Daemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options);
+  ~Daemon();
+
+  absl::Status Start();
+  void Shutdown(absl::Duration grace);
+
+  // The addresses actually bound ("127.0.0.1:0" resolved to its port).
+  const std::vector<std::string>& listening() const { return listening_; }
+  // The admin HTTP port actually bound (0 when off).
+  int admin_port() const { return admin_ ? admin_->port() : 0; }
+  Engine& engine() { return *engine_; }
+
+ private:
+  explicit Daemon(const DaemonOptions& options) : options_(options) {}
+
+  DaemonOptions options_;
+  Metrics metrics_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ExecutorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<AdminHttpServer> admin_;
+  std::atomic<bool> draining_{false};
+  std::vector<std::string> listening_;
+  bool shut_down_ = false;
+};
+
+}  // namespace warden

@@ -1,0 +1,429 @@
+#include "server/engine.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernel/workspace.h"
+#include "sandbox/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace warden {
+namespace {
+
+// FNV-1a, 64 bits: a stable digest of the code for the audit line (the code
+// itself is not logged).
+std::string CodeDigest(const std::string& code) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : code) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return absl::StrFormat("fnv1a64:%016x", h);
+}
+
+absl::Status CheckLimit(const char* name, int64_t asked, int64_t max) {
+  if (asked < 0) return absl::InvalidArgumentError(absl::StrCat(name, " must not be negative"));
+  if (asked > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", asked, " exceeds the server's maximum of ", max));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Cancellation::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (session_) (void)session_->Interrupt();
+}
+
+bool Cancellation::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+void Cancellation::Attach(Session* session) {
+  absl::MutexLock lock(&mu_);
+  session_ = session;
+}
+
+void Cancellation::Detach() {
+  absl::MutexLock lock(&mu_);
+  session_ = nullptr;
+}
+
+Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics)
+    : options_(options), executor_(executor), sessions_(options.sessions) {
+  if (metrics) {
+    // Registration only fails on a programming error (a bad or reused name).
+    executions_ = metrics->Counter("warden_executions_total",
+                                   "Executions finished, by language, mode and outcome").value_or(nullptr);
+    latency_ = metrics->Histogram("warden_execution_seconds",
+                                  "Wall time of executions from request to result",
+                                  ExponentialBuckets(0.0005, 2, 18)).value_or(nullptr);
+    rejections_ = metrics->Counter("warden_rejections_total",
+                                   "Requests refused before running, by gRPC code").value_or(nullptr);
+    (void)metrics->GaugeCallback("warden_sessions", "Open sessions", [this] {
+      return std::vector<std::pair<MetricLabels, double>>{{{}, static_cast<double>(sessions_.size())}};
+    });
+    (void)metrics->GaugeCallback("warden_executions_in_flight", "Executions running now", [this] {
+      return std::vector<std::pair<MetricLabels, double>>{{{}, static_cast<double>(Stats().executing)}};
+    });
+    (void)metrics->GaugeCallback("warden_pool_ready", "Warm workers ready, by language", [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, double(pool.ready)});
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_pool_waiting", "Requests queued for a warm worker", [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, double(pool.waiting)});
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_pool_misses", "Acquisitions that found the pool empty", [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, double(pool.misses)});
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_sandbox_start_failures", "Kernels that failed to start or died idle",
+                                 [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [name, pool] : Stats().pools) {
+        out.push_back({{{"language", name}}, double(pool.start_failures)});
+      }
+      return out;
+    });
+  }
+  for (const PoolOptions& pool : options_.pools) {
+    auto language = ParseLanguage(pool.language);
+    if (!language.ok()) continue;  // rejected by DaemonOptions::Validate already
+    SessionOptions session = SessionOptionsFor(*language, options_.limits.defaults.memory_mb);
+    session.warm = pool.warm;
+    pools_[*language] = std::make_unique<WarmPool>(executor_, session, pool.size, options_.queue.max_depth);
+  }
+  for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
+    if (!pools_.count(language)) {
+      // No warm pool configured: start on demand.
+      pools_[language] = std::make_unique<WarmPool>(
+          executor_, SessionOptionsFor(language, options_.limits.defaults.memory_mb), 0,
+          options_.queue.max_depth);
+    }
+  }
+}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Start() {
+  for (auto& [language, pool] : pools_) pool->Start();
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+void Engine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  stop_reaper_.Notify();
+  if (reaper_.joinable()) reaper_.join();
+  for (auto& entry : sessions_.TakeAll()) {
+    if (entry->busy()) (void)entry->session->Interrupt();
+  }
+  for (auto& [language, pool] : pools_) pool->Stop();
+}
+
+void Engine::ReapLoop() {
+  while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    for (auto& entry : sessions_.TakeExpired(absl::Now())) {
+      spdlog::info("session {} of tenant {} expired", entry->id, entry->tenant);
+      if (entry->busy()) (void)entry->session->Interrupt();
+      // The last call using it drops the final reference.
+    }
+  }
+}
+
+SessionOptions Engine::SessionOptionsFor(Language language, int64_t memory_mb) const {
+  SessionOptions session;
+  session.language = language;
+  session.limits.memory_bytes = memory_mb << 20;
+  session.limits.pids = options_.limits.pids;
+  session.limits.tmpfs_bytes = options_.limits.tmpfs_mb << 20;
+  session.limits.output_bytes = options_.limits.max.output_bytes;
+  session.max_file_bytes = options_.limits.max_file_bytes;
+  if (!options_.kernels_dir.empty()) session.kernels_dir = options_.kernels_dir;
+  return session;
+}
+
+absl::StatusOr<CellLimits> Engine::ResolveLimits(const CellLimitsOptions& asked,
+                                                 const CellLimitsOptions& defaults) const {
+  const CellLimitsOptions& max = options_.limits.max;
+  RETURN_IF_ERROR(CheckLimit("wall_ms", asked.wall_ms, max.wall_ms));
+  RETURN_IF_ERROR(CheckLimit("cpu_ms", asked.cpu_ms, max.cpu_ms));
+  RETURN_IF_ERROR(CheckLimit("memory_mb", asked.memory_mb, max.memory_mb));
+  RETURN_IF_ERROR(CheckLimit("output_bytes", asked.output_bytes, max.output_bytes));
+  CellLimits limits;
+  limits.wall_ms = asked.wall_ms ? asked.wall_ms : defaults.wall_ms;
+  limits.cpu_ms = asked.cpu_ms ? asked.cpu_ms : defaults.cpu_ms;
+  limits.output_bytes = asked.output_bytes ? asked.output_bytes : defaults.output_bytes;
+  return limits;
+}
+
+absl::Status Engine::BeginExecution(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return absl::UnavailableError("the server is shutting down");
+  int& mine = executing_[tenant];
+  if (mine >= options_.max_concurrent_per_tenant) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "you already run ", mine, " executions at once, your maximum; retry when one finishes"));
+  }
+  ++mine;
+  return absl::OkStatus();
+}
+
+void Engine::EndExecution(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  if (--executing_[tenant] <= 0) executing_.erase(tenant);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(Language language, int64_t memory_mb,
+                                                              absl::Time deadline) {
+  WarmPool& pool = *pools_.at(language);
+  if (memory_mb == 0 || (memory_mb << 20) == pool.options().limits.memory_bytes) {
+    return pool.Acquire(deadline);
+  }
+  // Not the pool's profile: a cold start with the asked memory limit.
+  SessionOptions options = pool.options();
+  options.limits.memory_bytes = memory_mb << 20;
+  return Session::Start(executor_, options);
+}
+
+absl::StatusOr<ExecutionResult> Engine::Execute(const ExecuteCall& call,
+                                                const Session::EventCallback& on_event,
+                                                Cancellation* cancellation) {
+  const absl::Time start = absl::Now();
+  auto result = ExecuteUnmetered(call, on_event, cancellation);
+  if (!result.ok()) {
+    if (rejections_) rejections_->Add({{"code", absl::StatusCodeToString(result.status().code())}});
+    return result;
+  }
+  const std::string language =
+      LanguageName(call.language.value_or(Language::kPython));
+  const std::string mode = call.session_id.empty() ? "oneshot" : "session";
+  if (executions_) {
+    executions_->Add({{"language", language}, {"mode", mode}, {"outcome", OutcomeName(result->cell.outcome)}});
+  }
+  if (latency_) latency_->Observe({{"language", language}, {"mode", mode}}, absl::ToDoubleSeconds(absl::Now() - start));
+  return result;
+}
+
+absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call,
+                                                         const Session::EventCallback& on_event,
+                                                         Cancellation* cancellation) {
+  if (static_cast<int64_t>(call.code.size()) > options_.limits.max_code_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the code is ", call.code.size(),
+                                                   " bytes; the server's maximum is ",
+                                                   options_.limits.max_code_bytes));
+  }
+  RETURN_IF_ERROR(BeginExecution(call.tenant));
+  struct End {
+    Engine* engine;
+    const std::string& tenant;
+    ~End() { engine->EndExecution(tenant); }
+  } end{this, call.tenant};
+
+  ExecutionResult out;
+  std::shared_ptr<ManagedSession> entry;
+  std::unique_ptr<Session> one_shot;
+  Session* session = nullptr;
+  CellLimits limits;
+  Language language = call.language.value_or(Language::kPython);
+  if (!call.session_id.empty()) {
+    if (!call.files.empty()) {
+      return absl::InvalidArgumentError("files go to a session with UploadFile, not with Execute");
+    }
+    ASSIGN_OR_RETURN(entry, sessions_.Get(call.tenant, call.session_id));
+    if (call.limits.memory_mb != 0) {
+      return absl::InvalidArgumentError("a session's memory is fixed when it is created");
+    }
+    ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, entry->cell_defaults));
+    if (!entry->Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session ", entry->id, " is still running another cell; wait for it or interrupt it"));
+    }
+    session = entry->session.get();
+    language = entry->language;
+    out.session_id = entry->id;
+  } else {
+    ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, options_.limits.defaults));
+    if (call.files.size() > 1000) return absl::InvalidArgumentError("more than 1000 files");
+    for (const auto& [path, content] : call.files) {
+      RETURN_IF_ERROR(ValidateWorkspacePath(path));
+      if (static_cast<int64_t>(content.size()) > options_.limits.max_file_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("file ", path, " exceeds the maximum of ",
+                                                       options_.limits.max_file_bytes, " bytes"));
+      }
+    }
+    ASSIGN_OR_RETURN(one_shot, StartSession(language, call.limits.memory_mb,
+                                            absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));
+    for (const auto& [path, content] : call.files) {
+      if (auto s = one_shot->WriteFile(path, content); !s.ok()) {
+        disposer_.Dispose(std::move(one_shot));
+        return s;
+      }
+    }
+    session = one_shot.get();
+  }
+
+  if (cancellation) cancellation->Attach(session);
+  if (cancellation && cancellation->cancelled()) {
+    out.cell.outcome = Outcome::kInterrupted;
+    out.cell.message = "cancelled before it started";
+  } else {
+    out.cell = session->Execute(call.code, limits, on_event);
+  }
+  if (cancellation) cancellation->Detach();
+  if (entry) entry->End();
+  if (one_shot) disposer_.Dispose(std::move(one_shot));  // after the reply, off this path
+
+  spdlog::info(
+      "audit tenant={} session={} language={} code={} bytes={} outcome={} wall_ms={} cpu_ms={} "
+      "peak_memory={}{}",
+      call.tenant, out.session_id.empty() ? "-" : out.session_id, LanguageName(language),
+      CodeDigest(call.code), call.code.size(), OutcomeName(out.cell.outcome), out.cell.wall_ms,
+      out.cell.cpu_ms, out.cell.peak_memory_bytes,
+      out.cell.violation ? " violation=" + *out.cell.violation : std::string());
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const CreateSessionCall& call) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return absl::UnavailableError("the server is shutting down");
+  }
+  const SessionsOptions& so = options_.sessions;
+  if (call.ttl_seconds < 0 || call.idle_timeout_seconds < 0) {
+    return absl::InvalidArgumentError("ttl_seconds and idle_timeout_seconds must not be negative");
+  }
+  if (call.ttl_seconds > so.max_ttl_seconds) {
+    return absl::InvalidArgumentError(absl::StrCat("ttl_seconds ", call.ttl_seconds,
+                                                   " exceeds the server's maximum of ",
+                                                   so.max_ttl_seconds));
+  }
+  for (const auto& [k, v] : call.labels) {
+    if (k.empty() || k.size() > 63 || v.size() > 255) {
+      return absl::InvalidArgumentError("labels need keys of 1-63 bytes and values of at most 255");
+    }
+  }
+  if (call.labels.size() > 32) return absl::InvalidArgumentError("at most 32 labels");
+  CellLimitsOptions defaults = options_.limits.defaults;
+  ASSIGN_OR_RETURN(CellLimits cell, ResolveLimits(call.limits, defaults));
+  defaults.wall_ms = cell.wall_ms;
+  defaults.cpu_ms = cell.cpu_ms;
+  defaults.output_bytes = cell.output_bytes;
+
+  RETURN_IF_ERROR(sessions_.Reserve(call.tenant));
+  const Language language = call.language.value_or(Language::kPython);
+  auto started = StartSession(language, call.limits.memory_mb,
+                              absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  if (!started.ok()) {
+    sessions_.Unreserve(call.tenant);
+    return started.status();
+  }
+  auto entry = std::make_unique<ManagedSession>();
+  entry->tenant = call.tenant;
+  entry->language = language;
+  entry->labels = call.labels;
+  entry->created = absl::Now();
+  entry->expires = entry->created + absl::Seconds(call.ttl_seconds ? call.ttl_seconds : so.default_ttl_seconds);
+  entry->idle_timeout = absl::Seconds(call.idle_timeout_seconds ? call.idle_timeout_seconds
+                                                                : so.default_idle_timeout_seconds);
+  entry->cell_defaults = defaults;
+  entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
+  entry->session = std::move(*started);
+  auto shared = sessions_.Register(std::move(entry));
+  spdlog::info("session {} created for tenant {} ({})", shared->id, call.tenant, LanguageName(language));
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::GetSession(const std::string& tenant,
+                                                                   const std::string& id) const {
+  return sessions_.Get(tenant, id);
+}
+
+std::vector<std::shared_ptr<ManagedSession>> Engine::ListSessions(
+    const std::string& tenant, const std::map<std::string, std::string>& labels) const {
+  return sessions_.List(tenant, labels);
+}
+
+absl::Status Engine::CloseSession(const std::string& tenant, const std::string& id) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Remove(tenant, id));
+  if (entry->busy()) (void)entry->session->Interrupt();
+  spdlog::info("session {} closed by tenant {}", id, tenant);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Engine::InterruptSession(const std::string& tenant, const std::string& id) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  if (!entry->busy()) return false;
+  RETURN_IF_ERROR(entry->session->Interrupt());
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std::string& tenant,
+                                                                       const std::string& id,
+                                                                       bool clear_workspace) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  if (!entry->Begin(absl::Now())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id, " is running a cell; interrupt it before restarting"));
+  }
+  absl::Status restarted = entry->session->Restart(clear_workspace);
+  entry->End();
+  RETURN_IF_ERROR(restarted);
+  return entry;
+}
+
+absl::Status Engine::WriteFile(const std::string& tenant, const std::string& id,
+                               const std::string& path, const std::string& data) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return entry->session->WriteFile(path, data);
+}
+
+absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const std::string& id,
+                                             const std::string& path) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return entry->session->ReadFile(path);
+}
+
+absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string& tenant,
+                                                              const std::string& id,
+                                                              const std::string& path) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return entry->session->ListFiles(path);
+}
+
+bool Engine::Ready() const {
+  for (const PoolOptions& pool : options_.pools) {
+    auto language = ParseLanguage(pool.language);
+    if (!language.ok() || pool.size == 0) continue;
+    if (pools_.at(*language)->Stats().ready == 0) return false;
+  }
+  return true;
+}
+
+EngineStats Engine::Stats() const {
+  EngineStats stats;
+  stats.sessions = sessions_.size();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [tenant, n] : executing_) stats.executing += n;
+  }
+  for (const auto& [language, pool] : pools_) stats.pools[LanguageName(language)] = pool->Stats();
+  return stats;
+}
+
+}  // namespace warden

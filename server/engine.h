@@ -1,0 +1,142 @@
+// Engine: what wardend does, independent of gRPC. The service validates
+// nothing itself; it converts requests to these calls and results back.
+//
+// One-shot executions take a warm session from the language's pool, run one
+// cell and hand the session to the Disposer; session executions run in the
+// caller's own session. Both stream events through a callback and can be
+// cancelled from another thread (the RPC's cancellation).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "kernel/session.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/session_manager.h"
+#include "server/warm_pool.h"
+
+namespace warden {
+
+// Lets another thread interrupt whatever an execution is running.
+class Cancellation {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  // The engine attaches the session while a cell runs in it.
+  void Attach(Session* session);
+  void Detach();
+
+ private:
+  mutable absl::Mutex mu_;
+  Session* session_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct ExecuteCall {
+  std::string tenant;
+  std::string code;
+  std::optional<Language> language;  // one-shot; default python
+  std::string session_id;            // empty: one-shot
+  CellLimitsOptions limits;          // 0: the default (the session's, or the server's)
+  std::vector<std::pair<std::string, std::string>> files;  // one-shot: path, content
+};
+
+struct ExecutionResult {
+  CellResult cell;
+  std::string session_id;
+};
+
+struct CreateSessionCall {
+  std::string tenant;
+  std::optional<Language> language;
+  CellLimitsOptions limits;  // memory_mb for the session; the rest: cell defaults
+  int64_t ttl_seconds = 0;
+  int64_t idle_timeout_seconds = 0;
+  std::map<std::string, std::string> labels;
+};
+
+// Counters the metrics endpoint and tests read.
+struct EngineStats {
+  int sessions = 0;
+  int executing = 0;
+  std::map<std::string, WarmPoolStats> pools;  // by language name
+};
+
+class Engine {
+ public:
+  // `executor` and `metrics` (may be null) are not owned and must outlive
+  // the engine.
+  Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics = nullptr);
+  ~Engine();
+
+  // Starts filling the pools and reaping expired sessions.
+  void Start();
+  // Closes every session and stops the pools; later calls fail UNAVAILABLE.
+  void Stop();
+
+  absl::StatusOr<ExecutionResult> Execute(const ExecuteCall& call,
+                                          const Session::EventCallback& on_event,
+                                          Cancellation* cancellation);
+
+  absl::StatusOr<std::shared_ptr<ManagedSession>> CreateSession(const CreateSessionCall& call);
+  absl::StatusOr<std::shared_ptr<ManagedSession>> GetSession(const std::string& tenant,
+                                                             const std::string& id) const;
+  std::vector<std::shared_ptr<ManagedSession>> ListSessions(
+      const std::string& tenant, const std::map<std::string, std::string>& labels) const;
+  absl::Status CloseSession(const std::string& tenant, const std::string& id);
+  // Returns whether a cell was running.
+  absl::StatusOr<bool> InterruptSession(const std::string& tenant, const std::string& id);
+  absl::StatusOr<std::shared_ptr<ManagedSession>> RestartSession(const std::string& tenant,
+                                                                 const std::string& id,
+                                                                 bool clear_workspace);
+  absl::Status WriteFile(const std::string& tenant, const std::string& id, const std::string& path,
+                         const std::string& data);
+  absl::StatusOr<std::string> ReadFile(const std::string& tenant, const std::string& id,
+                                       const std::string& path);
+  absl::StatusOr<std::vector<WorkspaceEntry>> ListFiles(const std::string& tenant,
+                                                        const std::string& id,
+                                                        const std::string& path);
+
+  // Ready to serve: every configured pool has at least one warm worker.
+  bool Ready() const;
+  EngineStats Stats() const;
+  const DaemonOptions& options() const { return options_; }
+
+ private:
+  absl::StatusOr<ExecutionResult> ExecuteUnmetered(const ExecuteCall& call,
+                                                   const Session::EventCallback& on_event,
+                                                   Cancellation* cancellation);
+  absl::StatusOr<CellLimits> ResolveLimits(const CellLimitsOptions& asked,
+                                           const CellLimitsOptions& defaults) const;
+  absl::Status BeginExecution(const std::string& tenant);
+  void EndExecution(const std::string& tenant);
+  SessionOptions SessionOptionsFor(Language language, int64_t memory_mb) const;
+  absl::StatusOr<std::unique_ptr<Session>> StartSession(Language language, int64_t memory_mb,
+                                                        absl::Time deadline);
+  void ReapLoop();
+
+  const DaemonOptions options_;
+  Executor& executor_;
+  SessionManager sessions_;
+  std::map<Language, std::unique_ptr<WarmPool>> pools_;
+  Disposer disposer_;
+  CounterFamily* executions_ = nullptr;     // by language, mode, outcome
+  HistogramFamily* latency_ = nullptr;      // seconds, by language and mode
+  CounterFamily* rejections_ = nullptr;     // refused requests, by reason
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, int> executing_ ABSL_GUARDED_BY(mu_);  // by tenant
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification stop_reaper_;
+  std::thread reaper_;
+};
+
+}  // namespace warden

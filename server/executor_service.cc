@@ -1,0 +1,414 @@
+#include "server/executor_service.h"
+
+#include <deque>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+
+namespace warden {
+namespace {
+
+constexpr size_t kChunkBytes = 64 << 10;
+
+// A unary call whose cancellation interrupts the work behind it.
+class CancellableUnary : public grpc::ServerUnaryReactor {
+ public:
+  explicit CancellableUnary(std::shared_ptr<Cancellation> cancellation)
+      : cancellation_(std::move(cancellation)) {}
+  void OnCancel() override { cancellation_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<Cancellation> cancellation_;
+};
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
+// Writes a queue of messages one at a time (gRPC allows one outstanding
+// write), then finishes. Push and Close may be called from any thread;
+// Close must be the producer's last call. The client's cancellation
+// reaches the producer through the Cancellation.
+template <typename Message>
+class QueuedWriter : public grpc::ServerWriteReactor<Message> {
+ public:
+  explicit QueuedWriter(std::shared_ptr<Cancellation> cancellation)
+      : cancellation_(std::move(cancellation)) {}
+
+  void Push(Message message) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (failed_ || closing_) return;
+      queue_.push_back(std::move(message));
+    }
+    Pump();
+  }
+  void Close(grpc::Status status) {
+    {
+      absl::MutexLock lock(&mu_);
+      final_ = std::move(status);
+      closing_ = true;
+    }
+    Pump();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      queue_.pop_front();
+      if (!ok) {  // the client went away: stop the work, drop the rest
+        failed_ = true;
+        queue_.clear();
+      }
+    }
+    if (!ok) cancellation_->Cancel();
+    Pump();
+  }
+  void OnCancel() override { cancellation_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  // Decides under the lock, acts outside it: gRPC may run reactions inline.
+  void Pump() {
+    const Message* next = nullptr;
+    bool finish = false;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_ || finished_) return;
+      if (!queue_.empty()) {
+        writing_ = true;
+        next = &queue_.front();  // deque elements stay put while we push behind them
+      } else if (closing_) {
+        finished_ = true;
+        finish = true;
+        status = failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the client went away") : final_;
+      }
+    }
+    if (next) this->StartWrite(next);
+    if (finish) this->Finish(status);
+  }
+
+  std::shared_ptr<Cancellation> cancellation_;
+  absl::Mutex mu_;
+  std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::ExecuteEvent ToEvent(const CellEvent& event) {
+  v1::ExecuteEvent out;
+  switch (event.kind) {
+    case CellEvent::Kind::kStdout: out.set_stdout(event.text); break;
+    case CellEvent::Kind::kStderr: out.set_stderr(event.text); break;
+    case CellEvent::Kind::kDisplayData: *out.mutable_display() = ToProto(event.data); break;
+    case CellEvent::Kind::kExecuteResult: *out.mutable_result() = ToProto(event.data); break;
+    case CellEvent::Kind::kError: *out.mutable_error() = ToProto(event.error); break;
+  }
+  return out;
+}
+
+// UploadFile: a header, then chunks, collected up to the server's cap.
+class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
+ public:
+  UploadReactor(Engine& engine, Tasks& tasks, std::string tenant, v1::FileInfo* response)
+      : engine_(engine), tasks_(tasks), tenant_(std::move(tenant)), response_(response) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client finished sending
+      if (!have_header_) {
+        Finish(ToGrpc(absl::InvalidArgumentError("UploadFile needs a header message first")));
+        return;
+      }
+      tasks_.Run([this] {
+        absl::Status status = engine_.WriteFile(tenant_, header_.session_id(), header_.path(), data_);
+        response_->set_path(header_.path());
+        response_->set_size(static_cast<int64_t>(data_.size()));
+        response_->set_type("file");
+        Finish(ToGrpc(status));
+      });
+      return;
+    }
+    const int64_t max = engine_.options().limits.max_file_bytes;
+    if (request_.has_header()) {
+      if (have_header_) {
+        Finish(ToGrpc(absl::InvalidArgumentError("UploadFile got a second header")));
+        return;
+      }
+      header_ = request_.header();
+      have_header_ = true;
+      if (header_.size() > max) {
+        Finish(ToGrpc(absl::InvalidArgumentError(
+            absl::StrCat("the file is ", header_.size(), " bytes; the server's maximum is ", max))));
+        return;
+      }
+    } else if (request_.has_chunk()) {
+      if (!have_header_) {
+        Finish(ToGrpc(absl::InvalidArgumentError("UploadFile needs the header before any chunk")));
+        return;
+      }
+      if (static_cast<int64_t>(data_.size() + request_.chunk().size()) > max) {
+        Finish(ToGrpc(absl::InvalidArgumentError(
+            absl::StrCat("the file passed the server's maximum of ", max, " bytes"))));
+        return;
+      }
+      data_ += request_.chunk();
+    } else {
+      Finish(ToGrpc(absl::InvalidArgumentError("an UploadFile message must hold a header or a chunk")));
+      return;
+    }
+    StartRead(&request_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Engine& engine_;
+  Tasks& tasks_;
+  const std::string tenant_;
+  v1::FileInfo* response_;
+  v1::UploadFileRequest request_;
+  v1::UploadFileHeader header_;
+  bool have_header_ = false;
+  std::string data_;
+};
+
+}  // namespace
+
+void Tasks::Run(std::function<void()> work) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++running_;
+  }
+  std::thread([this, work = std::move(work)] {
+    work();
+    absl::MutexLock lock(&mu_);
+    --running_;
+  }).detach();
+}
+
+bool Tasks::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+int Tasks::running() const {
+  absl::MutexLock lock(&mu_);
+  return running_;
+}
+
+absl::StatusOr<std::string> ExecutorService::Tenant(grpc::CallbackServerContext* ctx) const {
+  std::string authorization;
+  const auto& metadata = ctx->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization.assign(it->second.data(), it->second.size());
+  }
+  return authenticate_(authorization);
+}
+
+absl::StatusOr<ExecuteCall> ExecutorService::ToCall(grpc::CallbackServerContext* ctx,
+                                                    const v1::ExecuteRequest& request) const {
+  ExecuteCall call;
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return tenant.status();
+  call.tenant = *tenant;
+  call.code = request.code();
+  auto language = FromProto(request.language());
+  if (!language.ok()) return language.status();
+  call.language = *language;
+  call.session_id = request.session_id();
+  call.limits.wall_ms = request.limits().wall_ms();
+  call.limits.cpu_ms = request.limits().cpu_ms();
+  call.limits.memory_mb = request.limits().memory_mb();
+  call.limits.output_bytes = request.limits().output_bytes();
+  for (const v1::File& file : request.files()) call.files.emplace_back(file.path(), file.content());
+  return call;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::Execute(grpc::CallbackServerContext* ctx,
+                                                   const v1::ExecuteRequest* request,
+                                                   v1::ExecuteResponse* response) {
+  auto call = ToCall(ctx, *request);
+  if (!call.ok()) return FinishNow(ctx, call.status());
+  auto cancellation = std::make_shared<Cancellation>();
+  auto* reactor = new CancellableUnary(cancellation);
+  tasks_.Run([this, reactor, response, cancellation, call = std::move(*call)] {
+    auto result = engine_.Execute(call, nullptr, cancellation.get());
+    if (result.ok()) FillResponse(result->cell, result->session_id, response);
+    reactor->Finish(ToGrpc(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::ExecuteEvent>* ExecutorService::ExecuteStream(
+    grpc::CallbackServerContext* ctx, const v1::ExecuteRequest* request) {
+  auto cancellation = std::make_shared<Cancellation>();
+  auto* writer = new QueuedWriter<v1::ExecuteEvent>(cancellation);
+  auto call = ToCall(ctx, *request);
+  if (!call.ok()) {
+    writer->Close(ToGrpc(call.status()));
+    return writer;
+  }
+  tasks_.Run([this, writer, cancellation, call = std::move(*call)] {
+    auto result = engine_.Execute(
+        call, [writer](const CellEvent& event) { writer->Push(ToEvent(event)); }, cancellation.get());
+    if (result.ok()) {
+      v1::ExecuteEvent summary;
+      FillResponse(result->cell, result->session_id, summary.mutable_summary());
+      writer->Push(std::move(summary));
+    }
+    writer->Close(ToGrpc(result.status()));
+  });
+  return writer;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerContext* ctx,
+                                                         const v1::CreateSessionRequest* request,
+                                                         v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto language = FromProto(request->language());
+  if (!language.ok()) return FinishNow(ctx, language.status());
+  CreateSessionCall call;
+  call.tenant = *tenant;
+  call.language = *language;
+  call.limits.wall_ms = request->limits().wall_ms();
+  call.limits.cpu_ms = request->limits().cpu_ms();
+  call.limits.memory_mb = request->limits().memory_mb();
+  call.limits.output_bytes = request->limits().output_bytes();
+  call.ttl_seconds = request->ttl_seconds();
+  call.idle_timeout_seconds = request->idle_timeout_seconds();
+  call.labels.insert(request->labels().begin(), request->labels().end());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, call = std::move(call)] {
+    auto entry = engine_.CreateSession(call);
+    if (entry.ok()) FillSession(**entry, response);
+    reactor->Finish(ToGrpc(entry.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::GetSession(grpc::CallbackServerContext* ctx,
+                                                      const v1::GetSessionRequest* request,
+                                                      v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto entry = engine_.GetSession(*tenant, request->session_id());
+  if (entry.ok()) FillSession(**entry, response);
+  return FinishNow(ctx, entry.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ListSessions(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListSessionsRequest* request,
+                                                        v1::ListSessionsResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  std::map<std::string, std::string> labels(request->labels().begin(), request->labels().end());
+  for (const auto& entry : engine_.ListSessions(*tenant, labels)) FillSession(*entry, response->add_sessions());
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::CloseSession(grpc::CallbackServerContext* ctx,
+                                                        const v1::CloseSessionRequest* request,
+                                                        v1::CloseSessionResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  return FinishNow(ctx, engine_.CloseSession(*tenant, request->session_id()));
+}
+
+grpc::ServerUnaryReactor* ExecutorService::InterruptSession(grpc::CallbackServerContext* ctx,
+                                                            const v1::InterruptSessionRequest* request,
+                                                            v1::InterruptSessionResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto was_busy = engine_.InterruptSession(*tenant, request->session_id());
+  if (was_busy.ok()) response->set_was_busy(*was_busy);
+  return FinishNow(ctx, was_busy.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::RestartSession(grpc::CallbackServerContext* ctx,
+                                                          const v1::RestartSessionRequest* request,
+                                                          v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(),
+              clear = request->clear_workspace()] {
+    auto entry = engine_.RestartSession(tenant, id, clear);
+    if (entry.ok()) FillSession(**entry, response);
+    reactor->Finish(ToGrpc(entry.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerReadReactor<v1::UploadFileRequest>* ExecutorService::UploadFile(grpc::CallbackServerContext* ctx,
+                                                                            v1::FileInfo* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) {
+    // A reactor that refuses at once.
+    class Refuse : public grpc::ServerReadReactor<v1::UploadFileRequest> {
+     public:
+      explicit Refuse(const absl::Status& s) { Finish(ToGrpc(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse(tenant.status());
+  }
+  return new UploadReactor(engine_, tasks_, *tenant, response);
+}
+
+grpc::ServerWriteReactor<v1::FileChunk>* ExecutorService::DownloadFile(grpc::CallbackServerContext* ctx,
+                                                                       const v1::DownloadFileRequest* request) {
+  auto writer = new QueuedWriter<v1::FileChunk>(std::make_shared<Cancellation>());
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) {
+    writer->Close(ToGrpc(tenant.status()));
+    return writer;
+  }
+  tasks_.Run([this, writer, tenant = *tenant, id = request->session_id(), path = request->path()] {
+    auto data = engine_.ReadFile(tenant, id, path);
+    if (data.ok()) {
+      size_t offset = 0;
+      do {
+        v1::FileChunk chunk;
+        if (offset == 0) chunk.set_total_size(static_cast<int64_t>(data->size()));
+        chunk.set_data(data->substr(offset, kChunkBytes));
+        writer->Push(std::move(chunk));
+        offset += kChunkBytes;
+      } while (offset < data->size());
+    }
+    writer->Close(ToGrpc(data.status()));
+  });
+  return writer;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ListFiles(grpc::CallbackServerContext* ctx,
+                                                     const v1::ListFilesRequest* request,
+                                                     v1::ListFilesResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto entries = engine_.ListFiles(*tenant, request->session_id(), request->path());
+  if (entries.ok()) {
+    for (const WorkspaceEntry& e : *entries) {
+      v1::FileInfo* info = response->add_files();
+      info->set_path(e.path);
+      info->set_size(e.size);
+      info->set_type(e.type == WorkspaceEntry::Type::kFile        ? "file"
+                     : e.type == WorkspaceEntry::Type::kDirectory ? "directory"
+                     : e.type == WorkspaceEntry::Type::kSymlink   ? "symlink"
+                                                                  : "other");
+    }
+  }
+  return FinishNow(ctx, entries.status());
+}
+
+}  // namespace warden

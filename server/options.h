@@ -1,0 +1,94 @@
+// DaemonOptions: everything wardend can be configured with, as small nested
+// structs with the built-in defaults. Filled from the JSON configuration file
+// (docs/operations.md documents the schema) and then from flags, which win.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sandbox/sandbox.h"
+
+namespace warden {
+
+struct CellLimitsOptions {
+  int64_t wall_ms = 30'000;
+  int64_t cpu_ms = 30'000;
+  int64_t memory_mb = 512;
+  int64_t output_bytes = 1 << 20;
+};
+
+struct LimitsOptions {
+  CellLimitsOptions defaults;  // used where a request says 0
+  CellLimitsOptions max = {300'000, 300'000, 4096, 16 << 20};  // requests above are refused
+  int64_t max_code_bytes = 1 << 20;
+  int64_t max_file_bytes = 64LL << 20;  // one file up or down
+  int64_t pids = 64;                    // per sandbox
+  int64_t tmpfs_mb = 64;                // each of /tmp, /dev/shm, /workspace
+};
+
+struct SessionsOptions {
+  int max_total = 1000;
+  int max_per_tenant = 100;
+  int64_t default_ttl_seconds = 3600;
+  int64_t max_ttl_seconds = 86'400;
+  int64_t default_idle_timeout_seconds = 600;
+};
+
+// A warm pool of ready workers for one-shot executions of one language.
+struct PoolOptions {
+  std::string language = "python";
+  int size = 2;
+  std::vector<std::string> warm;  // Python modules imported ahead of time
+};
+
+struct QueueOptions {
+  int max_depth = 64;          // waiting one-shot requests; beyond: RESOURCE_EXHAUSTED
+  int64_t max_wait_ms = 10'000;
+};
+
+struct TlsOptions {
+  std::string cert_file;       // PEM; TCP listeners need these unless insecure
+  std::string key_file;
+  std::string client_ca_file;  // set: clients must present a certificate (mTLS)
+};
+
+struct AuthOptions {
+  // JSON {"tokens": [{"token": "...", "tenant": "..."}]}. Empty: no
+  // authentication, every caller is the tenant "default" (fine on a UNIX
+  // socket only the owner can open).
+  std::string tokens_file;
+};
+
+struct LogOptions {
+  std::string format = "text";  // text | json
+  std::string level = "info";   // trace | debug | info | warn | error
+};
+
+struct DaemonOptions {
+  // "unix:PATH" or "HOST:PORT". TCP needs TLS, unless it is loopback and
+  // allow_insecure_loopback is set.
+  std::vector<std::string> listen = {"unix:/run/warden/wardend.sock"};
+  bool allow_insecure_loopback = false;
+  std::string admin_listen;  // "HOST:PORT" for /metrics, /healthz, /readyz; empty: off
+  TlsOptions tls;
+  AuthOptions auth;
+  LimitsOptions limits;
+  SessionsOptions sessions;
+  std::vector<PoolOptions> pools = {{"python", 2, {"numpy", "pandas"}}, {"javascript", 1, {}},
+                                    {"bash", 1, {}}};
+  QueueOptions queue;
+  int max_concurrent_per_tenant = 16;
+  int64_t shutdown_grace_ms = 10'000;
+  LogOptions log;
+  ExecutorOptions executor;  // cgroups, degraded mode, host ids
+  std::string kernels_dir;   // empty: the built-in location
+
+  // Reads a JSON configuration file over the defaults; unknown keys are
+  // errors (a typo must not silently fall back to a default).
+  static absl::StatusOr<DaemonOptions> FromFile(const std::string& path);
+  absl::Status Validate() const;
+};
+
+}  // namespace warden

@@ -1,0 +1,565 @@
+#include "server/options.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace warden {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "/options_test.XXXXXX";
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    const std::string file = path_ + "/" + name;
+    std::ofstream(file, std::ios::binary) << text;
+    return file;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+absl::StatusOr<DaemonOptions> Parse(const std::string& json) {
+  TempDir dir;
+  return DaemonOptions::FromFile(dir.Write("wardend.json", json));
+}
+
+std::string ParseError(const std::string& json) {
+  absl::StatusOr<DaemonOptions> options = Parse(json);
+  EXPECT_FALSE(options.ok()) << json;
+  return options.ok() ? "" : std::string(options.status().message());
+}
+
+// Every field FromFile can set, as JSON, so two DaemonOptions compare as a
+// whole and a failure shows the difference.
+nlohmann::json Dump(const DaemonOptions& o) {
+  auto cell = [](const CellLimitsOptions& c) {
+    return nlohmann::json{{"wall_ms", c.wall_ms},
+                          {"cpu_ms", c.cpu_ms},
+                          {"memory_mb", c.memory_mb},
+                          {"output_bytes", c.output_bytes}};
+  };
+  nlohmann::json pools = nlohmann::json::array();
+  for (const PoolOptions& p : o.pools) {
+    pools.push_back({{"language", p.language}, {"size", p.size}, {"warm", p.warm}});
+  }
+  return {
+      {"listen", o.listen},
+      {"allow_insecure_loopback", o.allow_insecure_loopback},
+      {"admin_listen", o.admin_listen},
+      {"tls",
+       {{"cert_file", o.tls.cert_file},
+        {"key_file", o.tls.key_file},
+        {"client_ca_file", o.tls.client_ca_file}}},
+      {"auth", {{"tokens_file", o.auth.tokens_file}}},
+      {"limits",
+       {{"defaults", cell(o.limits.defaults)},
+        {"max", cell(o.limits.max)},
+        {"max_code_bytes", o.limits.max_code_bytes},
+        {"max_file_bytes", o.limits.max_file_bytes},
+        {"pids", o.limits.pids},
+        {"tmpfs_mb", o.limits.tmpfs_mb}}},
+      {"sessions",
+       {{"max_total", o.sessions.max_total},
+        {"max_per_tenant", o.sessions.max_per_tenant},
+        {"default_ttl_seconds", o.sessions.default_ttl_seconds},
+        {"max_ttl_seconds", o.sessions.max_ttl_seconds},
+        {"default_idle_timeout_seconds", o.sessions.default_idle_timeout_seconds}}},
+      {"pools", pools},
+      {"queue", {{"max_depth", o.queue.max_depth}, {"max_wait_ms", o.queue.max_wait_ms}}},
+      {"max_concurrent_per_tenant", o.max_concurrent_per_tenant},
+      {"shutdown_grace_ms", o.shutdown_grace_ms},
+      {"log", {{"format", o.log.format}, {"level", o.log.level}}},
+      {"executor",
+       {{"allow_degraded", o.executor.allow_degraded},
+        {"host_id_base", o.executor.host_id_base},
+        {"host_id_count", o.executor.host_id_count}}},
+      {"kernels_dir", o.kernels_dir},
+  };
+}
+
+// ---------------------------------------------------------------------------
+// FromFile
+
+TEST(DaemonOptionsTest, DefaultsValidate) {
+  EXPECT_TRUE(DaemonOptions{}.Validate().ok()) << DaemonOptions{}.Validate();
+}
+
+TEST(FromFileTest, EmptyObjectKeepsEveryDefault) {
+  absl::StatusOr<DaemonOptions> options = Parse("{}");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(Dump(*options), Dump(DaemonOptions{}));
+}
+
+// deploy/wardend.json documents the defaults by setting every key to one;
+// it must stay exactly the built-in defaults, and name every key.
+TEST(FromFileTest, ShippedConfigIsExactlyTheDefaults) {
+  const std::string shipped =
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "deploy" / "wardend.json")
+          .string();
+  absl::StatusOr<DaemonOptions> options = DaemonOptions::FromFile(shipped);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(Dump(*options), Dump(DaemonOptions{}));
+  std::ifstream in(shipped);
+  EXPECT_EQ(nlohmann::json::parse(in), Dump(DaemonOptions{}))
+      << "deploy/wardend.json should set every key";
+}
+
+TEST(FromFileTest, FullConfigFillsEveryField) {
+  const nlohmann::json full = {
+      {"listen", {"unix:/run/w.sock", "[::1]:7001", "127.0.0.1:7000"}},
+      {"allow_insecure_loopback", true},
+      {"admin_listen", "127.0.0.1:9090"},
+      {"tls", {{"cert_file", "/c.pem"}, {"key_file", "/k.pem"}, {"client_ca_file", "/ca.pem"}}},
+      {"auth", {{"tokens_file", "/etc/warden/tokens.json"}}},
+      {"limits",
+       {{"defaults", {{"wall_ms", 1}, {"cpu_ms", 2}, {"memory_mb", 3}, {"output_bytes", 4}}},
+        {"max", {{"wall_ms", 5}, {"cpu_ms", 6}, {"memory_mb", 7}, {"output_bytes", 8}}},
+        {"max_code_bytes", 9},
+        {"max_file_bytes", 10},
+        {"pids", 11},
+        {"tmpfs_mb", 12}}},
+      {"sessions",
+       {{"max_total", 13},
+        {"max_per_tenant", 14},
+        {"default_ttl_seconds", 15},
+        {"max_ttl_seconds", 16},
+        {"default_idle_timeout_seconds", 17}}},
+      {"pools",
+       {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}},
+        {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}}}},
+      {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}}},
+      {"max_concurrent_per_tenant", 22},
+      {"shutdown_grace_ms", 23},
+      {"log", {{"format", "json"}, {"level", "debug"}}},
+      {"executor", {{"allow_degraded", true}, {"host_id_base", 4000000000}, {"host_id_count", 24}}},
+      {"kernels_dir", "/usr/lib/warden/kernels"},
+  };
+  absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(Dump(*options), full);
+  // Spot checks on the structs themselves.
+  EXPECT_THAT(options->listen, ElementsAre("unix:/run/w.sock", "[::1]:7001", "127.0.0.1:7000"));
+  EXPECT_EQ(options->limits.max.output_bytes, 8);
+  EXPECT_EQ(options->pools[1].warm, (std::vector<std::string>{"scipy", "sympy"}));
+  EXPECT_EQ(options->executor.host_id_base, 4'000'000'000u);
+  EXPECT_EQ(options->sessions.default_idle_timeout_seconds, 17);
+}
+
+TEST(FromFileTest, PartialSectionsKeepTheirOtherDefaults) {
+  absl::StatusOr<DaemonOptions> options =
+      Parse(R"({"limits": {"max": {"memory_mb": 8192}}, "log": {"level": "warn"}})");
+  ASSERT_TRUE(options.ok()) << options.status();
+  DaemonOptions expected;
+  expected.limits.max.memory_mb = 8192;
+  expected.log.level = "warn";
+  EXPECT_EQ(Dump(*options), Dump(expected));
+}
+
+TEST(FromFileTest, PoolsReplaceTheDefaultsAndNeedALanguage) {
+  absl::StatusOr<DaemonOptions> none = Parse(R"({"pools": []})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->pools.empty());
+
+  absl::StatusOr<DaemonOptions> one = Parse(R"({"pools": [{"language": "javascript"}]})");
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->pools.size(), 1u);
+  EXPECT_EQ(one->pools[0].language, "javascript");
+  EXPECT_EQ(one->pools[0].size, PoolOptions{}.size);
+
+  // Without a language the entry is not silently a python pool.
+  absl::StatusOr<DaemonOptions> unnamed = Parse(R"({"pools": [{"size": 4}]})");
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  EXPECT_THAT(std::string(unnamed->Validate().message()),
+              HasSubstr("pools[0].language is ''; it must be python, javascript or bash"));
+}
+
+TEST(FromFileTest, UnknownTopLevelKeyIsNamedWithTheKnownKeys) {
+  TempDir dir;
+  const std::string file = dir.Write("wardend.json", R"({"limts": {}})");
+  absl::StatusOr<DaemonOptions> options = DaemonOptions::FromFile(file);
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(options.status().message()),
+              AllOf(HasSubstr("unknown key 'limts' at the top level of " + file +
+                              "; known keys: listen, allow_insecure_loopback, admin_listen, tls, "
+                              "auth, limits, sessions, pools, queue, max_concurrent_per_tenant, "
+                              "shutdown_grace_ms, log, executor, kernels_dir"),
+                    HasSubstr("Did you mean 'limits'?")));
+}
+
+TEST(FromFileTest, UnknownNestedKeyIsNamedWithItsPath) {
+  EXPECT_THAT(ParseError(R"({"limits": {"defaults": {"wal_ms": 5}}})"),
+              AllOf(HasSubstr("unknown key 'wal_ms' in limits.defaults of "),
+                    HasSubstr("known keys: wall_ms, cpu_ms, memory_mb, output_bytes"),
+                    HasSubstr("Did you mean 'wall_ms'?")));
+  EXPECT_THAT(ParseError(R"({"pools": [{"language": "bash"}, {"languge": "bash"}]})"),
+              HasSubstr("unknown key 'languge' in pools[1] of "));
+  // Far from every known key: no guess.
+  EXPECT_THAT(
+      ParseError(R"({"tls": {"zzzzzzzz": ""}})"),
+      AllOf(HasSubstr("unknown key 'zzzzzzzz' in tls of "), Not(HasSubstr("Did you mean"))));
+}
+
+TEST(FromFileTest, WrongTypesNameThePathAndTheExpectedType) {
+  EXPECT_THAT(ParseError(R"({"limits": {"defaults": {"wall_ms": "30s"}}})"),
+              HasSubstr("limits.defaults.wall_ms in "));
+  EXPECT_THAT(ParseError(R"({"limits": {"defaults": {"wall_ms": "30s"}}})"),
+              HasSubstr(" must be an integer, not the string \"30s\""));
+  EXPECT_THAT(ParseError(R"({"shutdown_grace_ms": 1.5})"), HasSubstr("shutdown_grace_ms in "));
+  EXPECT_THAT(ParseError(R"({"shutdown_grace_ms": 1.5})"),
+              HasSubstr("must be an integer, not the number 1.5"));
+  EXPECT_THAT(ParseError(R"({"allow_insecure_loopback": "yes"})"),
+              HasSubstr("allow_insecure_loopback in "));
+  EXPECT_THAT(ParseError(R"({"allow_insecure_loopback": 1})"),
+              HasSubstr("must be true or false, not the integer 1"));
+  EXPECT_THAT(ParseError(R"({"listen": "unix:/run/w.sock"})"),
+              HasSubstr("must be an array of strings"));
+  EXPECT_THAT(ParseError(R"({"listen": ["unix:/run/w.sock", 7000]})"), HasSubstr("listen[1] in "));
+  EXPECT_THAT(ParseError(R"({"tls": "/etc/cert.pem"})"), HasSubstr("tls in "));
+  EXPECT_THAT(ParseError(R"({"tls": "/etc/cert.pem"})"), HasSubstr("must be an object"));
+  EXPECT_THAT(ParseError(R"({"pools": [{"language": "bash", "warm": [1]}]})"),
+              HasSubstr("pools[0].warm[0] in "));
+  EXPECT_THAT(ParseError(R"({"pools": ["python"]})"), HasSubstr("pools[0] in "));
+  EXPECT_THAT(ParseError(R"({"pools": {"language": "python"}})"),
+              HasSubstr("must be an array of objects"));
+  EXPECT_THAT(ParseError(R"({"log": {"level": null}})"), HasSubstr("log.level in "));
+  EXPECT_THAT(ParseError(R"({"log": {"level": null}})"), HasSubstr("must be a string, not null"));
+}
+
+TEST(FromFileTest, IntegersOutOfTheirTypesRangeAreRefused) {
+  EXPECT_THAT(ParseError(R"({"sessions": {"max_total": 3000000000}})"),
+              HasSubstr("sessions.max_total in "));
+  EXPECT_THAT(ParseError(R"({"sessions": {"max_total": 3000000000}})"),
+              HasSubstr("is 3000000000; it must be between -2147483648 and 2147483647"));
+  EXPECT_THAT(ParseError(R"({"executor": {"host_id_base": -1}})"),
+              HasSubstr("it must be between 0 and 4294967295"));
+  EXPECT_THAT(ParseError(R"({"limits": {"pids": 18446744073709551615}})"),
+              HasSubstr("limits.pids in "));
+}
+
+TEST(FromFileTest, SyntaxErrorsGiveLineAndColumn) {
+  TempDir dir;
+  const std::string file =
+      dir.Write("wardend.json", "{\n  \"listen\": [\"unix:/a\"]\n  \"log\": {}\n}");
+  absl::StatusOr<DaemonOptions> options = DaemonOptions::FromFile(file);
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(std::string(options.status().message()),
+              AllOf(HasSubstr(file + ": JSON syntax error at line 3, column 7"),
+                    HasSubstr("is a comma missing before it?"), Not(HasSubstr("json.exception"))));
+  EXPECT_THAT(ParseError(""), HasSubstr("JSON syntax error at line 1, column 1"));
+}
+
+TEST(FromFileTest, CommentsAndTrailingCommasGetAHint) {
+  EXPECT_THAT(ParseError("{\n  \"shutdown_grace_ms\": 5 // five\n}"),
+              AllOf(HasSubstr("line 2"), HasSubstr("JSON has no comments")));
+  EXPECT_THAT(ParseError("{\n  \"shutdown_grace_ms\": 5,\n}"),
+              AllOf(HasSubstr("line 3, column 1"), HasSubstr("remove the trailing comma")));
+}
+
+TEST(FromFileTest, TopLevelMustBeAnObject) {
+  EXPECT_THAT(ParseError(R"(["unix:/run/w.sock"])"),
+              HasSubstr("the configuration must be a JSON object {...}, not an array"));
+}
+
+TEST(FromFileTest, EveryProblemIsReportedAtOnce) {
+  const std::string message =
+      ParseError(R"({"limts": {}, "log": {"level": 3}, "queue": {"max_depht": 1}})");
+  EXPECT_THAT(message, AllOf(HasSubstr("3 problems in "), HasSubstr("unknown key 'limts'"),
+                             HasSubstr("log.level in "), HasSubstr("unknown key 'max_depht'")));
+}
+
+TEST(FromFileTest, MissingFileSaysWhatToDo) {
+  absl::StatusOr<DaemonOptions> options = DaemonOptions::FromFile("/nonexistent/wardend.json");
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(options.status().message()),
+              AllOf(HasSubstr("/nonexistent/wardend.json"), HasSubstr("--config FILE")));
+}
+
+// ---------------------------------------------------------------------------
+// Validate: each rule, as a change to the defaults and the message it gives.
+
+struct Rule {
+  const char* name;
+  std::function<void(DaemonOptions&)> change;
+  const char* message;  // a substring of Validate()'s message; "" = valid
+};
+
+const Rule kRules[] = {
+    // Valid variations.
+    {"UnixSocketOnly", [](DaemonOptions&) {}, ""},
+    {"LoopbackWithInsecureFlag",
+     [](DaemonOptions& o) {
+       o.listen = {"127.0.0.1:7000", "[::1]:7001", "localhost:7002", "127.9.9.9:1",
+                   "[::ffff:127.0.0.1]:65535"};
+       o.allow_insecure_loopback = true;
+     },
+     ""},
+    {"AdminListenHostPort", [](DaemonOptions& o) { o.admin_listen = "0.0.0.0:9090"; }, ""},
+    {"PoolOfSizeZero",
+     [](DaemonOptions& o) {
+       o.pools = {{"bash", 0, {}}};
+     },
+     ""},
+    {"NoPools", [](DaemonOptions& o) { o.pools.clear(); }, ""},
+    {"ZeroShutdownGrace", [](DaemonOptions& o) { o.shutdown_grace_ms = 0; }, ""},
+
+    // Listeners.
+    {"EmptyListen", [](DaemonOptions& o) { o.listen.clear(); }, "listen is empty"},
+    {"RelativeUnixPath", [](DaemonOptions& o) { o.listen = {"unix:wardend.sock"}; },
+     "listen[0] is 'unix:wardend.sock': a UNIX socket needs an absolute path"},
+    {"UnixPathTooLong", [](DaemonOptions& o) { o.listen = {"unix:/" + std::string(120, 'a')}; },
+     "UNIX socket paths must be shorter than 108"},
+    {"NoPort", [](DaemonOptions& o) { o.listen = {"127.0.0.1"}; }, "listen[0] is '127.0.0.1'"},
+    {"PortZeroPicksAFreePort",
+     [](DaemonOptions& o) {
+       o.listen = {"127.0.0.1:0"};
+       o.admin_listen = "127.0.0.1:0";
+       o.allow_insecure_loopback = true;
+     },
+     ""},
+    {"PortTooLarge", [](DaemonOptions& o) { o.listen = {"127.0.0.1:65536"}; },
+     "the port must be 1 to 65535 (or 0 for any free port)"},
+    {"NegativePort", [](DaemonOptions& o) { o.listen = {"127.0.0.1:-1"}; },
+     "the port must be 1 to 65535"},
+    {"PortNotANumber", [](DaemonOptions& o) { o.listen = {"127.0.0.1:http"}; },
+     "the port must be 1 to 65535"},
+    {"EmptyHost", [](DaemonOptions& o) { o.listen = {":7000"}; },
+     "name the host, e.g. 127.0.0.1:7000"},
+    {"BareIpv6", [](DaemonOptions& o) { o.listen = {"::1:7000"}; },
+     "put an IPv6 address in brackets, e.g. [::1]:7000"},
+    {"BracketsWithoutPort", [](DaemonOptions& o) { o.listen = {"[::1]"}; },
+     "write an IPv6 address with its port as [ADDRESS]:PORT"},
+    {"BadIpv6", [](DaemonOptions& o) { o.listen = {"[::zz]:7000"}; },
+     "'::zz' is not an IPv6 address"},
+    {"BadHostName", [](DaemonOptions& o) { o.listen = {"exa mple:7000"}; },
+     "is neither an IP address nor a host name"},
+    {"DuplicateListener",
+     [](DaemonOptions& o) {
+       o.listen = {"unix:/run/a.sock", "unix:/run/a.sock"};
+     },
+     "listen has 'unix:/run/a.sock' twice"},
+    {"LoopbackWithoutTls", [](DaemonOptions& o) { o.listen = {"127.0.0.1:7000"}; },
+     "TCP listener 127.0.0.1:7000 has no TLS: set tls.cert_file/key_file, or set "
+     "allow_insecure_loopback for loopback-only testing"},
+    {"Ipv6LoopbackWithoutTls", [](DaemonOptions& o) { o.listen = {"[::1]:7000"}; },
+     "TCP listener [::1]:7000 has no TLS"},
+    {"NetworkWithoutTlsEvenIfInsecureLoopback",
+     [](DaemonOptions& o) {
+       o.listen = {"0.0.0.0:7000"};
+       o.allow_insecure_loopback = true;
+       o.auth.tokens_file = "/etc/warden/tokens.json";
+     },
+     "TCP listener 0.0.0.0:7000 is not loopback and has no TLS: set tls.cert_file and "
+     "tls.key_file"},
+    {"HostNameIsNotLoopback",
+     [](DaemonOptions& o) {
+       o.listen = {"warden.internal:7000"};
+       o.allow_insecure_loopback = true;
+     },
+     "TCP listener warden.internal:7000 is not loopback and has no TLS"},
+    {"NetworkWithoutAuthentication",
+     [](DaemonOptions& o) {
+       o.listen = {"unix:/run/a.sock", "[::]:7000"};
+     },
+     "TCP listener [::]:7000 is reachable from the network but nothing authenticates callers: "
+     "set auth.tokens_file (bearer tokens), or tls.client_ca_file (mTLS)"},
+    {"AdminListenUnix", [](DaemonOptions& o) { o.admin_listen = "unix:/run/admin.sock"; },
+     "admin_listen is 'unix:/run/admin.sock': it must be HOST:PORT"},
+    {"AdminListenNoPort", [](DaemonOptions& o) { o.admin_listen = "localhost"; },
+     "admin_listen is 'localhost'"},
+    {"AdminListenHostName", [](DaemonOptions& o) { o.admin_listen = "metrics.internal:9464"; },
+     "admin_listen is 'metrics.internal:9464': use an IP address or localhost"},
+    {"AdminListenLocalhostAndIpv6", [](DaemonOptions& o) { o.admin_listen = "localhost:9464"; },
+     ""},
+
+    // TLS.
+    {"CertWithoutKey", [](DaemonOptions& o) { o.tls.cert_file = "/etc/ssl/certs"; },
+     "tls.cert_file is set but tls.key_file is not: set both"},
+    {"KeyWithoutCert", [](DaemonOptions& o) { o.tls.key_file = "/etc/hostname"; },
+     "tls.key_file is set but tls.cert_file is not: set both"},
+    {"ClientCaWithoutServerCert", [](DaemonOptions& o) { o.tls.client_ca_file = "/etc/hostname"; },
+     "tls.client_ca_file is set without tls.cert_file/key_file"},
+    {"MissingCertFile",
+     [](DaemonOptions& o) {
+       o.tls.cert_file = "/nonexistent/cert.pem";
+       o.tls.key_file = "/nonexistent/key.pem";
+     },
+     "tls.cert_file is '/nonexistent/cert.pem': No such file or directory; point it at an "
+     "existing PEM file"},
+    {"CertIsADirectory",
+     [](DaemonOptions& o) {
+       o.tls.cert_file = "/";
+       o.tls.key_file = "/";
+     },
+     "tls.key_file is '/': not a regular file"},
+
+    // Limits.
+    {"ZeroDefaultWall", [](DaemonOptions& o) { o.limits.defaults.wall_ms = 0; },
+     "limits.defaults.wall_ms is 0; it must be positive"},
+    {"NegativeMaxCpu", [](DaemonOptions& o) { o.limits.max.cpu_ms = -1; },
+     "limits.max.cpu_ms is -1; it must be positive"},
+    {"DefaultAboveMax", [](DaemonOptions& o) { o.limits.defaults.memory_mb = 8192; },
+     "limits.defaults.memory_mb (8192) is above limits.max.memory_mb (4096): lower the default "
+     "or raise the maximum"},
+    {"DefaultOutputAboveMax",
+     [](DaemonOptions& o) { o.limits.defaults.output_bytes = o.limits.max.output_bytes + 1; },
+     "limits.defaults.output_bytes (16777217) is above limits.max.output_bytes"},
+    {"TinyDefaultMemory", [](DaemonOptions& o) { o.limits.defaults.memory_mb = 4; },
+     "a sandbox needs at least 8"},
+    {"ZeroMaxCode", [](DaemonOptions& o) { o.limits.max_code_bytes = 0; },
+     "limits.max_code_bytes is 0"},
+    {"ZeroMaxFile", [](DaemonOptions& o) { o.limits.max_file_bytes = 0; },
+     "limits.max_file_bytes is 0"},
+    {"ZeroPids", [](DaemonOptions& o) { o.limits.pids = 0; }, "limits.pids is 0"},
+    {"ZeroTmpfs", [](DaemonOptions& o) { o.limits.tmpfs_mb = 0; }, "limits.tmpfs_mb is 0"},
+
+    // Sessions.
+    {"ZeroSessions", [](DaemonOptions& o) { o.sessions.max_total = 0; },
+     "sessions.max_total is 0; it must be positive"},
+    {"ZeroSessionsPerTenant", [](DaemonOptions& o) { o.sessions.max_per_tenant = 0; },
+     "sessions.max_per_tenant is 0"},
+    {"ZeroDefaultTtl", [](DaemonOptions& o) { o.sessions.default_ttl_seconds = 0; },
+     "sessions.default_ttl_seconds is 0"},
+    {"ZeroIdleTimeout", [](DaemonOptions& o) { o.sessions.default_idle_timeout_seconds = 0; },
+     "sessions.default_idle_timeout_seconds is 0"},
+    {"DefaultTtlAboveMax", [](DaemonOptions& o) { o.sessions.max_ttl_seconds = 60; },
+     "sessions.default_ttl_seconds (3600) is above sessions.max_ttl_seconds (60)"},
+
+    // Pools.
+    {"UnknownLanguage",
+     [](DaemonOptions& o) {
+       o.pools = {{"ruby", 1, {}}};
+     },
+     "pools[0].language is 'ruby'; it must be python, javascript or bash"},
+    {"PoolTooLarge",
+     [](DaemonOptions& o) {
+       o.pools = {{"python", 65, {}}};
+     },
+     "pools[0].size is 65; it must be 0 to 64"},
+    {"NegativePool",
+     [](DaemonOptions& o) {
+       o.pools = {{"python", -1, {}}};
+     },
+     "pools[0].size is -1"},
+    {"TwoPoolsOneLanguage",
+     [](DaemonOptions& o) {
+       o.pools = {{"bash", 1, {}}, {"bash", 2, {}}};
+     },
+     "pools[1] is a second pool for bash"},
+    {"WarmForBash",
+     [](DaemonOptions& o) {
+       o.pools = {{"bash", 1, {"numpy"}}};
+     },
+     "pools[0].warm lists modules for a bash pool"},
+    {"WarmIsNotAModule",
+     [](DaemonOptions& o) {
+       o.pools = {{"python", 1, {"os; import shutil"}}};
+     },
+     "pools[0].warm has 'os; import shutil', which is not a Python module name"},
+
+    // Admission, shutdown, logs.
+    {"ZeroQueue", [](DaemonOptions& o) { o.queue.max_depth = 0; }, "queue.max_depth is 0"},
+    {"ZeroQueueWait", [](DaemonOptions& o) { o.queue.max_wait_ms = 0; }, "queue.max_wait_ms is 0"},
+    {"ZeroPerTenant", [](DaemonOptions& o) { o.max_concurrent_per_tenant = 0; },
+     "max_concurrent_per_tenant is 0"},
+    {"NegativeGrace", [](DaemonOptions& o) { o.shutdown_grace_ms = -1; },
+     "shutdown_grace_ms is -1; it must be 0 to 3600000"},
+    {"LogFormat", [](DaemonOptions& o) { o.log.format = "xml"; },
+     "log.format is 'xml'; it must be text or json"},
+    {"LogLevel", [](DaemonOptions& o) { o.log.level = "verbose"; },
+     "log.level is 'verbose'; it must be trace, debug, info, warn or error"},
+
+    // Executor and kernels.
+    {"NoHostIds", [](DaemonOptions& o) { o.executor.host_id_count = 0; },
+     "executor.host_id_count is 0"},
+    {"HostIdsOfRealUsers", [](DaemonOptions& o) { o.executor.host_id_base = 1000; },
+     "executor.host_id_base is 1000; ids below 65536 belong to real users"},
+    {"HostIdsPastTheEnd",
+     [](DaemonOptions& o) {
+       o.executor.host_id_base = 0xFFFF0000u;
+       o.executor.host_id_count = 0x10000;
+     },
+     "the range must end below 4294967295"},
+    {"RelativeKernelsDir", [](DaemonOptions& o) { o.kernels_dir = "kernels"; },
+     "kernels_dir is 'kernels': use an absolute path"},
+    {"MissingKernelsDir", [](DaemonOptions& o) { o.kernels_dir = "/nonexistent/kernels"; },
+     "kernels_dir is '/nonexistent/kernels', which is not a directory"},
+};
+
+class ValidateRuleTest : public ::testing::TestWithParam<Rule> {};
+
+TEST_P(ValidateRuleTest, GivesItsMessage) {
+  DaemonOptions options;
+  GetParam().change(options);
+  absl::Status status = options.Validate();
+  if (std::string(GetParam().message).empty()) {
+    EXPECT_TRUE(status.ok()) << status;
+  } else {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().message));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, ValidateRuleTest, ::testing::ValuesIn(kRules),
+                         [](const ::testing::TestParamInfo<Rule>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(ValidateTest, TlsFilesThatExistSatisfyEveryTcpListener) {
+  TempDir dir;
+  DaemonOptions options;
+  options.listen = {"0.0.0.0:7000", "127.0.0.1:7001"};
+  options.tls.cert_file = dir.Write("cert.pem", "cert");
+  options.tls.key_file = dir.Write("key.pem", "key");
+  options.tls.client_ca_file = dir.Write("ca.pem", "ca");  // mTLS authenticates callers
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+
+  options.tls.client_ca_file.clear();
+  options.auth.tokens_file = "/etc/warden/tokens.json";  // or bearer tokens do
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
+
+TEST(ValidateTest, KernelsDirThatExistsIsAccepted) {
+  TempDir dir;
+  DaemonOptions options;
+  options.kernels_dir = dir.path();
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
+
+TEST(ValidateTest, EveryProblemIsReportedAtOnce) {
+  DaemonOptions options;
+  options.listen = {"127.0.0.1:7000"};
+  options.log.format = "xml";
+  options.pools = {{"ruby", 1, {}}};
+  const absl::Status status = options.Validate();
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("3 problems in the configuration:"),
+                    HasSubstr("TCP listener 127.0.0.1:7000 has no TLS"),
+                    HasSubstr("log.format is 'xml'"), HasSubstr("pools[0].language is 'ruby'")));
+}
+
+}  // namespace
+}  // namespace warden

@@ -1,0 +1,133 @@
+#include "server/session_manager.h"
+
+#include <sys/random.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace warden {
+
+std::string SessionManager::NewId() {
+  unsigned char bytes[12];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return "s-" + absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+}
+
+absl::Status SessionManager::Reserve(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  if (total_ >= options_.max_total) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds its maximum of ", options_.max_total, " sessions; close some first"));
+  }
+  int& mine = per_tenant_[tenant];
+  if (mine >= options_.max_per_tenant) {
+    return absl::ResourceExhaustedError(absl::StrCat("you hold your maximum of ",
+                                                     options_.max_per_tenant,
+                                                     " sessions; close some first"));
+  }
+  ++mine;
+  ++total_;
+  return absl::OkStatus();
+}
+
+void SessionManager::Unreserve(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  if (--per_tenant_[tenant] <= 0) per_tenant_.erase(tenant);
+  --total_;
+}
+
+std::shared_ptr<ManagedSession> SessionManager::Register(std::unique_ptr<ManagedSession> entry) {
+  entry->id = NewId();
+  entry->Touch();
+  std::shared_ptr<ManagedSession> shared(std::move(entry));
+  absl::MutexLock lock(&mu_);
+  sessions_[shared->id] = shared;
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Get(const std::string& tenant,
+                                                                    const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  // Another tenant's session is indistinguishable from none at all.
+  if (it == sessions_.end() || it->second->tenant != tenant) {
+    return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
+  }
+  return it->second;
+}
+
+std::vector<std::shared_ptr<ManagedSession>> SessionManager::List(
+    const std::string& tenant, const std::map<std::string, std::string>& labels) const {
+  std::vector<std::shared_ptr<ManagedSession>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, s] : sessions_) {
+    if (s->tenant != tenant) continue;
+    bool match = true;
+    for (const auto& [k, v] : labels) {
+      auto it = s->labels.find(k);
+      match = match && it != s->labels.end() && it->second == v;
+    }
+    if (match) out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->created < b->created; });
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Remove(const std::string& tenant,
+                                                                       const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->tenant != tenant) {
+    return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
+  }
+  auto entry = it->second;
+  sessions_.erase(it);
+  if (--per_tenant_[tenant] <= 0) per_tenant_.erase(tenant);
+  --total_;
+  entry->MarkClosed();
+  return entry;
+}
+
+std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::Time now) {
+  std::vector<std::shared_ptr<ManagedSession>> out;
+  absl::MutexLock lock(&mu_);
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    const auto& s = it->second;
+    // A busy session is idle only once its cell returns; its TTL still holds.
+    const bool idle_expired = !s->busy() && now - s->last_used() >= s->idle_timeout;
+    if (now >= s->expires || idle_expired) {
+      if (--per_tenant_[s->tenant] <= 0) per_tenant_.erase(s->tenant);
+      --total_;
+      s->MarkClosed();
+      out.push_back(s);
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeAll() {
+  std::vector<std::shared_ptr<ManagedSession>> out;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, s] : sessions_) {
+    s->MarkClosed();
+    out.push_back(s);
+  }
+  sessions_.clear();
+  per_tenant_.clear();
+  total_ = 0;
+  return out;
+}
+
+int SessionManager::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(sessions_.size());
+}
+
+}  // namespace warden

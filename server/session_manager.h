@@ -1,0 +1,110 @@
+// SessionManager: the daemon's sessions, by id, each owned by one tenant.
+//
+// A tenant sees and touches only its own sessions: anyone else's id is
+// NOT_FOUND, exactly like an id that never existed. Sessions expire at
+// their time-to-live or after an idle timeout (Reap, called periodically);
+// the number of sessions is capped in total and per tenant. Entries are
+// shared: a closed session lives on until the last call using it returns.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kernel/session.h"
+#include "server/options.h"
+
+namespace warden {
+
+struct ManagedSession {
+  std::string id;
+  std::string tenant;
+  Language language = Language::kPython;
+  std::map<std::string, std::string> labels;
+  absl::Time created;
+  absl::Time expires;
+  absl::Duration idle_timeout;
+  CellLimitsOptions cell_defaults;  // for cells that leave a limit at 0
+  int64_t memory_mb = 0;
+  std::unique_ptr<Session> session;  // set once, before the entry is shared
+
+  absl::Time last_used() const {
+    absl::MutexLock lock(&mu);
+    return last_used_;
+  }
+  void Touch() {
+    absl::MutexLock lock(&mu);
+    last_used_ = absl::Now();
+  }
+  // Marks the session busy for one call, waiting until `deadline` for the
+  // call before it to end (one cell at a time, in order of arrival, like a
+  // Jupyter kernel's queue); false if it stays busy or was closed.
+  bool Begin(absl::Time deadline) {
+    absl::MutexLock lock(&mu);
+    auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !busy_ || closed_; };
+    mu.AwaitWithDeadline(absl::Condition(&free), deadline);
+    if (busy_ || closed_) return false;
+    busy_ = true;
+    return true;
+  }
+  void End() {
+    absl::MutexLock lock(&mu);
+    busy_ = false;
+    last_used_ = absl::Now();
+  }
+  bool busy() const {
+    absl::MutexLock lock(&mu);
+    return busy_;
+  }
+  void MarkClosed() {
+    absl::MutexLock lock(&mu);
+    closed_ = true;
+  }
+
+ private:
+  mutable absl::Mutex mu;
+  absl::Time last_used_ ABSL_GUARDED_BY(mu);
+  bool busy_ ABSL_GUARDED_BY(mu) = false;
+  bool closed_ ABSL_GUARDED_BY(mu) = false;
+};
+
+class SessionManager {
+ public:
+  explicit SessionManager(const SessionsOptions& options) : options_(options) {}
+
+  // Checks the caps for `tenant` and reserves a place; Register fills it.
+  absl::Status Reserve(const std::string& tenant);
+  void Unreserve(const std::string& tenant);
+  // Adds a started session (its id is assigned here) and returns it.
+  std::shared_ptr<ManagedSession> Register(std::unique_ptr<ManagedSession> entry);
+
+  absl::StatusOr<std::shared_ptr<ManagedSession>> Get(const std::string& tenant,
+                                                      const std::string& id) const;
+  // The tenant's sessions carrying every label in `labels`, oldest first.
+  std::vector<std::shared_ptr<ManagedSession>> List(const std::string& tenant,
+                                                    const std::map<std::string, std::string>& labels) const;
+  // Removes and returns the session (for the caller to dispose of).
+  absl::StatusOr<std::shared_ptr<ManagedSession>> Remove(const std::string& tenant,
+                                                         const std::string& id);
+  // Removes sessions past their TTL or idle timeout; returns them.
+  std::vector<std::shared_ptr<ManagedSession>> TakeExpired(absl::Time now);
+  // Removes everything (shutdown).
+  std::vector<std::shared_ptr<ManagedSession>> TakeAll();
+  int size() const;
+
+  static std::string NewId();  // "s-" + 24 random hex digits
+
+ private:
+  const SessionsOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<ManagedSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> per_tenant_ ABSL_GUARDED_BY(mu_);  // registered + reserved
+  int total_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace warden

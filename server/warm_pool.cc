@@ -1,0 +1,136 @@
+#include "server/warm_pool.h"
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace warden {
+
+Disposer::Disposer() : thread_([this] { Loop(); }) {}
+
+Disposer::~Disposer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void Disposer::Dispose(std::unique_ptr<Session> session) {
+  if (!session) return;
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(session));
+}
+
+void Disposer::Loop() {
+  for (;;) {
+    std::unique_ptr<Session> next;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and nothing left
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    next.reset();  // kills the sandbox, removes its cgroup
+  }
+}
+
+WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max_waiting)
+    : executor_(executor), options_(std::move(options)), size_(size), max_waiting_(max_waiting) {}
+
+WarmPool::~WarmPool() { Stop(); }
+
+void WarmPool::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (filler_.joinable()) filler_.join();
+  std::deque<std::unique_ptr<Session>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ready.swap(ready_);
+  }
+}
+
+void WarmPool::Start() {
+  if (size_ > 0) filler_ = std::thread([this] { FillLoop(); });
+}
+
+void WarmPool::FillLoop() {
+  int consecutive_failures = 0;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto needed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || static_cast<int>(ready_.size()) < size_;
+      };
+      mu_.Await(absl::Condition(&needed));
+      if (stopping_) return;
+    }
+    const absl::Time start = absl::Now();
+    auto session = Session::Start(executor_, options_);
+    absl::MutexLock lock(&mu_);
+    if (!session.ok()) {
+      ++stats_.start_failures;
+      spdlog::error("warm pool ({}): cannot start a kernel: {}", LanguageName(options_.language),
+                    std::string(session.status().message()));
+      // Back off (up to 5 s) so a broken host does not spin; stop early on shutdown.
+      const absl::Duration pause = absl::Milliseconds(100) * (1 << std::min(++consecutive_failures, 6));
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stopping), pause);
+      continue;
+    }
+    consecutive_failures = 0;
+    last_start_ = absl::Now() - start;
+    ready_.push_back(std::move(*session));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) {
+  if (size_ == 0) return Session::Start(executor_, options_);
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the server is shutting down");
+  ++stats_.acquired;
+  if (ready_.empty()) {
+    ++stats_.misses;
+    if (stats_.waiting >= max_waiting_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "all ", size_, " warm ", LanguageName(options_.language), " workers are busy and ",
+          stats_.waiting, " requests already wait; retry in about ",
+          absl::ToInt64Milliseconds(last_start_), " ms"));
+    }
+    ++stats_.waiting;
+    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !ready_.empty(); };
+    mu_.AwaitWithDeadline(absl::Condition(&available), deadline);
+    --stats_.waiting;
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
+    if (ready_.empty()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no warm ", LanguageName(options_.language),
+          " worker became free in time; retry in about ", absl::ToInt64Milliseconds(last_start_), " ms"));
+    }
+  }
+  // A ready session may have died while it waited (killed from outside, say).
+  while (!ready_.empty()) {
+    std::unique_ptr<Session> session = std::move(ready_.front());
+    ready_.pop_front();
+    if (session->Alive()) return session;
+    ++stats_.start_failures;
+    spdlog::warn("warm pool ({}): dropping a worker that died while idle", LanguageName(options_.language));
+  }
+  mu_.Unlock();
+  auto fresh = Session::Start(executor_, options_);  // the filler catches up meanwhile
+  mu_.Lock();
+  return fresh;
+}
+
+WarmPoolStats WarmPool::Stats() const {
+  absl::MutexLock lock(&mu_);
+  WarmPoolStats stats = stats_;
+  stats.ready = static_cast<int>(ready_.size());
+  return stats;
+}
+
+}  // namespace warden

@@ -1,0 +1,78 @@
+// WarmPool: ready sessions of one language (kernel started, heavy modules
+// imported), so that a one-shot execution or a new session does not wait
+// for an interpreter to start. A background thread keeps `size` of them
+// ready; Acquire hands one out (each is used once, by one caller) and waits
+// in a bounded queue when the pool is empty. Disposer tears sessions down
+// off the request path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kernel/session.h"
+
+namespace warden {
+
+// Destroys sessions on its own thread: killing a sandbox and removing its
+// cgroup takes milliseconds nobody should wait for.
+class Disposer {
+ public:
+  Disposer();
+  ~Disposer();  // disposes of everything still queued
+  void Dispose(std::unique_ptr<Session> session);
+
+ private:
+  void Loop();
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<Session>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+struct WarmPoolStats {
+  int ready = 0;
+  int waiting = 0;
+  int64_t acquired = 0;
+  int64_t misses = 0;  // acquisitions that found the pool empty
+  int64_t start_failures = 0;
+};
+
+class WarmPool {
+ public:
+  // `executor` is not owned. `size` 0 means: start each session on demand.
+  WarmPool(Executor& executor, SessionOptions options, int size, int max_waiting);
+  ~WarmPool();
+
+  // Starts the filling thread.
+  void Start();
+  // Stops filling and drops the ready sessions; Acquire then fails. Idempotent.
+  void Stop();
+  // A ready session, or RESOURCE_EXHAUSTED when `max_waiting` callers already
+  // wait or none is ready by `deadline` (the message says when to retry).
+  absl::StatusOr<std::unique_ptr<Session>> Acquire(absl::Time deadline);
+  WarmPoolStats Stats() const;
+  const SessionOptions& options() const { return options_; }
+
+ private:
+  void FillLoop();
+
+  Executor& executor_;
+  const SessionOptions options_;
+  const int size_;
+  const int max_waiting_;
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Session>> ready_ ABSL_GUARDED_BY(mu_);
+  WarmPoolStats stats_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration last_start_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(100);
+  std::thread filler_;
+};
+
+}  // namespace warden
