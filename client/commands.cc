@@ -106,17 +106,22 @@ int CommandRunner::operator()(const ExecCommand& command) {
   return ExitCodeFor(response);
 }
 
-int CommandRunner::operator()(const SessionCreateCommand& command) {
-  v1::Session session;
-  grpc::Status status =
-      Call(&v1::Executor::StubInterface::CreateSession, command.request, &session);
+// Create and restart answer the same way: the session's id, or its JSON.
+int CommandRunner::PrintSessionId(const grpc::Status& status, const v1::Session& session, bool json) {
   if (!status.ok()) return RpcFailed(status);
-  if (command.json) {
+  if (json) {
     PrintJson(SessionToJson(session));
   } else {
     io_.out << session.id() << "\n";
   }
   return kExitOk;
+}
+
+int CommandRunner::operator()(const SessionCreateCommand& command) {
+  v1::Session session;
+  grpc::Status status =
+      Call(&v1::Executor::StubInterface::CreateSession, command.request, &session);
+  return PrintSessionId(status, session, command.json);
 }
 
 int CommandRunner::operator()(const SessionListCommand& command) {
@@ -171,13 +176,7 @@ int CommandRunner::operator()(const SessionRestartCommand& command) {
   v1::Session session;
   grpc::Status status =
       Call(&v1::Executor::StubInterface::RestartSession, command.request, &session);
-  if (!status.ok()) return RpcFailed(status);
-  if (command.json) {
-    PrintJson(SessionToJson(session));
-  } else {
-    io_.out << session.id() << "\n";
-  }
-  return kExitOk;
+  return PrintSessionId(status, session, command.json);
 }
 
 int CommandRunner::operator()(const FilesPutCommand& command) {

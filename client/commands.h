@@ -74,6 +74,7 @@ class CommandRunner {
   }
 
   std::unique_ptr<grpc::ClientContext> NewCallContext(absl::Duration timeout) const;
+  int PrintSessionId(const grpc::Status& status, const v1::Session& session, bool json);
   int RpcFailed(const grpc::Status& status);    // prints the one-line error; 125
   int LocalFailed(const absl::Status& status);  // a local file; 2
   void PrintJson(const nlohmann::json& json);

@@ -15,48 +15,18 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 
-from kernel_harness import KernelProcess  # noqa: E402
+from kernel_harness import KernelProcess, SharedKernelTestCase  # noqa: E402
 
 BASH = "/bin/bash"
 KERNEL = os.path.join(HERE, "warden_kernel.sh")
 ARGV = [BASH, "--noprofile", "--norc", KERNEL]  # as the supervisor starts it
 
 
-class KernelTestCase(unittest.TestCase):
-    """One kernel for the whole class unless fresh_kernel_per_test; tests
-    use their own names, so shared state is harmless."""
-
-    fresh_kernel_per_test = False
-    kernel_broken = False
-
-    @classmethod
-    def setUpClass(cls):
-        cls.workdir = tempfile.TemporaryDirectory()
-        if not cls.fresh_kernel_per_test:
-            cls.kernel = KernelProcess(ARGV, cwd=cls.workdir.name)
-
-    @classmethod
-    def tearDownClass(cls):
-        if not cls.fresh_kernel_per_test:
-            cls.kernel.close()
-        cls.workdir.cleanup()
-
-    def setUp(self):
-        if self.fresh_kernel_per_test:
-            self.kernel = KernelProcess(ARGV, cwd=self.workdir.name)
-            self.addCleanup(self.kernel.close)
-        elif self.kernel.proc.poll() is not None or self.kernel_broken:
-            # A test killed or wedged the shared kernel: the next one gets a new one.
-            type(self).kernel.close()
-            type(self).kernel = KernelProcess(ARGV, cwd=self.workdir.name)
-            type(self).kernel_broken = False
+class KernelTestCase(SharedKernelTestCase):
+    ARGV = ARGV
 
     def run_cell(self, code, timeout=10):
-        try:
-            cell = self.kernel.execute(code, timeout=timeout)
-        except (TimeoutError, EOFError):
-            type(self).kernel_broken = True
-            raise
+        cell = super().run_cell(code, timeout=timeout)
         # Bash cells never produce results; done always carries exit_code.
         self.assertIsNone(cell.result)
         self.assertIn("exit_code", cell.done)

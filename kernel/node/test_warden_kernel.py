@@ -15,47 +15,14 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 
-from kernel_harness import KernelProcess  # noqa: E402
+from kernel_harness import KernelProcess, SharedKernelTestCase  # noqa: E402
 
 NODE = "/usr/bin/node"
 KERNEL = os.path.join(HERE, "warden_kernel.js")
 
 
-class KernelTestCase(unittest.TestCase):
-    """One kernel for the whole class (kernels take a while to start on a
-    busy machine); tests use their own names, so shared state is harmless."""
-
-    fresh_kernel_per_test = False
-    kernel_broken = False
-
-    @classmethod
-    def setUpClass(cls):
-        cls.workdir = tempfile.TemporaryDirectory()
-        if not cls.fresh_kernel_per_test:
-            cls.kernel = KernelProcess([NODE, KERNEL], cwd=cls.workdir.name)
-
-    @classmethod
-    def tearDownClass(cls):
-        if not cls.fresh_kernel_per_test:
-            cls.kernel.close()
-        cls.workdir.cleanup()
-
-    def setUp(self):
-        if self.fresh_kernel_per_test:
-            self.kernel = KernelProcess([NODE, KERNEL], cwd=self.workdir.name)
-            self.addCleanup(self.kernel.close)
-        elif self.kernel.proc.poll() is not None or self.kernel_broken:
-            # A test killed or wedged the shared kernel: the next one gets a new one.
-            type(self).kernel.close()
-            type(self).kernel = KernelProcess([NODE, KERNEL], cwd=self.workdir.name)
-            type(self).kernel_broken = False
-
-    def run_cell(self, code, **kwargs):
-        try:
-            return self.kernel.execute(code, timeout=kwargs.pop("timeout", 10), **kwargs)
-        except (TimeoutError, EOFError):
-            type(self).kernel_broken = True
-            raise
+class KernelTestCase(SharedKernelTestCase):
+    ARGV = [NODE, KERNEL]
 
     def ok(self, code):
         cell = self.run_cell(code)

@@ -12,7 +12,9 @@ import select
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+import unittest
 
 
 class Cell:
@@ -207,3 +209,42 @@ class KernelProcess:
             if not chunk:
                 return None
             self._buf += chunk
+
+
+class SharedKernelTestCase(unittest.TestCase):
+    """A unittest base for a kernel's protocol tests: one kernel (started
+    with the class's ARGV) for the whole class unless fresh_kernel_per_test;
+    a test that kills or wedges it makes the next test start a new one.
+    Tests use their own names, so shared state is harmless."""
+
+    ARGV = None  # set by the subclass: how the supervisor starts the kernel
+    fresh_kernel_per_test = False
+    kernel_broken = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workdir = tempfile.TemporaryDirectory()
+        if not cls.fresh_kernel_per_test:
+            cls.kernel = KernelProcess(cls.ARGV, cwd=cls.workdir.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        if not cls.fresh_kernel_per_test:
+            cls.kernel.close()
+        cls.workdir.cleanup()
+
+    def setUp(self):
+        if self.fresh_kernel_per_test:
+            self.kernel = KernelProcess(self.ARGV, cwd=self.workdir.name)
+            self.addCleanup(self.kernel.close)
+        elif self.kernel.proc.poll() is not None or self.kernel_broken:
+            type(self).kernel.close()
+            type(self).kernel = KernelProcess(self.ARGV, cwd=self.workdir.name)
+            type(self).kernel_broken = False
+
+    def run_cell(self, code, **kwargs):
+        try:
+            return self.kernel.execute(code, timeout=kwargs.pop("timeout", 10), **kwargs)
+        except (TimeoutError, EOFError):
+            type(self).kernel_broken = True
+            raise
