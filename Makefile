@@ -11,7 +11,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev \
   python3 python3-numpy python3-pandas python3-matplotlib \
-  python3-grpcio python3-protobuf nodejs iproute2
+  python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2
 
 .PHONY: all deps build test test-unit test-sandbox run demo clean install
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -399,6 +400,11 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
     }
     if (!done && !lost && (ready & Worker::kEnded)) {
       lost = absl::StrCat("the kernel died: ", DescribeExit(*worker));
+      if (worker->main_exited()) {
+        const int status = worker->main_status();
+        if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+      }
     }
   }
 
@@ -410,6 +416,7 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
   r.cpu_ms = (after.cpu_usage_ns - before.cpu_usage_ns) / 1'000'000;
   r.peak_memory_bytes = after.peak_memory_bytes;
   const bool oom = after.oom_kills > before.oom_kills;
+  r.limit = stop;
 
   if (lost) {
     MarkLost(*lost);

@@ -85,7 +85,11 @@ struct CellResult {
   std::optional<MimeBundle> result;      // the trailing expression's value
   std::vector<MimeBundle> displays;      // rich output (plots), in order
   std::optional<CellError> error;
-  std::optional<int> exit_code;          // bash: the cell's exit status
+  std::optional<int> exit_code;          // bash: the cell's exit status; or the dead kernel's
+  int signal = 0;                        // the signal that killed the kernel, if one did
+  // The limit that stopped the cell (WALL_TIMEOUT, CPU_TIMEOUT or
+  // OUTPUT_LIMIT), also when the kernel then had to be killed (SESSION_LOST).
+  std::optional<Outcome> limit;
   int64_t wall_ms = 0;
   int64_t cpu_ms = 0;                    // CPU used during this cell (cgroup delta)
   int64_t peak_memory_bytes = 0;         // the session's peak so far

@@ -91,6 +91,7 @@ void FillResponse(const CellResult& cell, const std::string& session_id, v1::Exe
   if (cell.error) *out->mutable_error() = ToProto(*cell.error);
   out->set_execution_count(cell.execution_count);
   out->set_exit_code(cell.exit_code.value_or(-1));
+  out->set_signal(cell.signal);
   out->set_wall_ms(cell.wall_ms);
   out->set_cpu_ms(cell.cpu_ms);
   out->set_peak_memory_bytes(cell.peak_memory_bytes);

@@ -20,11 +20,6 @@
 namespace warden {
 namespace {
 
-bool IsLoopbackHost(absl::string_view address) {
-  return absl::StartsWith(address, "127.") || absl::StartsWith(address, "localhost:") ||
-         absl::StartsWith(address, "[::1]:");
-}
-
 absl::StatusOr<std::string> ReadWhole(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -48,7 +43,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
     }
     return grpc::SslServerCredentials(ssl);
   }
-  if (IsLoopbackHost(address) && options.allow_insecure_loopback) return grpc::InsecureServerCredentials();
+  if (IsLoopbackListenAddress(address) && options.allow_insecure_loopback) {
+    return grpc::InsecureServerCredentials();
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "TCP listener ", address, " has no TLS: set tls.cert_file/key_file, or bind it to loopback and "
       "set allow_insecure_loopback (for testing)"));
@@ -98,7 +95,12 @@ absl::Status Daemon::Start() {
     builder.AddListeningPort(address, credentials, ports.back().get());
   }
   builder.RegisterService(service_.get());
+  // No other user may connect to the UNIX sockets, not even in the moment
+  // between bind and the chmod below. (The umask is process-wide; sandboxes
+  // set their own, so the ones being built meanwhile are unaffected.)
+  const mode_t old_umask = umask(0077);
   server_ = builder.BuildAndStart();
+  umask(old_umask);
   if (!server_) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", absl::StrJoin(options_.listen, ", "),
@@ -106,8 +108,7 @@ absl::Status Daemon::Start() {
   }
   for (size_t i = 0; i < options_.listen.size(); ++i) {
     const std::string& address = options_.listen[i];
-    // Only the daemon's user may connect to its UNIX sockets. (Not via
-    // umask: that is process-wide, and sandboxes are being built meanwhile.)
+    // Only the daemon's user may connect to its UNIX sockets.
     if (absl::StartsWith(address, "unix:") && chmod(address.substr(5).c_str(), 0600) != 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", address.substr(5)));
     }

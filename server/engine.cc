@@ -247,10 +247,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
       return absl::InvalidArgumentError("a session's memory is fixed when it is created");
     }
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, entry->cell_defaults));
-    if (!entry->Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms))) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "session ", entry->id, " is still running another cell; wait for it or interrupt it"));
-    }
+    RETURN_IF_ERROR(entry->Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));
     session = entry->session.get();
     language = entry->language;
     out.session_id = entry->id;
@@ -283,6 +280,16 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     out.cell = session->Execute(call.code, limits, on_event);
   }
   if (cancellation) cancellation->Detach();
+  if (one_shot && out.cell.outcome == Outcome::kSessionLost) {
+    // A one-shot has no session to lose: say what happened to the program.
+    if (out.cell.limit) {
+      out.cell.outcome = *out.cell.limit;
+    } else if (out.cell.signal != 0) {
+      out.cell.outcome = Outcome::kSignaled;
+    } else if (out.cell.exit_code) {
+      out.cell.outcome = *out.cell.exit_code == 0 ? Outcome::kOk : Outcome::kNonzeroExit;
+    }
+  }
   if (entry) entry->End();
   if (one_shot) disposer_.Dispose(std::move(one_shot));  // after the reply, off this path
 
@@ -374,10 +381,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
                                                                        const std::string& id,
                                                                        bool clear_workspace) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
-  if (!entry->Begin(absl::Now())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("session ", id, " is running a cell; interrupt it before restarting"));
-  }
+  RETURN_IF_ERROR(entry->Begin(absl::Now()));
   absl::Status restarted = entry->session->Restart(clear_workspace);
   entry->End();
   RETURN_IF_ERROR(restarted);

@@ -132,8 +132,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("wardend listening on {}", absl::StrJoin((*daemon)->listening(), ", "));
+  // The CLI sits next to wardend (build/bin, or the install prefix's bin).
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string cli = "warden";
+  if (len > 0) {
+    const std::string exe(self, static_cast<size_t>(len));
+    cli = exe.substr(0, exe.rfind('/') + 1) + "warden";
+  }
   std::cerr << "\nwardend is running. Try it:\n"
-            << "  build/bin/warden --addr " << (*daemon)->listening().front()
+            << "  " << cli << " --addr " << (*daemon)->listening().front()
             << " exec - <<< 'print(\"hello from the sandbox\")'\n"
             << "Stop it with Ctrl-C (SIGINT) or SIGTERM.\n\n";
 

@@ -746,4 +746,9 @@ absl::Status DaemonOptions::Validate() const {
   return p.ToStatus("the configuration");
 }
 
+bool IsLoopbackListenAddress(const std::string& address) {
+  auto parsed = ParseAddress("listen", address, /*allow_unix=*/false, /*allow_host_names=*/true);
+  return parsed.ok() && parsed->loopback;
+}
+
 }  // namespace warden

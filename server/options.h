@@ -91,4 +91,8 @@ struct DaemonOptions {
   absl::Status Validate() const;
 };
 
+// True for a TCP listen address ("HOST:PORT") whose host is loopback, by the
+// same parser Validate() uses: 127.0.0.0/8, ::1, ::ffff:127.x, localhost.
+bool IsLoopbackListenAddress(const std::string& address);
+
 }  // namespace warden

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -43,14 +44,21 @@ struct ManagedSession {
   }
   // Marks the session busy for one call, waiting until `deadline` for the
   // call before it to end (one cell at a time, in order of arrival, like a
-  // Jupyter kernel's queue); false if it stays busy or was closed.
-  bool Begin(absl::Time deadline) {
+  // Jupyter kernel's queue). NOT_FOUND if it was closed meanwhile,
+  // FAILED_PRECONDITION if it stayed busy.
+  absl::Status Begin(absl::Time deadline) {
     absl::MutexLock lock(&mu);
     auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !busy_ || closed_; };
     mu.AwaitWithDeadline(absl::Condition(&free), deadline);
-    if (busy_ || closed_) return false;
+    if (closed_) {
+      return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
+    }
+    if (busy_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session ", id, " is still running another cell; wait for it or interrupt it"));
+    }
     busy_ = true;
-    return true;
+    return absl::OkStatus();
   }
   void End() {
     absl::MutexLock lock(&mu);

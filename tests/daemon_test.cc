@@ -121,6 +121,46 @@ TEST_F(DaemonTest, BashAndPlotsWork) {
   EXPECT_EQ(plot.results(0).data().at("image/png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
+TEST_F(DaemonTest, OneShotReportsWhatHappenedToTheProgramNotALostSession) {
+  v1::ExecuteResponse exited = Execute("import os\nos._exit(2)");
+  EXPECT_EQ(exited.outcome(), v1::OUTCOME_NONZERO_EXIT) << exited.DebugString();
+  EXPECT_EQ(exited.exit_code(), 2);
+  v1::ExecuteResponse killed = Execute("kill -9 $$", "", v1::LANGUAGE_BASH);
+  EXPECT_EQ(killed.outcome(), v1::OUTCOME_SIGNALED) << killed.DebugString();
+  EXPECT_EQ(killed.signal(), 9);
+  // A cell that ignores the interrupt at its deadline is killed: for a
+  // one-shot that is simply the wall-clock limit.
+  v1::ExecuteRequest runaway;
+  runaway.set_code("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass");
+  runaway.mutable_limits()->set_wall_ms(300);
+  v1::ExecuteResponse response;
+  ASSERT_TRUE(stub_->Execute(Context().get(), runaway, &response).ok());
+  EXPECT_EQ(response.outcome(), v1::OUTCOME_WALL_TIMEOUT) << response.DebugString();
+}
+
+TEST_F(DaemonTest, CallQueuedOnASessionThatGetsClosedIsNotFound) {
+  const std::string id = CreateSession();
+  std::thread first([&] { Execute("import time\ntime.sleep(1.5)", id); });
+  // Wait until the first cell runs, then queue a second one behind it.
+  v1::GetSessionRequest get;
+  get.set_session_id(id);
+  for (int i = 0; i < 1000; ++i) {
+    v1::Session s;
+    if (stub_->GetSession(Context().get(), get, &s).ok() && s.state() == v1::SESSION_STATE_BUSY) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  grpc::Status queued_status;
+  std::thread second([&] { Execute("print(2)", id, v1::LANGUAGE_PYTHON, &queued_status); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it queue
+  v1::CloseSessionRequest close;
+  close.set_session_id(id);
+  v1::CloseSessionResponse closed;
+  ASSERT_TRUE(stub_->CloseSession(Context().get(), close, &closed).ok());
+  first.join();
+  second.join();
+  EXPECT_EQ(queued_status.error_code(), grpc::StatusCode::NOT_FOUND) << queued_status.error_message();
+}
+
 TEST_F(DaemonTest, ExecuteStreamSendsEventsInOrderThenTheSummary) {
   v1::ExecuteRequest request;
   request.set_code("import sys, time\nprint('one', flush=True)\ntime.sleep(0.3)\nprint('two')\n'value'");

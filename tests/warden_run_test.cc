@@ -111,3 +111,34 @@ TEST(WardenRunTest, CheckReportsThisHostAndSucceeds) {
 }
 
 }  // namespace
+
+namespace {
+
+// `wardend --check`: what the host supports and whether the configuration
+// can be honoured, with an exit status operators can script.
+Output WardendCheck(const std::string& args) {
+  Output o;
+  FILE* p = popen(absl::StrCat(WARDEN_BIN_DIR, "/wardend --check ", args, " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  int status = pclose(p);
+  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+TEST(WardendCheckTest, ReportsTheCgroupVersionAndAcceptsTheDefaults) {
+  Output o = WardendCheck("");
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("cgroup v1"), std::string::npos) << o.out;  // this host is v1
+  EXPECT_NE(o.out.find("configuration: ok"), std::string::npos) << o.out;
+}
+
+TEST(WardendCheckTest, FailsOnAConfigurationItCannotHonour) {
+  Output o = WardendCheck("--listen 0.0.0.0:7000");
+  EXPECT_NE(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("INVALID"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("tls"), std::string::npos) << o.out;
+}
+
+}  // namespace
