@@ -138,8 +138,15 @@ std::shared_ptr<grpc::ChannelCredentials> CredentialsFor(Transport transport,
   return grpc::SslCredentials(ssl);  // unreachable; never fall back to plaintext
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const Endpoint& endpoint,
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const Endpoint& given,
                                                        const TlsFiles& files) {
+  // Loopback is plain text, unless TLS files are given: then the caller
+  // means a TLS listener (e.g. one reached through an ssh tunnel).
+  Endpoint endpoint = given;
+  if (endpoint.transport == Transport::kLoopbackTcp &&
+      (!files.ca_file.empty() || !files.cert_file.empty())) {
+    endpoint.transport = Transport::kTls;
+  }
   grpc::SslCredentialsOptions ssl;
   if (endpoint.transport == Transport::kTls) {
     auto options = SslOptionsFrom(files);

@@ -87,7 +87,11 @@ void FillResponse(const CellResult& cell, const std::string& session_id, v1::Exe
   out->set_stdout_truncated(cell.stdout_truncated);
   out->set_stderr_truncated(cell.stderr_truncated);
   for (const MimeBundle& display : cell.displays) *out->add_results() = ToProto(display);
-  if (cell.result) *out->add_results() = ToProto(*cell.result);
+  if (cell.result) {
+    v1::Result* value = out->add_results();
+    *value = ToProto(*cell.result);
+    value->set_is_result(true);
+  }
   if (cell.error) *out->mutable_error() = ToProto(*cell.error);
   out->set_execution_count(cell.execution_count);
   out->set_exit_code(cell.exit_code.value_or(-1));

@@ -110,7 +110,10 @@ v1::ExecuteEvent ToEvent(const CellEvent& event) {
     case CellEvent::Kind::kStdout: out.set_stdout(event.text); break;
     case CellEvent::Kind::kStderr: out.set_stderr(event.text); break;
     case CellEvent::Kind::kDisplayData: *out.mutable_display() = ToProto(event.data); break;
-    case CellEvent::Kind::kExecuteResult: *out.mutable_result() = ToProto(event.data); break;
+    case CellEvent::Kind::kExecuteResult:
+      *out.mutable_result() = ToProto(event.data);
+      out.mutable_result()->set_is_result(true);
+      break;
     case CellEvent::Kind::kError: *out.mutable_error() = ToProto(event.error); break;
   }
   return out;

@@ -670,6 +670,20 @@ TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheClientCa) {
   EXPECT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
 }
 
+TEST_F(TlsTest, CliReachesATlsListenerOnLoopbackGivenTheCa) {
+  StartDaemon(Options());
+  const std::string cli = absl::StrCat(WARDEN_BIN_DIR, "/warden --addr ", daemon_->listening().front(),
+                                       " exec -");
+  std::string output;
+  // Without the CA the CLI speaks plain text to loopback: refused.
+  EXPECT_NE(Shell(absl::StrCat("echo 'print(6*7)' | ", cli, " 2>&1"), &output), 0) << output;
+  output.clear();
+  const int code = Shell(absl::StrCat("echo 'print(6*7)' | WARDEN_CA_FILE=", dir_, "/ca.pem ", cli, " 2>&1"),
+                         &output);
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_EQ(output, "42\n");
+}
+
 TEST_F(TlsTest, NetworkListenerMustAuthenticateCallers) {
   // TLS alone proves who the server is, not who the caller is.
   DaemonOptions options = Options();

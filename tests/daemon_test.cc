@@ -93,6 +93,7 @@ TEST_F(DaemonTest, OneShotExecuteReturnsJupyterShapedResult) {
   EXPECT_EQ(r.stdout(), "hi\n");
   ASSERT_EQ(r.results_size(), 1);
   EXPECT_EQ(r.results(0).data().at("text/plain"), "42");
+  EXPECT_TRUE(r.results(0).is_result());
   EXPECT_EQ(r.execution_count(), 1);
   EXPECT_TRUE(r.session_id().empty());
 }
@@ -118,6 +119,7 @@ TEST_F(DaemonTest, BashAndPlotsWork) {
   v1::ExecuteResponse plot = Execute("import matplotlib.pyplot as plt\nplt.plot([1, 2]);");
   ASSERT_EQ(plot.outcome(), v1::OUTCOME_OK) << plot.message();
   ASSERT_EQ(plot.results_size(), 1);
+  EXPECT_FALSE(plot.results(0).is_result());  // a plot is display data
   EXPECT_EQ(plot.results(0).data().at("image/png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
