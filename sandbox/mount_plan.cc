@@ -20,11 +20,10 @@ constexpr uint64_t kReadOnlyAttrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUN
 
 std::string Relative(const std::string& absolute) { return absolute.substr(1); }
 
-MountOp Dir(std::string target, mode_t mode = 0755) {
+MountOp Dir(std::string target) {
   MountOp op;
   op.kind = MountOp::Kind::kDir;
   op.target = std::move(target);
-  op.mode = mode;
   return op;
 }
 

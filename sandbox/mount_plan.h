@@ -54,7 +54,7 @@ struct FilesystemSpec {
 
 struct MountOp {
   enum class Kind {
-    kDir,        // mkdir target
+    kDir,        // mkdir target (0755, like every mount point)
     kSymlink,    // target -> source (link text)
     kFile,       // write `contents` to target (mode 0644)
     kBind,       // bind host `source` recursively at target with `attrs`
@@ -69,7 +69,7 @@ struct MountOp {
   bool target_is_file = false;  // kBind of a regular or device file
   uint64_t attrs = 0;           // MOUNT_ATTR_* set on the mount
   int64_t size_bytes = 0;       // kTmpfs
-  mode_t mode = 0755;           // kDir, kTmpfs
+  mode_t mode = 0755;           // kTmpfs
   uid_t uid = 0;                // kTmpfs owner inside the user namespace; 0 = the init
   gid_t gid = 0;
   // Pre-formatted fsconfig values, so the child formats nothing (uid_text and

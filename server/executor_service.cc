@@ -326,7 +326,12 @@ grpc::ServerUnaryReactor* ExecutorService::CloseSession(grpc::CallbackServerCont
                                                         v1::CloseSessionResponse*) {
   auto tenant = Tenant(ctx);
   if (!tenant.ok()) return FinishNow(ctx, tenant.status());
-  return FinishNow(ctx, engine_.CloseSession(*tenant, request->session_id()));
+  // Closing may tear the sandbox down (milliseconds): not on gRPC's thread.
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, tenant = *tenant, id = request->session_id()] {
+    reactor->Finish(ToGrpc(engine_.CloseSession(tenant, id)));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ExecutorService::InterruptSession(grpc::CallbackServerContext* ctx,

@@ -16,18 +16,23 @@ struct Output {
   std::string out;
 };
 
-// Runs warden-run with `args` (already shell-quoted) and `input` on stdin.
-Output WardenRun(const std::string& args, const std::string& input = "") {
-  std::string command = absl::StrCat(WARDEN_BIN_DIR, "/warden-run ", args);
-  if (!input.empty()) command = absl::StrCat("printf '%s' '", input, "' | ", command);
+// Runs a shell command; returns its exit status and stdout.
+Output RunCommand(const std::string& command) {
   Output o;
-  FILE* p = popen((command + " 2>/dev/null").c_str(), "r");
+  FILE* p = popen(command.c_str(), "r");
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
   int status = pclose(p);
   o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return o;
+}
+
+// Runs warden-run with `args` (already shell-quoted) and `input` on stdin.
+Output WardenRun(const std::string& args, const std::string& input = "") {
+  std::string command = absl::StrCat(WARDEN_BIN_DIR, "/warden-run ", args);
+  if (!input.empty()) command = absl::StrCat("printf '%s' '", input, "' | ", command);
+  return RunCommand(command + " 2>/dev/null");
 }
 
 nlohmann::json Json(const Output& o) {
@@ -117,14 +122,7 @@ namespace {
 // `wardend --check`: what the host supports and whether the configuration
 // can be honoured, with an exit status operators can script.
 Output WardendCheck(const std::string& args) {
-  Output o;
-  FILE* p = popen(absl::StrCat(WARDEN_BIN_DIR, "/wardend --check ", args, " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
-  int status = pclose(p);
-  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
+  return RunCommand(absl::StrCat(WARDEN_BIN_DIR, "/wardend --check ", args, " 2>&1"));
 }
 
 TEST(WardendCheckTest, ReportsTheCgroupVersionAndAcceptsTheDefaults) {

@@ -580,15 +580,27 @@ class Kernel:
         return value
 
     def run_coroutine(self, coro):
+        import asyncio
         loop = self.event_loop()
+        earlier = asyncio.all_tasks(loop)
         task = loop.create_task(coro)
         try:
             return loop.run_until_complete(task)
-        finally:
-            # Interrupted while suspended: it must not resume in a later
-            # cell's loop run, except to unwind (CancelledError).
-            if not task.done():
-                task.cancel()
+        except BaseException:
+            # Interrupted (or failed): every task this cell started unwinds
+            # now. The SIGINT may have landed in a child task (one of a
+            # gather), leaving the cell's own task pending, or the other way
+            # round; either way nothing of this cell may resume, or raise,
+            # in a later cell's loop run.
+            leftovers = [t for t in asyncio.all_tasks(loop) if t not in earlier and not t.done()]
+            for t in leftovers:
+                t.cancel()
+            if leftovers:
+                try:
+                    loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+                except BaseException:
+                    pass  # a second interrupt while unwinding: leave the rest
+            raise
 
     def event_loop(self):
         if self.loop is None or self.loop.is_closed():
