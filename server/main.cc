@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "sandbox/host_check.h"
 #include "server/daemon.h"
+#include "server/json_log.h"
 #include "server/options.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -44,12 +45,27 @@ int Usage(const std::string& error) {
 void SetUpLogging(const warden::LogOptions& log) {
   auto logger = spdlog::stderr_logger_mt("wardend");
   if (log.format == "json") {
-    logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
+    logger->set_formatter(warden::JsonLogFormatter());
   } else {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   }
   logger->set_level(spdlog::level::from_str(log.level));
   spdlog::set_default_logger(logger);
+}
+
+void PrintHowToReachIt(const std::string& address) {
+  // The CLI sits next to wardend (build/bin, or the install prefix's bin).
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string cli = "warden";
+  if (len > 0) {
+    const std::string exe(self, static_cast<size_t>(len));
+    cli = exe.substr(0, exe.rfind('/') + 1) + "warden";
+  }
+  std::cerr << "\nwardend is running. Try it:\n"
+            << "  " << cli << " --addr " << address
+            << " exec - <<< 'print(\"hello from the sandbox\")'\n"
+            << "Stop it with Ctrl-C (SIGINT) or SIGTERM.\n\n";
 }
 
 }  // namespace
@@ -132,18 +148,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("wardend listening on {}", absl::StrJoin((*daemon)->listening(), ", "));
-  // The CLI sits next to wardend (build/bin, or the install prefix's bin).
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string cli = "warden";
-  if (len > 0) {
-    const std::string exe(self, static_cast<size_t>(len));
-    cli = exe.substr(0, exe.rfind('/') + 1) + "warden";
-  }
-  std::cerr << "\nwardend is running. Try it:\n"
-            << "  " << cli << " --addr " << (*daemon)->listening().front()
-            << " exec - <<< 'print(\"hello from the sandbox\")'\n"
-            << "Stop it with Ctrl-C (SIGINT) or SIGTERM.\n\n";
+  // With JSON logs stderr is for machines: no free text beside the lines.
+  if (options.log.format != "json") PrintHowToReachIt((*daemon)->listening().front());
 
   for (;;) {
     int sig = 0;
