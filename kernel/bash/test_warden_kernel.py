@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -40,11 +39,6 @@ class KernelTestCase(SharedKernelTestCase):
 
     def out(self, code):
         return self.ok(code).stdout.decode()
-
-    def interrupt_after(self, seconds):
-        timer = threading.Timer(seconds, self.kernel.interrupt)
-        timer.start()
-        self.addCleanup(timer.cancel)
 
     def assert_alive(self):
         self.assertIsNone(self.kernel.proc.poll(), "the kernel died")

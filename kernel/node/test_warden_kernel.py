@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -33,11 +32,6 @@ class KernelTestCase(SharedKernelTestCase):
         cell = self.ok(code)
         self.assertIsNotNone(cell.result, (code, cell.frames))
         return cell.result["data"]["text/plain"]
-
-    def interrupt_after(self, seconds):
-        timer = threading.Timer(seconds, self.kernel.interrupt)
-        timer.start()
-        self.addCleanup(timer.cancel)
 
     def assert_alive(self):
         self.assertIsNone(self.kernel.proc.poll(), "the kernel died")

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -248,3 +249,9 @@ class SharedKernelTestCase(unittest.TestCase):
         except (TimeoutError, EOFError):
             type(self).kernel_broken = True
             raise
+
+    def interrupt_after(self, seconds):
+        """SIGINT to the kernel's process group `seconds` from now."""
+        timer = threading.Timer(seconds, self.kernel.interrupt)
+        timer.start()
+        self.addCleanup(timer.cancel)
