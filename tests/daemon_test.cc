@@ -348,13 +348,12 @@ TEST_F(DaemonTest, ClientDeadlineStopsTheExecution) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   v1::ExecuteResponse response;
-  const auto start = std::chrono::steady_clock::now();
   grpc::Status s = stub_->Execute(&ctx, request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  // The cell was interrupted, not left running: the session answers at once.
+  // The cell was interrupted, not left running: a busy session would refuse
+  // the next cell with FAILED_PRECONDITION instead of running it.
   v1::ExecuteResponse next = Execute("print('free')", id);
   EXPECT_EQ(next.stdout(), "free\n");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 TEST_F(DaemonTest, ConcurrentClientsDoNotCrossTalk) {

@@ -14,7 +14,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 
-from kernel_harness import KernelProcess, SharedKernelTestCase  # noqa: E402
+from kernel_harness import GateOpener, KernelProcess, SharedKernelTestCase  # noqa: E402
 
 BASH = "/bin/bash"
 KERNEL = os.path.join(HERE, "warden_kernel.sh")
@@ -24,15 +24,15 @@ ARGV = [BASH, "--noprofile", "--norc", KERNEL]  # as the supervisor starts it
 class KernelTestCase(SharedKernelTestCase):
     ARGV = ARGV
 
-    def run_cell(self, code, timeout=10):
-        cell = super().run_cell(code, timeout=timeout)
+    def run_cell(self, code, timeout=10, **kwargs):
+        cell = super().run_cell(code, timeout=timeout, **kwargs)
         # Bash cells never produce results; done always carries exit_code.
         self.assertIsNone(cell.result)
         self.assertIn("exit_code", cell.done)
         return cell
 
-    def ok(self, code):
-        cell = self.run_cell(code)
+    def ok(self, code, **kwargs):
+        cell = self.run_cell(code, **kwargs)
         self.assertEqual((cell.done["status"], cell.done["exit_code"]), ("ok", 0),
                          (code, cell.frames, cell.stdout, cell.stderr))
         return cell
@@ -142,12 +142,14 @@ class BashKernelTest(KernelTestCase):
     # ----------------------------------------------------------- streaming --
 
     def test_output_streams_while_the_cell_runs(self):
-        cell = self.ok("echo early; sleep 0.5; echo late")
+        # The cell waits for a gate file that the test creates only once it
+        # has seen "early": held-back output would leave the gate shut.
+        opener = GateOpener(self.workdir.name, [("gate-stream", [("stdout", b"early")])])
+        cell = self.ok("echo early\n"
+                       "for i in $(seq 2000); do [ -e gate-stream ] && break; sleep 0.01; done\n"
+                       "if [ -e gate-stream ]; then echo late; else echo gate never opened; fi",
+                       on_chunk=opener)
         self.assertEqual(cell.stdout, b"early\nlate\n")
-        first_time, stream, data = cell.chunks[0]
-        self.assertEqual((stream, data[:5]), ("stdout", b"early"))
-        self.assertLess(first_time, 0.4)
-        self.assertGreaterEqual(cell.frame_times[-1], 0.5)
 
     def test_stdout_and_stderr(self):
         cell = self.ok("echo out; echo err >&2; printf 'no newline'")
@@ -184,9 +186,7 @@ class BashKernelTest(KernelTestCase):
 
     def test_interrupt_stops_the_foreground_command_and_the_rest_of_the_cell(self):
         self.interrupt_after(0.3)
-        start = time.monotonic()
         cell = self.run_cell("kept_i=5; echo started; sleep 100; echo not-reached")
-        self.assertLess(time.monotonic() - start, 3)
         self.assertEqual(cell.done["status"], "interrupted")
         self.assertEqual(cell.done["exit_code"], 130)
         self.assertEqual(cell.error["ename"], "Interrupted")

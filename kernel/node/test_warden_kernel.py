@@ -14,7 +14,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 
-from kernel_harness import KernelProcess, SharedKernelTestCase  # noqa: E402
+from kernel_harness import GateOpener, KernelProcess, SharedKernelTestCase  # noqa: E402
 
 NODE = "/usr/bin/node"
 KERNEL = os.path.join(HERE, "warden_kernel.js")
@@ -23,8 +23,8 @@ KERNEL = os.path.join(HERE, "warden_kernel.js")
 class KernelTestCase(SharedKernelTestCase):
     ARGV = [NODE, KERNEL]
 
-    def ok(self, code):
-        cell = self.run_cell(code)
+    def ok(self, code, **kwargs):
+        cell = self.run_cell(code, **kwargs)
         self.assertEqual(cell.done["status"], "ok", (code, cell.frames, cell.stderr))
         return cell
 
@@ -102,12 +102,15 @@ class NodeKernelTest(KernelTestCase):
     # ----------------------------------------------------------- streaming --
 
     def test_output_streams_while_the_cell_runs(self):
-        cell = self.ok("console.log('early'); await new Promise(r => setTimeout(r, 500)); console.log('late');")
+        # The cell waits for a gate file that the test creates only once it
+        # has seen "early": held-back output would leave the gate shut.
+        opener = GateOpener(self.workdir.name, [("gate-stream", [("stdout", b"early")])])
+        cell = self.ok("console.log('early');\n"
+                       "for (let i = 0; i < 2000 && !fs.existsSync('gate-stream'); i++)\n"
+                       "  await new Promise(r => setTimeout(r, 10));\n"
+                       "console.log(fs.existsSync('gate-stream') ? 'late' : 'gate never opened');",
+                       on_chunk=opener)
         self.assertEqual(cell.stdout, b"early\nlate\n")
-        first_time, stream, data = cell.chunks[0]
-        self.assertEqual((stream, data[:5]), ("stdout", b"early"))
-        self.assertLess(first_time, 0.4)
-        self.assertGreaterEqual(cell.frame_times[-1], 0.5)
 
     def test_output_is_in_the_pipe_before_done(self):
         cell = self.ok("process.stdout.write('x'.repeat(1 << 20)); console.error('to stderr'); undefined")
@@ -218,9 +221,7 @@ class NodeKernelTest(KernelTestCase):
 
     def test_interrupt_stops_a_synchronous_loop_and_keeps_state(self):
         self.interrupt_after(0.3)
-        start = time.monotonic()
         cell = self.run_cell("let kept = 5;\nfunction spin() { for (;;) {} }\nconsole.log('spinning'); spin();")
-        self.assertLess(time.monotonic() - start, 3)
         self.assertEqual(cell.done["status"], "interrupted")
         self.assertEqual(cell.error["ename"], "Interrupted")
         self.assertEqual(cell.stdout, b"spinning\n")
@@ -231,9 +232,7 @@ class NodeKernelTest(KernelTestCase):
 
     def test_interrupt_abandons_an_awaited_promise_and_keeps_state(self):
         self.interrupt_after(0.3)
-        start = time.monotonic()
         cell = self.run_cell("let kept2 = 6; await new Promise(r => setTimeout(r, 100000)); kept2 = 0")
-        self.assertLess(time.monotonic() - start, 3)
         self.assertEqual(cell.done["status"], "interrupted")
         self.assertEqual(cell.error["ename"], "Interrupted")
         self.assertEqual(self.text("kept2"), "6")

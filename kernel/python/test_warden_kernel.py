@@ -20,7 +20,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 
-from kernel_harness import KernelProcess  # noqa: E402
+from kernel_harness import GateOpener, KernelProcess  # noqa: E402
 
 KERNEL = os.path.join(HERE, "warden_kernel.py")
 # The sandbox's interpreter (Debian's, with numpy, pandas and matplotlib),
@@ -139,27 +139,34 @@ class StateTest(KernelTest):
 
 
 class StreamingTest(KernelTest):
+    # A cell that waits for a gate file; the test opens the gate only once it
+    # has seen the output printed before the wait (see GateOpener).
+    WAIT_FOR_GATE = ("import os, sys, time\n"
+                     "def wait_for(gate):\n"
+                     "    for _ in range(2000):\n"
+                     "        if os.path.exists(gate):\n"
+                     "            return True\n"
+                     "        time.sleep(0.01)\n"
+                     "    print('%s never opened' % gate)\n")
+
     def test_stdout_streams_while_the_cell_runs(self):
         k = self.start()
-        cell = k.execute("import time\nprint('first')\ntime.sleep(0.5)\nprint('second')")
+        opener = GateOpener(self.workdir, [("gate", [("stdout", b"first")])])
+        cell = k.execute(self.WAIT_FOR_GATE + "print('first')\nwait_for('gate')\nprint('second')",
+                         on_chunk=opener)
         self.assertEqual(cell.stdout, b"first\nsecond\n")
-        first = next(t for t, name, data in cell.chunks if b"first" in data)
-        self.assertLess(first, 0.4, cell.chunks)
-        self.assertGreaterEqual(cell.frame_times[-1], 0.5)
 
     def test_unflushed_partial_lines_and_stderr_stream(self):
         k = self.start()
-        cell = k.execute("import sys, time\n"
+        gates = [("gate%d" % i, [("stdout", b"%d" % i), ("stderr", b"e%d" % i)]) for i in range(3)]
+        cell = k.execute(self.WAIT_FOR_GATE +
                          "for i in range(3):\n"
                          "    print(i, end='', flush=False)\n"
                          "    sys.stderr.write('e%d' % i)\n"
-                         "    time.sleep(0.2)\n")
+                         "    wait_for('gate%d' % i)\n",
+                         on_chunk=GateOpener(self.workdir, gates))
         self.assertEqual(cell.stdout, b"012")
         self.assertEqual(cell.stderr, b"e0e1e2")
-        first_out = next(t for t, name, data in cell.chunks if name == "stdout")
-        first_err = next(t for t, name, data in cell.chunks if name == "stderr")
-        self.assertLess(first_out, 0.15, cell.chunks)
-        self.assertLess(first_err, 0.15, cell.chunks)
 
     def test_subprocess_output_and_ordering_before_done(self):
         k = self.start()
@@ -366,28 +373,27 @@ class ErrorTest(KernelTest):
 
 class InterruptTest(KernelTest):
     def interrupt_when_started(self, k, code):
-        """Runs code (which prints 'started'), interrupts it then; returns
-        the cell and the seconds from SIGINT to the done frame."""
+        """Runs code (which prints 'started' and would then run for far
+        longer than the collection timeout), interrupts it then; returns the
+        cell. A cell that ignored the interrupt times the collection out."""
         sent = []
 
         def on_chunk(name, data):
             if b"started" in data and not sent:
-                sent.append(time.monotonic())
+                sent.append(True)
                 k.interrupt()
 
-        start = time.monotonic()
         cell = k.execute(code, timeout=10, on_chunk=on_chunk)
         self.assertTrue(sent, cell.frames)
-        return cell, start + cell.frame_times[-1] - sent[0]
+        return cell
 
     def check_interrupted(self, k, code):
         self.assertEqual(k.execute("x = 10").done["status"], "ok")
-        cell, latency = self.interrupt_when_started(k, code)
+        cell = self.interrupt_when_started(k, code)
         self.assertEqual(cell.done["status"], "interrupted", cell.frames)
         self.assertEqual(cell.done["execution_count"], 2)
         self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
         self.assertClean(cell.error, 2)
-        self.assertLess(latency, 0.1)
         cell = k.execute("x + 1")
         self.assertEqual(self.plain(cell), "11")
         self.assertEqual(cell.result["execution_count"], 3)
@@ -408,19 +414,18 @@ class InterruptTest(KernelTest):
         k = self.start()
         k.execute("import asyncio\nticks = 0\nasync def tick():\n    global ticks\n"
                   "    while True:\n        ticks += 1\n        await asyncio.sleep(0.01)\n")
-        cell, latency = self.interrupt_when_started(
+        cell = self.interrupt_when_started(
             k, "print('started')\nawait asyncio.gather(tick(), asyncio.sleep(100))")
         self.assertEqual(cell.done["status"], "interrupted", cell.frames)
         self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
         self.assertNotIn("asyncio", "\n".join(cell.error["traceback"]))
-        self.assertLess(latency, 0.1)
         # The interrupted coroutines do not run on in later cells' loops.
         cell = k.execute("before = ticks\nawait asyncio.sleep(0.1)\nticks - before")
         self.assertEqual(self.plain(cell), "0")
 
     def test_cell_may_catch_keyboard_interrupt(self):
         k = self.start()
-        cell, _ = self.interrupt_when_started(
+        cell = self.interrupt_when_started(
             k, "import time\ntry:\n    print('started')\n    time.sleep(100)\n"
                "except KeyboardInterrupt:\n    caught = True\ncaught")
         self.assertEqual(self.plain(cell), "True")

@@ -18,6 +18,32 @@ import time
 import unittest
 
 
+class GateOpener:
+    """An on_chunk callback that creates gate files in the kernel's working
+    directory once the output seen so far contains what each gate waits for.
+
+    Streaming tests use it instead of timing: the cell prints, then waits for
+    its gate before going on, so a kernel that held output back until the
+    cell ended would never see the gate open, and the cell says so.
+
+        opener = GateOpener(workdir, [("gate", [("stdout", b"early")])])
+        cell = k.execute(code, on_chunk=opener)
+    """
+
+    def __init__(self, directory, gates):
+        self._directory = directory
+        self._pending = list(gates)  # [(file name, [(stream, needle), ...]), ...]
+        self._seen = {"stdout": b"", "stderr": b""}
+
+    def __call__(self, name, data):
+        self._seen[name] += data
+        while self._pending and all(needle in self._seen[stream]
+                                    for stream, needle in self._pending[0][1]):
+            gate, _ = self._pending.pop(0)
+            with open(os.path.join(self._directory, gate), "w"):
+                pass
+
+
 class Cell:
     """What one cell produced: frames in order, and raw stdout/stderr."""
 
