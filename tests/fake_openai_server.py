@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""A faithful fake of an OpenAI-compatible chat-completions server, for tests.
+
+It speaks the real wire protocol over HTTP on loopback -- POST
+.../chat/completions answered as a chat.completion object, or as
+chat.completion.chunk server-sent events when the request says "stream": true
+-- and plays a scripted conversation: each request takes the script's next
+step. A step is either a reply
+
+    {"content": "text", "tool_calls": [{"name": "execute_code",
+     "arguments": "{...}"}], "usage": {...}, "delay_ms": 0,
+     "chunk_chars": 8, "chunk_delay_ms": 0, "no_usage": false}
+
+or an HTTP failure
+
+    {"status": 429, "headers": {"Retry-After": "0"}, "body": {...}}
+
+Every request is recorded; GET /_requests returns them (with "aborted": true
+when the client hung up while the server was still answering), so tests can
+check what the model was sent.
+
+usage: fake_openai_server.py --script FILE [--api-key KEY] [--models a,b]
+Prints the port it listens on (127.0.0.1) as its first line.
+"""
+import argparse
+import json
+import select
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {"next": 0, "requests": []}
+
+
+def chars_to_tokens(text):
+    return max(1, len(text) // 4)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    script = []
+    api_key = None
+    models = None
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    # -- helpers -----------------------------------------------------------
+    def client_gone(self):
+        """True if the client closed its end (EOF readable, nothing sent)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def wait(self, ms, record):
+        """Sleeps ms, noticing a client that hangs up meanwhile."""
+        deadline = time.monotonic() + ms / 1000.0
+        while time.monotonic() < deadline:
+            if self.client_gone():
+                with LOCK:
+                    record["aborted"] = True
+                return False
+            time.sleep(0.02)
+        return True
+
+    def send_json(self, status, obj, headers=None):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    # -- routes ------------------------------------------------------------
+    def do_GET(self):
+        if self.path == "/_requests":
+            with LOCK:
+                self.send_json(200, STATE["requests"])
+            return
+        if self.path.endswith("/models"):
+            self.send_json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in (self.models or ["fake-model"])]})
+            return
+        self.send_json(404, {"error": {"message": "no route " + self.path}})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self.send_json(400, {"error": {"message": "body is not JSON"}})
+            return
+        record = {"path": self.path, "body": body, "aborted": False,
+                  "authorization": self.headers.get("Authorization", "")}
+        with LOCK:
+            STATE["requests"].append(record)
+        if self.path != "/v1/chat/completions":  # as vLLM, Ollama and OpenAI serve it
+            self.send_json(404, {"error": {"message": "Not Found: " + self.path}})
+            return
+        if self.api_key is not None and record["authorization"] != "Bearer " + self.api_key:
+            self.send_json(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}})
+            return
+        if self.models is not None and body.get("model") not in self.models:
+            self.send_json(404, {"error": {"message": "The model `%s` does not exist" % body.get("model"), "code": "model_not_found"}})
+            return
+        with LOCK:
+            index = STATE["next"]
+            STATE["next"] += 1
+            record["step"] = index
+        if index >= len(self.script):
+            self.send_json(500, {"error": {"message": "fake server: the script has no step %d" % index}})
+            return
+        step = self.script[index]
+        if step.get("delay_ms") and not self.wait(step["delay_ms"], record):
+            self.close_connection = True
+            return
+        if step.get("status", 200) != 200:
+            body_out = step.get("body", {"error": {"message": "scripted failure %d" % step["status"]}})
+            self.send_json(step["status"], body_out, step.get("headers"))
+            return
+        if body.get("stream"):
+            self.stream_reply(step, body, record)
+        else:
+            self.send_json(200, self.completion(step, body))
+
+    # -- replies -----------------------------------------------------------
+    def usage(self, step, request):
+        if "usage" in step:
+            u = dict(step["usage"])
+        else:
+            prompt = chars_to_tokens(json.dumps(request.get("messages", [])))
+            out = step.get("content", "") + "".join(c.get("arguments", "") for c in step.get("tool_calls", []))
+            u = {"prompt_tokens": prompt, "completion_tokens": chars_to_tokens(out)}
+        u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
+        return u
+
+    def tool_calls(self, step):
+        calls = []
+        for i, c in enumerate(step.get("tool_calls", [])):
+            calls.append({"id": c.get("id", "call_%d_%d" % (STATE["next"], i)), "type": "function",
+                          "function": {"name": c["name"], "arguments": c.get("arguments", "{}")}})
+        return calls
+
+    def completion(self, step, request):
+        message = {"role": "assistant", "content": step.get("content")}
+        calls = self.tool_calls(step)
+        if calls:
+            message["tool_calls"] = calls
+        reply = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                 "model": request.get("model"),
+                 "choices": [{"index": 0, "message": message,
+                              "finish_reason": step.get("finish_reason", "tool_calls" if calls else "stop")}]}
+        if not step.get("no_usage"):
+            reply["usage"] = self.usage(step, request)
+        return reply
+
+    def stream_reply(self, step, request, record):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        size = max(1, step.get("chunk_chars", 8))
+        delay = step.get("chunk_delay_ms", 0)
+
+        def chunk(delta, finish=None, usage=None, choices=True):
+            obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                   "model": request.get("model"),
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []}
+            if usage is not None:
+                obj["usage"] = usage
+            return obj
+
+        def send(obj):
+            if delay and not self.wait(delay, record):
+                raise BrokenPipeError()
+            data = obj if isinstance(obj, str) else json.dumps(obj)
+            self.wfile.write(("data: %s\n\n" % data).encode())
+            self.wfile.flush()
+
+        try:
+            send(chunk({"role": "assistant", "content": ""}))
+            text = step.get("content") or ""
+            for i in range(0, len(text), size):
+                send(chunk({"content": text[i:i + size]}))
+            for i, call in enumerate(self.tool_calls(step)):
+                send(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                            "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+                args = call["function"]["arguments"]
+                for j in range(0, len(args), size):
+                    send(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + size]}}]}))
+            finish = step.get("finish_reason", "tool_calls" if step.get("tool_calls") else "stop")
+            send(chunk({}, finish))
+            opts = request.get("stream_options") or {}
+            if opts.get("include_usage") and not step.get("no_usage"):
+                send(chunk(None, usage=self.usage(step, request), choices=False))
+            send("[DONE]")
+        except (BrokenPipeError, ConnectionResetError):
+            with LOCK:
+                record["aborted"] = True
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--script", required=True)
+    parser.add_argument("--api-key")
+    parser.add_argument("--models")
+    args = parser.parse_args()
+    with open(args.script) as f:
+        Handler.script = json.load(f)["responses"]
+    Handler.api_key = args.api_key
+    Handler.models = args.models.split(",") if args.models else None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
