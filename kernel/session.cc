@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernel/workspace.h"
+#include "kernel/zygote.h"
 #include "sandbox/status_macros.h"
 
 #ifndef WARDEN_KERNELS_DIR
@@ -96,13 +97,7 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
   if (fresh_sandbox || !worker_) {
     SandboxSpec spec;
     spec.argv = KernelArgv(options_.language);
-    spec.env = SandboxSpec::DefaultEnvironment();
-    spec.env.push_back("WARDEN_CHANNEL_FD=3");
-    // Caches (matplotlib's font list, fontconfig) go to /tmp, not into the
-    // user's workspace where they would show up as files.
-    spec.env.push_back("MPLCONFIGDIR=/tmp/.config/matplotlib");
-    spec.env.push_back("XDG_CACHE_HOME=/tmp/.cache");
-    spec.env.push_back("XDG_CONFIG_HOME=/tmp/.config");
+    spec.env = PythonKernelEnvironment();  // what the other kernels need too
     if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
     spec.limits = options_.limits;
     spec.filesystem.binds = options_.binds;
@@ -110,7 +105,10 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
         {absl::StrCat(options_.kernels_dir, "/", KernelSubdirectory(options_.language)),
          kKernelMountPoint, false});
     worker_.reset();  // the old sandbox, if any, dies first
-    ASSIGN_OR_RETURN(worker_, executor_.Spawn(spec, SpawnOptions{.channel = true}));
+    ForkServer* fork_server =
+        options_.language == Language::kPython ? options_.fork_server : nullptr;
+    ASSIGN_OR_RETURN(worker_, executor_.Spawn(spec, SpawnOptions{.channel = true,
+                                                                 .fork_server = fork_server}));
     fcntl(worker_->channel_fd(), F_SETFL, O_NONBLOCK);
   } else {
     // In place: the old kernel must be gone before the new one speaks, so

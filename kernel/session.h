@@ -51,6 +51,10 @@ struct SessionOptions {
   // Cap on a single file moved in or out of the workspace.
   int64_t max_file_bytes = 64LL << 20;
   std::vector<BindMount> binds;  // extra binds, as for one-shot runs
+  // Python only: clone the kernel's sandbox from this fork server (not
+  // owned; warden-python-zygote), whose interpreter already holds the
+  // kernel and its warm modules, instead of starting the interpreter anew.
+  ForkServer* fork_server = nullptr;
 
   static Limits DefaultSessionLimits();
   static std::string DefaultKernelsDir();

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "kernel/zygote.h"
 #include "gtest/gtest.h"
 
 namespace warden {
@@ -37,8 +38,25 @@ Executor& TestExecutor() {
   return *executor;
 }
 
-std::unique_ptr<Session> StartSession(Language language, SessionOptions options = {}) {
+// The Python fork server, started once (with numpy warm, as wardend's
+// default pool has it) for the tests that run on it.
+ForkServer* TestZygote() {
+  static std::unique_ptr<ForkServer> zygote = [] {
+    auto started = StartPythonZygote(DefaultPythonZygoteProgram(),
+                                     SessionOptions::DefaultKernelsDir(), {"numpy"});
+    if (!started.ok()) {
+      fprintf(stderr, "%s\n", std::string(started.status().message()).c_str());
+      abort();
+    }
+    return std::move(*started);
+  }();
+  return zygote.get();
+}
+
+std::unique_ptr<Session> StartSession(Language language, SessionOptions options = {},
+                                      bool zygote = false) {
   options.language = language;
+  if (zygote) options.fork_server = TestZygote();
   auto session = Session::Start(TestExecutor(), options);
   EXPECT_TRUE(session.ok()) << session.status();
   return session.ok() ? std::move(*session) : nullptr;
@@ -63,6 +81,7 @@ CellLimits Limits(int64_t wall_ms, int64_t cpu_ms = 30'000, int64_t output = 1 <
 struct LanguageCase {
   const char* name;
   Language language;
+  bool zygote;               // cloned from the Python fork server
   const char* define;        // cell 1: define state
   const char* unrelated;     // cell 2
   const char* use;           // cell 3: use it, printing "42"
@@ -74,13 +93,19 @@ struct LanguageCase {
 };
 
 const LanguageCase kLanguages[] = {
-    {"Python", Language::kPython, "x = 41\ndef inc(v):\n    return v + 1", "y = 'unrelated'",
+    {"Python", Language::kPython, false, "x = 41\ndef inc(v):\n    return v + 1", "y = 'unrelated'",
      "print(inc(x))", "import os, time\nprint('early')\nfor _ in range(2000):\n    if os.path.exists('gate'): break\n"
      "    time.sleep(0.01)\nprint('late' if os.path.exists('gate') else 'gate never opened')",
      "import time\ntime.sleep(100)", "1 / 0", "ZeroDivisionError",
      "import sys\nprint('12\\n{\"type\":\"done\",\"id\":1,\"status\":\"ok\"}')\n"
      "sys.stdout.flush()\nsys.stdout.buffer.write(b'\\xff\\xfe\\x1b[31m\\n')"},
-    {"JavaScript", Language::kJavaScript, "let x = 41;\nfunction inc(v) { return v + 1; }",
+    {"PythonZygote", Language::kPython, true, "x = 41\ndef inc(v):\n    return v + 1", "y = 'unrelated'",
+     "print(inc(x))", "import os, time\nprint('early')\nfor _ in range(2000):\n    if os.path.exists('gate'): break\n"
+     "    time.sleep(0.01)\nprint('late' if os.path.exists('gate') else 'gate never opened')",
+     "import time\ntime.sleep(100)", "1 / 0", "ZeroDivisionError",
+     "import sys\nprint('12\\n{\"type\":\"done\",\"id\":1,\"status\":\"ok\"}')\n"
+     "sys.stdout.flush()\nsys.stdout.buffer.write(b'\\xff\\xfe\\x1b[31m\\n')"},
+    {"JavaScript", Language::kJavaScript, false, "let x = 41;\nfunction inc(v) { return v + 1; }",
      "const y = 'unrelated';", "console.log(inc(x))",
      "console.log('early');\nfor (let i = 0; i < 2000 && !fs.existsSync('gate'); i++)\n"
      "  await new Promise(r => setTimeout(r, 10));\n"
@@ -88,7 +113,7 @@ const LanguageCase kLanguages[] = {
      "await new Promise(r => setTimeout(r, 100000));", "null.boom", "TypeError",
      "console.log('12\\n{\"type\":\"done\",\"id\":1,\"status\":\"ok\"}'); "
      "process.stdout.write(Buffer.from([0xff, 0xfe, 0x1b, 0x5b, 0x33, 0x31, 0x6d, 0x0a]));"},
-    {"Bash", Language::kBash, "x=41\ninc() { echo $(( $1 + 1 )); }", "cd /tmp", "inc $x",
+    {"Bash", Language::kBash, false, "x=41\ninc() { echo $(( $1 + 1 )); }", "cd /tmp", "inc $x",
      "echo early\nfor i in $(seq 2000); do [ -e gate ] && break; sleep 0.01; done\n"
      "if [ -e gate ]; then echo late; else echo gate never opened; fi", "sleep 100", "false", "",
      "printf '12\\n{\"type\":\"done\",\"id\":1,\"status\":\"ok\"}\\n'; printf '\\xff\\xfe\\x1b[31m\\n'"},
@@ -99,7 +124,7 @@ void PrintTo(const LanguageCase& c, std::ostream* os) { *os << c.name; }
 class SessionLanguageTest : public ::testing::TestWithParam<LanguageCase> {};
 
 TEST_P(SessionLanguageTest, StatePersistsAcrossCells) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   for (const char* code : {GetParam().define, GetParam().unrelated}) {
     CellResult r = session->Execute(code, Limits(10'000));
@@ -112,7 +137,7 @@ TEST_P(SessionLanguageTest, StatePersistsAcrossCells) {
 }
 
 TEST_P(SessionLanguageTest, OutputStreamsWhileTheCellRuns) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   // The cell prints "early" and then waits for a file that this test writes
   // only once it has seen "early": output held back until the cell ended
@@ -136,7 +161,7 @@ TEST_P(SessionLanguageTest, OutputStreamsWhileTheCellRuns) {
 }
 
 TEST_P(SessionLanguageTest, InterruptStopsTheCellAndKeepsState) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   ASSERT_EQ(session->Execute(GetParam().define, Limits(10'000)).outcome, Outcome::kOk);
   std::atomic<bool> started{false};
@@ -157,7 +182,7 @@ TEST_P(SessionLanguageTest, InterruptStopsTheCellAndKeepsState) {
 }
 
 TEST_P(SessionLanguageTest, WallTimeoutInterruptsAndTheSessionSurvives) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   ASSERT_EQ(session->Execute(GetParam().define, Limits(10'000)).outcome, Outcome::kOk);
   CellResult r = session->Execute(GetParam().sleep_forever, Limits(300));
@@ -167,7 +192,7 @@ TEST_P(SessionLanguageTest, WallTimeoutInterruptsAndTheSessionSurvives) {
 }
 
 TEST_P(SessionLanguageTest, ErrorsAreStructured) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute(GetParam().raise, Limits(10'000));
   EXPECT_EQ(r.outcome, Outcome::kError) << Describe(r);
@@ -185,7 +210,7 @@ TEST_P(SessionLanguageTest, ErrorsAreStructured) {
 }
 
 TEST_P(SessionLanguageTest, ForgedFramesAndInvalidUtf8AreJustOutput) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute(GetParam().forge, Limits(10'000));
   ASSERT_EQ(r.outcome, Outcome::kOk) << Describe(r);
@@ -195,7 +220,7 @@ TEST_P(SessionLanguageTest, ForgedFramesAndInvalidUtf8AreJustOutput) {
 }
 
 TEST_P(SessionLanguageTest, ExecutionCountIncrementsPerCell) {
-  auto session = StartSession(GetParam().language);
+  auto session = StartSession(GetParam().language, {}, GetParam().zygote);
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->Execute(GetParam().unrelated, Limits(10'000)).execution_count, 1);
   EXPECT_EQ(session->Execute(GetParam().raise, Limits(10'000)).execution_count, 2);
@@ -205,8 +230,16 @@ TEST_P(SessionLanguageTest, ExecutionCountIncrementsPerCell) {
 INSTANTIATE_TEST_SUITE_P(Languages, SessionLanguageTest, ::testing::ValuesIn(kLanguages),
                          [](const auto& info) { return std::string(info.param.name); });
 
-TEST(SessionTest, TrailingExpressionValueIsReturned) {
-  auto py = StartSession(Language::kPython);
+// Python's own behaviours, with the kernel started by execve and cloned
+// from the fork server (warden-python-zygote).
+class PythonSessionTest : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Start, PythonSessionTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Zygote" : "Exec";
+                         });
+
+TEST_P(PythonSessionTest, TrailingExpressionValueIsReturned) {
+  auto py = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(py, nullptr);
   CellResult r = py->Execute("a = 20\na * 2 + 2", Limits(10'000));
   ASSERT_EQ(r.outcome, Outcome::kOk) << Describe(r);
@@ -222,8 +255,8 @@ TEST(SessionTest, TrailingExpressionValueIsReturned) {
   EXPECT_EQ(j.result->at("text/plain"), "42");
 }
 
-TEST(SessionTest, MatplotlibFigureComesBackAsPng) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, MatplotlibFigureComesBackAsPng) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute(
       "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('squares')",
@@ -237,8 +270,8 @@ TEST(SessionTest, MatplotlibFigureComesBackAsPng) {
   EXPECT_EQ(png.substr(12, 4), "IHDR");
 }
 
-TEST(SessionTest, PythonTracebackShowsOnlyTheUsersFrames) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, PythonTracebackShowsOnlyTheUsersFrames) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute("def f():\n    return {}['missing']\nf()", Limits(10'000));
   ASSERT_EQ(r.outcome, Outcome::kError);
@@ -252,8 +285,8 @@ TEST(SessionTest, PythonTracebackShowsOnlyTheUsersFrames) {
   EXPECT_EQ(tb.find("warden_kernel"), std::string::npos) << tb;
 }
 
-TEST(SessionTest, CpuTimeoutInterruptsTheCell) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, CpuTimeoutInterruptsTheCell) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute("while True:\n    pass", Limits(20'000, 300));
   EXPECT_EQ(r.outcome, Outcome::kCpuTimeout) << Describe(r);
@@ -262,10 +295,10 @@ TEST(SessionTest, CpuTimeoutInterruptsTheCell) {
   EXPECT_EQ(session->Execute("print('alive')", Limits(10'000)).stdout_data, "alive\n");
 }
 
-TEST(SessionTest, RunawayCellIsSessionLostUntilRestart) {
+TEST_P(PythonSessionTest, RunawayCellIsSessionLostUntilRestart) {
   SessionOptions options;
   options.interrupt_grace_ms = 300;
-  auto session = StartSession(Language::kPython, options);
+  auto session = StartSession(Language::kPython, options, GetParam());
   ASSERT_NE(session, nullptr);
   ASSERT_EQ(session->Execute("x = 1", Limits(10'000)).outcome, Outcome::kOk);
   CellResult r = session->Execute(
@@ -286,10 +319,10 @@ TEST(SessionTest, RunawayCellIsSessionLostUntilRestart) {
   EXPECT_EQ(fresh.execution_count, 1);
 }
 
-TEST(SessionTest, MemoryHogIsMemoryLimit) {
+TEST_P(PythonSessionTest, MemoryHogIsMemoryLimit) {
   SessionOptions options;
   options.limits.memory_bytes = 128LL << 20;
-  auto session = StartSession(Language::kPython, options);
+  auto session = StartSession(Language::kPython, options, GetParam());
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute("b = bytearray(1 << 30)", Limits(20'000));
   EXPECT_EQ(r.outcome, Outcome::kMemoryLimit) << Describe(r);
@@ -297,8 +330,8 @@ TEST(SessionTest, MemoryHogIsMemoryLimit) {
   EXPECT_EQ(session->Execute("print(1)", Limits(10'000)).outcome, Outcome::kSessionLost);
 }
 
-TEST(SessionTest, OutputFloodIsCappedAndTheSessionSurvives) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, OutputFloodIsCappedAndTheSessionSurvives) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute("while True:\n    print('x' * 1000)", Limits(20'000, 20'000, 10'000));
   EXPECT_EQ(r.outcome, Outcome::kOutputLimit) << Describe(r);
@@ -307,8 +340,8 @@ TEST(SessionTest, OutputFloodIsCappedAndTheSessionSurvives) {
   EXPECT_EQ(session->Execute("print('alive')", Limits(10'000)).stdout_data, "alive\n");
 }
 
-TEST(SessionTest, ViolationKillsTheKernelAndNamesTheSyscall) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, ViolationKillsTheKernelAndNamesTheSyscall) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   CellResult r = session->Execute("import ctypes\nctypes.CDLL(None).ptrace(0, 0, 0, 0)", Limits(10'000));
   EXPECT_EQ(r.outcome, Outcome::kViolation) << Describe(r);
@@ -316,8 +349,8 @@ TEST(SessionTest, ViolationKillsTheKernelAndNamesTheSyscall) {
   EXPECT_EQ(session->Execute("1", Limits(10'000)).outcome, Outcome::kSessionLost);
 }
 
-TEST(SessionTest, WorkspaceRoundTripsBinaryFiles) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, WorkspaceRoundTripsBinaryFiles) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   std::string blob;
   for (int i = 0; i < 4096; ++i) blob.push_back(static_cast<char>(i * 7 % 256));
@@ -342,8 +375,8 @@ TEST(SessionTest, WorkspaceRoundTripsBinaryFiles) {
   EXPECT_NE(std::find(paths.begin(), paths.end(), "data/out.bin"), paths.end());
 }
 
-TEST(SessionTest, SymlinksOutOfTheWorkspaceAreRefused) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, SymlinksOutOfTheWorkspaceAreRefused) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   char host_dir[] = "/tmp/warden-symlink-target-XXXXXX";
   ASSERT_NE(mkdtemp(host_dir), nullptr);
@@ -368,8 +401,8 @@ TEST(SessionTest, SymlinksOutOfTheWorkspaceAreRefused) {
   rmdir(host_dir);
 }
 
-TEST(SessionTest, RestartKeepsOrClearsTheWorkspace) {
-  auto session = StartSession(Language::kPython);
+TEST_P(PythonSessionTest, RestartKeepsOrClearsTheWorkspace) {
+  auto session = StartSession(Language::kPython, {}, GetParam());
   ASSERT_NE(session, nullptr);
   ASSERT_EQ(session->Execute("v = 1\nopen('keep.txt', 'w').write('kept')", Limits(10'000)).outcome,
             Outcome::kOk);
@@ -381,15 +414,98 @@ TEST(SessionTest, RestartKeepsOrClearsTheWorkspace) {
   EXPECT_EQ(cleared.stdout_data, "[]\n") << Describe(cleared);
 }
 
-TEST(SessionTest, WarmImportsAreLoadedBeforeTheFirstCell) {
+TEST_P(PythonSessionTest, WarmImportsAreLoadedBeforeTheFirstCell) {
   SessionOptions options;
   options.warm = {"numpy", "no_such_module_xyz"};
-  auto session = StartSession(Language::kPython, options);
+  auto session = StartSession(Language::kPython, options, GetParam());
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->info().warm, std::vector<std::string>{"numpy"});
   EXPECT_EQ(session->info().warm_errors.count("no_such_module_xyz"), 1u);
   CellResult r = session->Execute("import sys\nprint('numpy' in sys.modules)", Limits(10'000));
   EXPECT_EQ(r.stdout_data, "True\n") << Describe(r);
+}
+
+// Everything a program can learn about its own process and sandbox, for
+// comparing a kernel cloned from the zygote with one started by execve.
+constexpr char kSelfPortrait[] = R"py(import os, sys
+keys = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+        "NoNewPrivs", "Seccomp", "Seccomp_filters", "NSpid", "NSpgid", "NSsid")
+for line in open("/proc/self/status"):
+    key, _, value = line.partition(":")
+    if key in keys:
+        print(key, value.split())
+print("fds", sorted(os.listdir("/proc/self/fd")))
+print("cmdline", open("/proc/self/cmdline", "rb").read())
+print("env", sorted(os.environ.items()))
+print("cwd", os.getcwd(), "ppid", os.getppid(), "umask", os.umask(0o22))
+print("mounts", sorted(line.split()[4] for line in open("/proc/self/mountinfo")))
+print("pids", sorted(p for p in os.listdir("/proc") if p.isdigit()))
+print("executable", sys.executable, sys.argv, sys.path[0])
+)py";
+
+TEST(ZygoteTest, ClonedKernelIsContainedExactlyLikeAnExecdOne) {
+  auto exec = StartSession(Language::kPython, {}, /*zygote=*/false);
+  auto cloned = StartSession(Language::kPython, {}, /*zygote=*/true);
+  ASSERT_NE(exec, nullptr);
+  ASSERT_NE(cloned, nullptr);
+  CellResult a = exec->Execute(kSelfPortrait, Limits(10'000));
+  CellResult b = cloned->Execute(kSelfPortrait, Limits(10'000));
+  ASSERT_EQ(a.outcome, Outcome::kOk) << Describe(a);
+  ASSERT_EQ(b.outcome, Outcome::kOk) << Describe(b);
+  EXPECT_NE(a.stdout_data.find("NoNewPrivs ['1']"), std::string::npos) << a.stdout_data;
+  EXPECT_NE(a.stdout_data.find("CapEff ['0000000000000000']"), std::string::npos) << a.stdout_data;
+  EXPECT_EQ(a.stdout_data, b.stdout_data);
+}
+
+TEST(ZygoteTest, ClonedKernelsShareTheWarmInterpreterButNotItsRandomState) {
+  auto exec = StartSession(Language::kPython, {}, /*zygote=*/false);
+  auto first = StartSession(Language::kPython, {}, /*zygote=*/true);
+  auto second = StartSession(Language::kPython, {}, /*zygote=*/true);
+  ASSERT_TRUE(exec && first && second);
+  const char* loaded = "import sys\nprint('numpy' in sys.modules)";
+  // The test zygote imported numpy; these sessions asked for no warm imports.
+  EXPECT_EQ(exec->Execute(loaded, Limits(10'000)).stdout_data, "False\n");
+  EXPECT_EQ(first->Execute(loaded, Limits(10'000)).stdout_data, "True\n");
+  const char* draw = "import numpy, random\nprint(numpy.random.rand(), random.random())";
+  CellResult x = first->Execute(draw, Limits(10'000));
+  CellResult y = second->Execute(draw, Limits(10'000));
+  ASSERT_EQ(x.outcome, Outcome::kOk) << Describe(x);
+  EXPECT_NE(x.stdout_data, y.stdout_data);
+}
+
+TEST(ZygoteTest, RestartInPlaceStartsAFreshInterpreterFromTheZygote) {
+  auto session = StartSession(Language::kPython, {}, /*zygote=*/true);
+  ASSERT_NE(session, nullptr);
+  ASSERT_EQ(session->Execute("kept = 1\nopen('f.txt', 'w').write('x')", Limits(10'000)).outcome,
+            Outcome::kOk);
+  ASSERT_TRUE(session->Restart(/*clear_workspace=*/false).ok());
+  CellResult r = session->Execute(
+      "import sys\nprint('kept' in globals(), 'numpy' in sys.modules, open('f.txt').read())",
+      Limits(10'000));
+  EXPECT_EQ(r.stdout_data, "False True x\n") << Describe(r);
+}
+
+TEST(ZygoteTest, ForkServerThatFailsOrVanishesIsAnError) {
+  auto run = [](std::vector<std::string> argv) {
+    return ForkServer::Start({argv[0], argv, {}, "setup"}, absl::Seconds(5));
+  };
+  auto missing = run({"/nonexistent/zygote"});
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  // (A server reads its setup first: unread data makes its exit a reset.)
+  auto refuses = run({"/bin/sh", "-c", "dd bs=64k count=1 <&3 >/dev/null 2>&1; printf 'error no interpreter' >&3"});
+  EXPECT_TRUE(absl::IsFailedPrecondition(refuses.status())) << refuses.status();
+  EXPECT_NE(refuses.status().message().find("no interpreter"), std::string::npos);
+  auto dies = run({"/bin/true"});
+  EXPECT_TRUE(absl::IsUnavailable(dies.status())) << dies.status();
+  // Says ready, then exits: a clone through it fails, and the session says so.
+  auto quits = run({"/bin/sh", "-c", "dd bs=64k count=1 <&3 >/dev/null 2>&1; printf 'ok' >&3"});
+  ASSERT_TRUE(quits.ok()) << quits.status();
+  SessionOptions options;
+  options.language = Language::kPython;
+  options.fork_server = quits->get();
+  auto session = Session::Start(TestExecutor(), options);
+  EXPECT_TRUE(absl::IsUnavailable(session.status())) << session.status();
+  EXPECT_FALSE((*quits)->alive());
 }
 
 TEST(SessionTest, BashReportsExitStatusAndKeepsDirectory) {

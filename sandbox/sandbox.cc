@@ -27,28 +27,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "sandbox/sandbox_child.h"
+#include "sandbox/sandbox_plan.h"
 #include "sandbox/status_macros.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {
 namespace {
-
-// struct clone_args from <linux/sched.h> (Linux 5.5+), spelled out here:
-// that header's CLONE_* macros clash with glibc's <sched.h>.
-struct CloneArgs {
-  uint64_t flags;
-  uint64_t pidfd;
-  uint64_t child_tid;
-  uint64_t parent_tid;
-  uint64_t exit_signal;
-  uint64_t stack;
-  uint64_t stack_size;
-  uint64_t tls;
-  uint64_t set_tid;
-  uint64_t set_tid_size;
-  uint64_t cgroup;
-};
-constexpr uint64_t kClonePidfd = 0x00001000;
 
 absl::Status WriteFile(const std::string& path, absl::string_view data) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -164,17 +148,26 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   if (fs.sandbox_uid == 0 || fs.sandbox_gid == 0) {
     return absl::InvalidArgumentError("the sandbox user must not be uid or gid 0");
   }
-  ASSIGN_OR_RETURN(const MountPlan mounts, BuildMountPlan(fs));
-
-  std::vector<char*> argv, envp;
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  SandboxPlan plan;
+  ASSIGN_OR_RETURN(plan.mounts, BuildMountPlan(fs));
+  plan.seccomp = seccomp_.instructions;
+  plan.path = path;
+  plan.argv = spec.argv;
+  plan.env = spec.env;
+  plan.cwd = spec.cwd;
+  plan.hostname = fs.hostname;
+  plan.uid = fs.sandbox_uid;
+  plan.gid = fs.sandbox_gid;
+  // As root the init runs as the namespace's uid 0 and the program as the
+  // sandbox uid, each mapped to its own unprivileged host id. Rootless, only
+  // the caller's own id can be mapped, so both share it.
+  plan.init_uid = rootless_ ? fs.sandbox_uid : 0;
+  plan.init_gid = rootless_ ? fs.sandbox_gid : 0;
+  plan.clear_groups = !rootless_;
 
   const Limits& limits = spec.limits;
   const rlim_t cpu_seconds = static_cast<rlim_t>(limits.cpu_ms / 1000 + 1);
-  std::vector<ChildRlimit> rlimits = {
+  plan.rlimits = {
       {RLIMIT_CORE, 0, 0},
       {RLIMIT_FSIZE, static_cast<rlim_t>(limits.file_size_bytes),
        static_cast<rlim_t>(limits.file_size_bytes)},
@@ -187,12 +180,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
       {RLIMIT_CPU, cpu_seconds, cpu_seconds + 1},
   };
   if (degraded()) {
-    rlimits.push_back({RLIMIT_AS, static_cast<rlim_t>(limits.memory_bytes),
-                       static_cast<rlim_t>(limits.memory_bytes)});
+    plan.rlimits.push_back({RLIMIT_AS, static_cast<rlim_t>(limits.memory_bytes),
+                            static_cast<rlim_t>(limits.memory_bytes)});
   }
 
   auto worker = std::unique_ptr<Worker>(new Worker());
-  for (const MountOp& op : mounts.ops) worker->mount_targets_.push_back("/" + op.target);
+  for (const MountOp& op : plan.mounts.ops) worker->mount_targets_.push_back("/" + op.target);
 
   const uint64_t run = next_run_.fetch_add(1);
   if (cgroups_) {
@@ -227,49 +220,37 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     chan_child.Reset(chan[1]);
   }
 
-  ChildPlan plan;
-  plan.mounts = &mounts;
-  plan.seccomp.len = static_cast<unsigned short>(seccomp_.instructions.size());
-  plan.seccomp.filter = const_cast<sock_filter*>(seccomp_.instructions.data());
-  plan.path = path.c_str();
-  plan.argv = argv.data();
-  plan.envp = envp.data();
-  plan.cwd = spec.cwd.c_str();
-  plan.hostname = fs.hostname.c_str();
-  plan.uid = fs.sandbox_uid;
-  plan.gid = fs.sandbox_gid;
-  // As root the init runs as the namespace's uid 0 and the program as the
-  // sandbox uid, each mapped to its own unprivileged host id. Rootless, only
-  // the caller's own id can be mapped, so both share it.
-  plan.init_uid = rootless_ ? fs.sandbox_uid : 0;
-  plan.init_gid = rootless_ ? fs.sandbox_gid : 0;
-  plan.clear_groups = !rootless_;
-  plan.rlimits = rlimits.data();
-  plan.n_rlimits = static_cast<int>(rlimits.size());
-  plan.control_fd = ctl_child.get();
-  plan.stdin_fd = in_r.get();
-  plan.stdout_fd = out_w.get();
-  plan.stderr_fd = err_w.get();
-  plan.channel_fd = chan_child.get();
-
   // ---- Clone the sandbox's init into its new namespaces. ----
-  // The cgroup namespace is entered by the init itself once it is inside its
-  // cgroup, so that the namespace is rooted there.
+  long pid = -1;
   int pidfd = -1;
-  CloneArgs args = {};
-  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-               CLONE_NEWUTS | kClonePidfd;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &args, sizeof(args));
-  if (pid == 0) SandboxInitMain(plan);
-  if (pid < 0) {
-    int e = errno;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "clone3 into new namespaces failed: ", strerror(e),
-        e == EPERM || e == ENOSPC ? " (are user namespaces disabled? check "
-                                    "/proc/sys/user/max_user_namespaces)"
-                                  : ""));
+  if (options.fork_server != nullptr) {
+    // The fork server clones it (as our child) from its warm memory.
+    ForkServer::ChildFds fds;
+    fds.control = ctl_child.get();
+    fds.stdin_read = in_r.get();
+    fds.stdout_write = out_w.get();
+    fds.stderr_write = err_w.get();
+    fds.channel = chan_child.get();
+    ASSIGN_OR_RETURN(ForkServer::Cloned cloned, options.fork_server->Clone(plan.Encode(), fds));
+    pid = cloned.pid;
+    pidfd = cloned.pidfd.Release();
+  } else {
+    ChildPlan child = plan.View();
+    child.control_fd = ctl_child.get();
+    child.stdin_fd = in_r.get();
+    child.stdout_fd = out_w.get();
+    child.stderr_fd = err_w.get();
+    child.channel_fd = chan_child.get();
+    pid = CloneSandboxInit(/*as_sibling=*/false, &pidfd);
+    if (pid == 0) SandboxInitMain(child);
+    if (pid < 0) {
+      int e = errno;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "clone3 into new namespaces failed: ", strerror(e),
+          e == EPERM || e == ENOSPC ? " (are user namespaces disabled? check "
+                                      "/proc/sys/user/max_user_namespaces)"
+                                    : ""));
+    }
   }
   worker->init_pid_ = static_cast<pid_t>(pid);
   worker->init_pidfd_.Reset(pidfd);

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/fork_server.h"
 #include "sandbox/limits.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/result.h"
@@ -64,6 +65,10 @@ struct SpawnOptions {
   // Give the program a private socket at fd 3 (WARDEN_CHANNEL_FD) whose
   // other end is Worker::channel_fd(): the kernels' control channel.
   bool channel = false;
+  // Clone the sandbox through this fork server (not owned) instead of from
+  // this process: the program then runs the server's pre-initialised code
+  // in place of execve (spec.argv only names it).
+  ForkServer* fork_server = nullptr;
 };
 
 class Executor {

@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
+
 namespace warden {
 
 const char* ChildStageName(ChildStage stage) {
@@ -193,6 +195,10 @@ int BringUpLoopback() {
   // No execve may ever grant privileges again (setuid bits, file caps).
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(ctl, ChildStage::kNoNewPrivs, errno);
 
+  // execve would make the program dumpable again (its /proc files its own);
+  // a program run in place inherits the init's "not dumpable" instead.
+  if (p.run_in_place && prctl(PR_SET_DUMPABLE, 1) != 0) Fail(ctl, ChildStage::kIdentity, errno);
+
   // The seccomp filter, last: from here every syscall is checked. The
   // listener fd goes to the supervisor, which names and stops violations.
   // The program's own pidfd goes along, so the supervisor can signal its
@@ -208,6 +214,12 @@ int BringUpLoopback() {
   close(listener);
   close(self);
 
+  if (p.run_in_place) {
+    // The control socket is the init's: the program must not keep it.
+    close(ctl);
+    p.run_in_place(p);
+    _exit(kSetupFailedExit);
+  }
   execve(p.path, p.argv, p.envp);
   Fail(ctl, ChildStage::kExec, errno);
 }
@@ -240,7 +252,35 @@ void ReapChildren(int ctl, pid_t* payload, bool block) {
   }
 }
 
+// struct clone_args from <linux/sched.h> (Linux 5.5+), spelled out here:
+// that header's CLONE_* macros clash with glibc's <sched.h>.
+struct CloneArgs {
+  uint64_t flags;
+  uint64_t pidfd;
+  uint64_t child_tid;
+  uint64_t parent_tid;
+  uint64_t exit_signal;
+  uint64_t stack;
+  uint64_t stack_size;
+  uint64_t tls;
+  uint64_t set_tid;
+  uint64_t set_tid_size;
+  uint64_t cgroup;
+};
+constexpr uint64_t kClonePidfd = 0x00001000;
+
 }  // namespace
+
+long CloneSandboxInit(bool as_sibling, int* pidfd) {
+  CloneArgs args = {};
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+               CLONE_NEWUTS | kClonePidfd | (as_sibling ? CLONE_PARENT : 0);
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  // With CLONE_PARENT the kernel takes the caller's own exit signal and
+  // refuses any other.
+  args.exit_signal = as_sibling ? 0 : SIGCHLD;
+  return syscall(SYS_clone3, &args, sizeof(args));
+}
 
 [[noreturn]] void SandboxInitMain(const ChildPlan& p) {
   const int ctl = p.control_fd;

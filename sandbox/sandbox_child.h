@@ -84,7 +84,18 @@ struct ChildPlan {
   int stdout_fd = -1;
   int stderr_fd = -1;
   int channel_fd = -1;  // if >= 0, becomes the payload's fd 3
+  // Set by a fork server: instead of execve, the program runs this
+  // function of the server's own (pre-initialised) code, after the whole
+  // containment sequence, seccomp included. It must not return.
+  void (*run_in_place)(const ChildPlan& plan) = nullptr;
 };
+
+// clone3 of the sandbox's init into new user, pid, mount, net, ipc and uts
+// namespaces (the init enters its cgroup namespace itself, from inside its
+// cgroup) with a pidfd in *pidfd. `as_sibling` makes the init a child of the
+// caller's parent (CLONE_PARENT: a fork server cloning for its supervisor).
+// Returns as clone3 does: 0 in the child, its pid, or -1 with errno.
+long CloneSandboxInit(bool as_sibling, int* pidfd);
 
 // The sandbox's init (PID 1 of its pid namespace). Never returns.
 [[noreturn]] void SandboxInitMain(const ChildPlan& plan);

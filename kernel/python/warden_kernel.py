@@ -513,10 +513,11 @@ class Kernel:
     def _make_namespace():
         # The user's namespace is a real __main__ module, as in IPython, so
         # pickle and multiprocessing find functions and classes defined in
-        # cells. The kernel's own module stays alive under a private name.
+        # cells. The kernel's own module stays alive under a private name
+        # (it already has it when a zygote loaded it, see python_zygote.cc).
         main = types.ModuleType("__main__")
         main.__builtins__ = builtins
-        sys.modules["_warden_kernel"] = sys.modules["__main__"]
+        sys.modules["_warden_kernel"] = sys.modules[__name__]
         sys.modules["__main__"] = main
         return main.__dict__
 

@@ -1,0 +1,52 @@
+#include "kernel/zygote.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "kernel/language.h"
+#include "sandbox/sandbox.h"
+
+namespace warden {
+
+std::string DefaultPythonZygoteProgram() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir.resize(dir.rfind('/'));
+    std::string beside = dir + "/warden-python-zygote";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return WARDEN_PYTHON_ZYGOTE;
+}
+
+std::vector<std::string> PythonKernelEnvironment() {
+  std::vector<std::string> env = SandboxSpec::DefaultEnvironment();
+  env.push_back("WARDEN_CHANNEL_FD=3");
+  // Caches (matplotlib's font list, fontconfig) go to /tmp, not into the
+  // user's workspace where they would show up as files.
+  env.push_back("MPLCONFIGDIR=/tmp/.config/matplotlib");
+  env.push_back("XDG_CACHE_HOME=/tmp/.cache");
+  env.push_back("XDG_CONFIG_HOME=/tmp/.config");
+  return env;
+}
+
+absl::StatusOr<std::unique_ptr<ForkServer>> StartPythonZygote(const std::string& program,
+                                                              const std::string& kernels_dir,
+                                                              const std::vector<std::string>& warm) {
+  std::vector<std::string> env = PythonKernelEnvironment();
+  // A fork server must stay single-threaded: no BLAS or OpenMP thread pools.
+  env.push_back("OPENBLAS_NUM_THREADS=1");
+  env.push_back("OMP_NUM_THREADS=1");
+  env.push_back("MKL_NUM_THREADS=1");
+  ForkServer::Program zygote;
+  zygote.path = program;
+  zygote.argv = KernelArgv(Language::kPython);
+  zygote.env = std::move(env);
+  zygote.setup = absl::StrCat(kernels_dir, "/python/warden_kernel.py\n", absl::StrJoin(warm, ","));
+  return ForkServer::Start(zygote, absl::Seconds(60));
+}
+
+}  // namespace warden

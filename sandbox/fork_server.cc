@@ -1,0 +1,327 @@
+#include "sandbox/fork_server.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "sandbox/sandbox_plan.h"
+
+namespace warden {
+namespace {
+
+// Requests are one SOCK_SEQPACKET message each: this header, the encoded
+// plan, and the child's fds (SCM_RIGHTS) in ChildFds order, the absent
+// channel left out. Replies: a Reply and, on success, the init's pidfd.
+constexpr uint32_t kRequestMagic = 0x77617264;  // "ward"
+constexpr int kMaxFds = 5;
+constexpr size_t kMaxMessage = 4 << 20;
+
+struct RequestHeader {
+  uint32_t magic = kRequestMagic;
+  uint32_t has_channel = 0;
+};
+
+struct Reply {
+  int32_t error = 0;  // errno of the failed step, 0 on success
+  int32_t pid = -1;
+};
+
+ssize_t SendWithFds(int socket, const void* a, size_t a_len, const void* b, size_t b_len,
+                    const int* fds, int n_fds) {
+  struct iovec iov[2] = {{const_cast<void*>(a), a_len}, {const_cast<void*>(b), b_len}};
+  struct msghdr msg = {};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = b_len > 0 ? 2 : 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))] = {};
+  if (n_fds > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+    struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+    memcpy(CMSG_DATA(cmsg), fds, n_fds * sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(socket, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
+// Receives one message into `buffer` and up to kMaxFds fds (close-on-exec).
+ssize_t ReceiveWithFds(int socket, std::string* buffer, std::vector<UniqueFd>* fds) {
+  struct iovec iov = {buffer->data(), buffer->size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return n;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds->emplace_back(fd);
+    }
+  }
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return n;
+}
+
+// Waits until `fd` is readable or `deadline`; false on timeout.
+bool WaitReadable(int fd, absl::Time deadline) {
+  for (;;) {
+    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    struct pollfd p = {fd, POLLIN, 0};
+    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 60'000)));
+    if (rc > 0) return true;
+    if (rc == 0 && absl::Now() >= deadline) return false;
+    if (rc < 0 && errno != EINTR) return true;  // let the read report it
+  }
+}
+
+}  // namespace
+
+int CountThreads() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (struct dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(const Program& program,
+                                                               absl::Duration timeout) {
+  const std::string& path = program.path;
+  if (path.empty() || path[0] != '/' || program.argv.empty()) {
+    return absl::InvalidArgumentError("the fork server program must be an absolute path with an argv");
+  }
+  if (access(path.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("fork server program ", path, ": ", strerror(errno)));
+  }
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return absl::ErrnoToStatus(errno, "socketpair");
+  }
+  UniqueFd mine(pair[0]), theirs(pair[1]);
+  const int buffer = static_cast<int>(kMaxMessage);
+  setsockopt(mine.get(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+  setsockopt(theirs.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+
+  std::vector<char*> args, envp;
+  for (const std::string& a : program.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const std::string& e : program.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int pidfd = -1;
+  // A plain fork+exec (CLONE_PIDFD for a race-free handle); between the two
+  // only system calls, since the caller may have threads.
+  const long pid = syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, 0, &pidfd, 0, 0);
+  if (pid < 0) return absl::ErrnoToStatus(errno, "starting the fork server");
+  if (pid == 0) {
+    const int fd = theirs.get();
+    if (fd == kForkServerFd) {
+      fcntl(fd, F_SETFD, 0);
+    } else if (dup2(fd, kForkServerFd) < 0) {
+      _exit(127);
+    }
+    syscall(SYS_close_range, kForkServerFd + 1, ~0U, 0);
+    // A clean slate of signals: the daemon blocks its shutdown signals and
+    // ignores SIGPIPE; neither belongs in the server.
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(path.c_str(), args.data(), envp.data());
+    _exit(127);
+  }
+  theirs.Reset();
+
+  auto server = std::unique_ptr<ForkServer>(new ForkServer());
+  server->pid_ = static_cast<pid_t>(pid);
+  server->pidfd_.Reset(pidfd);
+  server->socket_ = std::move(mine);
+
+  std::string hello(64 << 10, '\0');
+  std::vector<UniqueFd> no_fds;
+  const int socket = server->socket_.get();
+  // Queued for it even before it runs; a server gone already fails below.
+  SendWithFds(socket, program.setup.data(), program.setup.size(), nullptr, 0, nullptr, 0);
+  if (!WaitReadable(socket, absl::Now() + timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the fork server ", path, " did not report ready within ", absl::FormatDuration(timeout)));
+  }
+  const ssize_t n = ReceiveWithFds(socket, &hello, &no_fds);
+  if (n <= 0) {
+    return absl::UnavailableError(absl::StrCat("the fork server ", path, " exited while starting"));
+  }
+  hello.resize(static_cast<size_t>(n));
+  if (!absl::StartsWith(hello, "ok")) {
+    return absl::FailedPreconditionError(absl::StrCat("the fork server ", path, " failed: ",
+                                                      absl::StripPrefix(hello, "error ")));
+  }
+  server->description_ = std::string(absl::StripLeadingAsciiWhitespace(absl::StripPrefix(hello, "ok")));
+  return server;
+}
+
+ForkServer::~ForkServer() {
+  {
+    absl::MutexLock lock(&mu_);
+    socket_.Reset();  // the server sees EOF and exits
+  }
+  if (pidfd_) {
+    // It exits at once when idle; a wedged one is ours to kill.
+    struct pollfd p = {pidfd_.get(), POLLIN, 0};
+    if (poll(&p, 1, 2000) != 1) syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+    siginfo_t info;
+    while (waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &info, WEXITED) != 0 &&
+           errno == EINTR) {
+    }
+  }
+}
+
+bool ForkServer::alive() const {
+  absl::MutexLock lock(&mu_);
+  return !dead_ && socket_.valid();
+}
+
+absl::StatusOr<ForkServer::Cloned> ForkServer::Clone(const std::string& encoded_plan,
+                                                     const ChildFds& fds) {
+  absl::MutexLock lock(&mu_);
+  if (dead_ || !socket_) return absl::UnavailableError("the fork server is gone");
+  const int socket = socket_.get();
+  RequestHeader header;
+  header.has_channel = fds.channel >= 0;
+  const int sent_fds[kMaxFds] = {fds.control, fds.stdin_read, fds.stdout_write, fds.stderr_write,
+                                 fds.channel};
+  const int n_fds = header.has_channel ? 5 : 4;
+  if (SendWithFds(socket, &header, sizeof(header), encoded_plan.data(), encoded_plan.size(),
+                  sent_fds, n_fds) < 0) {
+    const int e = errno;
+    dead_ = e == EPIPE || e == ECONNRESET;
+    return absl::UnavailableError(absl::StrCat("sending to the fork server: ", strerror(e)));
+  }
+  // A clone takes milliseconds; a server that does not answer is wedged.
+  if (!WaitReadable(socket, absl::Now() + absl::Seconds(10))) {
+    dead_ = true;
+    syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+    return absl::UnavailableError("the fork server did not answer within 10 s; it was killed");
+  }
+  std::string buffer(sizeof(Reply), '\0');
+  std::vector<UniqueFd> received;
+  const ssize_t n = ReceiveWithFds(socket, &buffer, &received);
+  if (n != static_cast<ssize_t>(sizeof(Reply))) {
+    dead_ = true;
+    return absl::UnavailableError("the fork server exited");
+  }
+  Reply reply;
+  memcpy(&reply, buffer.data(), sizeof(reply));
+  if (reply.error != 0) {
+    return absl::ErrnoToStatus(reply.error, "the fork server could not clone the sandbox");
+  }
+  if (received.size() != 1 || reply.pid <= 0) {
+    return absl::InternalError("the fork server's reply carried no pidfd");
+  }
+  Cloned cloned;
+  cloned.pid = reply.pid;
+  cloned.pidfd = std::move(received[0]);
+  return cloned;
+}
+
+std::string ReceiveForkServerSetup() {
+  std::string setup(kMaxMessage, '\0');
+  std::vector<UniqueFd> fds;
+  const ssize_t n = ReceiveWithFds(kForkServerFd, &setup, &fds);
+  setup.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return setup;
+}
+
+[[noreturn]] void ServeForkRequests(const std::string& hello, const ForkServerHooks& hooks) {
+  const int socket = kForkServerFd;
+  if (SendWithFds(socket, hello.data(), hello.size(), nullptr, 0, nullptr, 0) < 0) _exit(1);
+  if (!absl::StartsWith(hello, "ok")) _exit(1);
+
+  std::string buffer(kMaxMessage, '\0');
+  for (;;) {
+    std::vector<UniqueFd> fds;
+    buffer.resize(kMaxMessage);
+    const ssize_t n = ReceiveWithFds(socket, &buffer, &fds);
+    if (n == 0) _exit(0);  // the supervisor closed its end
+    Reply reply;
+    if (n < 0) {
+      if (errno != EMSGSIZE) _exit(1);
+      reply.error = EMSGSIZE;
+      SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, nullptr, 0);
+      continue;
+    }
+    RequestHeader header;
+    absl::StatusOr<SandboxPlan> plan = absl::InvalidArgumentError("short request");
+    if (static_cast<size_t>(n) >= sizeof(header)) {
+      memcpy(&header, buffer.data(), sizeof(header));
+      plan = SandboxPlan::Decode(absl::string_view(buffer).substr(sizeof(header), n - sizeof(header)));
+    }
+    const size_t want_fds = header.has_channel ? 5 : 4;
+    if (header.magic != kRequestMagic || !plan.ok() || fds.size() != want_fds) {
+      reply.error = EINVAL;
+      SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, nullptr, 0);
+      continue;
+    }
+    ChildPlan child = plan->View();
+    child.control_fd = fds[0].get();
+    child.stdin_fd = fds[1].get();
+    child.stdout_fd = fds[2].get();
+    child.stderr_fd = fds[3].get();
+    child.channel_fd = header.has_channel ? fds[4].get() : -1;
+    child.run_in_place = hooks.run_in_place;
+
+    if (hooks.before_clone) hooks.before_clone();
+    int pidfd = -1;
+    const long pid = CloneSandboxInit(/*as_sibling=*/true, &pidfd);
+    if (pid == 0) SandboxInitMain(child);
+    const int error = pid < 0 ? errno : 0;
+    if (hooks.after_clone) hooks.after_clone();
+
+    reply.error = error;
+    reply.pid = static_cast<int32_t>(pid);
+    if (pid > 0) {
+      SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, &pidfd, 1);
+      close(pidfd);
+    } else {
+      SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, nullptr, 0);
+    }
+  }
+}
+
+}  // namespace warden
