@@ -5,13 +5,13 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Everything Warden needs to build, test and run, from Debian 12 (openssl
-# makes the TLS tests' certificates; passwd holds setuid tools the escape
-# suite runs).
+# Everything Warden needs to build, test and run, from Debian 12
+# (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
+# the TLS tests' certificates; passwd holds setuid tools the escape suite runs).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
-  libcurl4-openssl-dev nlohmann-json3-dev \
+  libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
   python3 python3-numpy python3-pandas python3-matplotlib \
   python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
   openssl passwd
