@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
   openssl passwd
 
-.PHONY: all deps build test test-unit test-sandbox run demo clean install
+.PHONY: all deps build test test-unit test-sandbox run demo clean install bench bench-quick bench-deps
 
 all: build
 
@@ -55,6 +55,29 @@ run: build
 # A tour of the sandbox layer through warden-run, no daemon needed.
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/bin
+
+# Benchmarks against the anchors, side by side (docs/benchmarks.md). They
+# need root, like the sandbox tests, and never fail on a number. bench-deps
+# installs the anchors: bubblewrap and a Jupyter kernel with its client.
+BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client
+
+bench-deps: deps
+	@missing=$$(for p in $(BENCH_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing missing packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# The full run (under 15 minutes) and the quick one (under 3); both write
+# bench/results/latest.json and the generated part of docs/benchmarks.md.
+bench: bench-deps build
+	/usr/bin/python3 bench/run_bench.py --bin-dir $(BUILD_DIR)/bin
+
+bench-quick: bench-deps build
+	/usr/bin/python3 bench/run_bench.py --quick --bin-dir $(BUILD_DIR)/bin
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,0 +1,465 @@
+"""Warden's benchmark suite: each figure side by side with its anchors,
+measured in the same run on the same machine. `make bench` / `make
+bench-quick` run it; it writes bench/results/latest.json and the generated
+part of docs/benchmarks.md. Figures only: it never fails on a number (it
+exits non-zero only when it could not run at all).
+
+    /usr/bin/python3 bench/run_bench.py [--quick] [--bin-dir build/bin]
+        [--sections cold,latency,...] [--out FILE] [--doc FILE]
+
+Sections (in order): cold (daemon start to first result, pool fill),
+latency (warm cell vs Jupyter vs a pipe), oneshot (fresh sandbox vs bwrap
+and python3 -c), session (new session to first cell vs a kernel start),
+throughput, humaneval (Python and JavaScript, canonical and wrong), noisy
+(victim latency under abusive neighbours), memory (PSS per pool worker and
+idle session, how many idle sessions fit), profile (where one-shot time
+goes). Each runs against a wardend this script starts on its own socket
+under /tmp and always stops.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import bench_stats  # noqa: E402
+import report  # noqa: E402
+import workloads  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+NODE = "/usr/bin/node"
+BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+         "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
+         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
+PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
+SECTIONS = ["cold", "latency", "oneshot", "session", "throughput", "humaneval", "noisy", "memory",
+            "profile"]
+
+# Sizes of each section: (quick, full). Quick stays under 3 minutes, full
+# under 15 on the 2-core machines.
+SIZES = {
+    "cells": (2000, 10000),
+    "jupyter_cells": (500, 2000),
+    "oneshot_b2b": (20, 60),
+    "oneshot_warm": (12, 30),
+    "spawn": (8, 25),
+    "spawn_heavy": (4, 12),
+    "session_start": (8, 20),
+    "jupyter_starts": (2, 4),
+    "throughput_s": (4, 8),
+    "humaneval_problems": (20, 164),
+    "noisy_cells": (300, 1000),
+    "hold_sessions": (20, 100),
+    "scale_max": (60, 1000),
+    "scale_seconds": (25, 150),
+}
+
+
+def log(msg):
+    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_json(argv, timeout=600, env=None):
+    """Runs a bench program; returns the JSON object it printed last."""
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError("%s printed no result (exit %d): %s" % (
+            os.path.basename(argv[0]) if argv[0] != PYTHON else argv[1], proc.returncode,
+            proc.stderr.strip()[-800:]))
+    return json.loads(lines[-1])
+
+
+class Daemon:
+    """A wardend on its own socket and admin port, from deploy/wardend.json
+    with the listeners, session caps, host-id range and (optionally) pools
+    replaced. Always stopped by stop()."""
+
+    def __init__(self, bin_dir, workdir, name, pools=None):
+        self.bin_dir = bin_dir
+        self.dir = pathlib.Path(workdir) / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.socket = self.dir / "wardend.sock"
+        self.addr = "unix:%s" % self.socket
+        self.admin_port = free_port()
+        config = json.loads((REPO / "deploy" / "wardend.json").read_text())
+        config["listen"] = [self.addr]
+        config["admin_listen"] = "127.0.0.1:%d" % self.admin_port
+        config["sessions"]["max_total"] = 5000
+        config["sessions"]["max_per_tenant"] = 5000
+        config["max_concurrent_per_tenant"] = 64
+        # Ids of their own, so tests running beside the bench never share one.
+        config["executor"]["host_id_base"] = 3000000 + (os.getpid() % 1000) * 70000
+        if pools is not None:
+            config["pools"] = pools
+        self.config = config
+        self.config_path = self.dir / "wardend.json"
+        self.config_path.write_text(json.dumps(config, indent=2))
+        self.proc = None
+
+    def pool_sizes(self):
+        return {p["language"]: p.get("size", 2) for p in self.config["pools"]}
+
+    def start(self):
+        """Starts wardend; returns ms from the launch to the first one-shot
+        result (cold start)."""
+        self.log = open(self.dir / "wardend.log", "w")
+        since = time.monotonic_ns()
+        self.proc = subprocess.Popen([str(self.bin_dir / "wardend"), "--config", str(self.config_path)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        result = run_json([str(self.bin_dir / "warden_bench"), "first-result", "--addr", self.addr,
+                           "--since-ns", str(since), "--timeout-s", "120"], timeout=180)
+        if "first_result_ms" not in result:
+            raise RuntimeError("wardend gave no first result: %s" % self.log_tail())
+        self.started_ns = since
+        return result["first_result_ms"]
+
+    def metrics(self):
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.admin_port, timeout=10).read()
+        out = {}
+        for line in text.decode().splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    pass
+        return out
+
+    def pool_ready(self, language):
+        return int(self.metrics().get('warden_pool_ready{language="%s"}' % language, 0))
+
+    def wait_pools_full(self, timeout_s=120):
+        """Waits until every pool is full; returns seconds waited, or None."""
+        start = time.monotonic()
+        sizes = self.pool_sizes()
+        while time.monotonic() - start < timeout_s:
+            if all(self.pool_ready(lang) >= size for lang, size in sizes.items()):
+                return time.monotonic() - start
+            time.sleep(0.01)
+        return None
+
+    def log_tail(self):
+        try:
+            return (self.dir / "wardend.log").read_text(errors="replace")[-1500:]
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        self.proc = None
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.bin = pathlib.Path(args.bin_dir).resolve()
+        self.tmp = tempfile.TemporaryDirectory(prefix="warden-bench-")
+        self.work = pathlib.Path(self.tmp.name)
+        self.results = {"mode": "quick" if self.quick else "full", "sections": {}, "errors": {}}
+        self.daemon = None
+
+    def size(self, name):
+        return SIZES[name][0 if self.quick else 1]
+
+    def wb(self, command, *flags, timeout=900):
+        return run_json([str(self.bin / "warden_bench"), command, "--addr", self.daemon.addr] +
+                        [str(f) for f in flags], timeout=timeout)
+
+    def ab(self, command, *flags, argv=(), timeout=900):
+        return run_json([str(self.bin / "anchor_bench"), command] + [str(f) for f in flags] + ["--"] +
+                        list(argv), timeout=timeout)
+
+    def jupyter(self, command, *flags, timeout=600):
+        env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
+        return run_json([PYTHON, str(HERE / "jupyter_anchor.py"), command] + [str(f) for f in flags],
+                        timeout=timeout, env=env)
+
+    # --- sections -------------------------------------------------------
+
+    def section_cold(self):
+        out = {"pools": self.daemon.config["pools"]}
+        out["first_result_ms"] = self.cold_ms
+        full = self.daemon.wait_pools_full()
+        out["pools_full_ms"] = None if full is None else (time.monotonic_ns() - self.daemon.started_ns) / 1e6
+        return out
+
+    def section_latency(self):
+        n = self.size("cells")
+        out = {"warden_x1": self.wb("cells", "--n", n, "--code", "x=1"),
+               "warden_print": self.wb("cells", "--n", n // 2, "--code", "print(1)"),
+               "pipe_x1": self.ab("pipe-floor", "--n", n, "--code", "x=1"),
+               "jupyter_x1": self.jupyter("latency", "--n", self.size("jupyter_cells"), "--code", "x=1")}
+        return out
+
+    def section_oneshot(self):
+        # Back to back, the pool drains and each run waits for a worker: that
+        # is the pool's refill time. With a gap longer than that, every run
+        # finds a warm worker.
+        b2b = self.wb("oneshot", "--n", self.size("oneshot_b2b"), "--code", "print(1)", "--expect", "1\n")
+        gap = int(min(3000, max(20, 1.3 * b2b.get("p50_ms", 100))))
+        self.daemon.wait_pools_full()
+        n = self.size("oneshot_warm")
+        out = {"warden_b2b": b2b, "gap_ms": gap,
+               "warden_warm": self.wb("oneshot", "--n", n, "--gap-ms", gap, "--code", "print(1)",
+                                      "--expect", "1\n")}
+        self.daemon.wait_pools_full()
+        out["warden_numpy"] = self.wb("oneshot", "--n", n, "--gap-ms", gap, "--code", NUMPY_CELL,
+                                      "--expect", "45\n")
+        self.daemon.wait_pools_full()
+        out["warden_pandas"] = self.wb("oneshot", "--n", n, "--gap-ms", gap, "--code", PANDAS_CELL,
+                                       "--expect", "3\n")
+        s, h = self.size("spawn"), self.size("spawn_heavy")
+        out["python_c"] = self.ab("spawn", "--n", s, argv=[PYTHON, "-c", "print(1)"])
+        out["bwrap_c"] = self.ab("spawn", "--n", s, argv=BWRAP + [PYTHON, "-c", "print(1)"])
+        out["python_numpy"] = self.ab("spawn", "--n", h, argv=[PYTHON, "-c", NUMPY_CELL])
+        out["bwrap_numpy"] = self.ab("spawn", "--n", h, argv=BWRAP + [PYTHON, "-c", NUMPY_CELL])
+        out["python_pandas"] = self.ab("spawn", "--n", h, argv=[PYTHON, "-c", PANDAS_CELL])
+        out["bwrap_pandas"] = self.ab("spawn", "--n", h, argv=BWRAP + [PYTHON, "-c", PANDAS_CELL])
+        return out
+
+    def section_session(self):
+        self.daemon.wait_pools_full()
+        gap = self.results["sections"].get("oneshot", {}).get("gap_ms", 500)
+        return {"warden": self.wb("session-start", "--n", self.size("session_start"), "--gap-ms", gap),
+                "jupyter": self.jupyter("start", "--n", self.size("jupyter_starts"))}
+
+    def section_throughput(self):
+        seconds = self.size("throughput_s")
+        self.daemon.wait_pools_full()
+        out = {"warden_oneshot": self.wb("throughput", "--mode", "oneshot", "--clients", 8,
+                                         "--seconds", seconds),
+               "bwrap_oneshot": self.ab("spawn-throughput", "--clients", 8, "--seconds", seconds,
+                                        argv=BWRAP + [PYTHON, "-c", "print(1)"])}
+        self.daemon.wait_pools_full()
+        out["warden_cells"] = self.wb("throughput", "--mode", "cells", "--clients", 8, "--seconds", seconds)
+        out["jupyter_cells"] = self.jupyter("throughput", "--kernels", 2 if self.quick else 4,
+                                            "--seconds", seconds)
+        return out
+
+    def section_humaneval(self):
+        files = workloads.write_all(self.work / "workloads")
+        n = self.size("humaneval_problems")
+        if n < 164:
+            for name, path in list(files.items()):
+                subset = path.with_name(path.stem + "_subset.jsonl")
+                subset.write_text("".join(path.read_text().splitlines(True)[:n]))
+                files[name] = subset
+        # HumanEval imports only the standard library, so it runs against a
+        # daemon whose Python pool warms nothing, as an operator would set
+        # it up for this workload (docs/benchmarks.md says so).
+        lean_pools = [dict(p, warm=[]) for p in self.daemon.config["pools"]]
+        lean = Daemon(self.bin, self.work, "humaneval", pools=lean_pools)
+        out = {"problems": n, "pools": lean_pools}
+        main, self.daemon = self.daemon, lean
+        try:
+            lean.start()
+            lean.wait_pools_full()
+            for name in ("python_canonical", "python_wrong", "js_canonical", "js_wrong"):
+                log("  humaneval %s through Warden" % name)
+                out["warden_" + name] = self.wb("suite", "--file", files[name], "--clients", 4,
+                                                "--timeout-ms", 10000)
+                lean.wait_pools_full()
+        finally:
+            lean.stop()
+            self.daemon = main
+        log("  humaneval anchors")
+        out["subprocess_python_canonical"] = self.ab("suite", "--file", files["python_canonical"],
+                                                     "--clients", 1, argv=[PYTHON, "-c"])
+        out["subprocess_python_wrong"] = self.ab("suite", "--file", files["python_wrong"],
+                                                 "--clients", 1, argv=[PYTHON, "-c"])
+        out["harness_python_canonical"] = run_json(
+            [PYTHON, str(HERE / "humaneval_harness.py"), str(files["python_canonical"]), "--workers", "4"])
+        out["subprocess_js_canonical"] = self.ab("suite", "--file", files["js_canonical"], "--clients", 1,
+                                                 argv=[NODE, "-e"])
+        return out
+
+    def section_noisy(self):
+        self.daemon.wait_pools_full()
+        n = self.size("noisy_cells")
+        return {"warden": self.wb("noisy", "--n", n, "--per-kind", 1, timeout=600),
+                "jupyter": self.jupyter("noisy", "--n", n // 2, "--burners", 2)}
+
+    def _warden_pss(self):
+        """PSS (KiB) below wardend, split by the workers' language: each unit
+        is a direct child of wardend with everything under it."""
+        table = bench_stats.process_table()
+        root = self.daemon.proc.pid
+        units = {}
+        for pid, (ppid, _) in table.items():
+            if ppid == root:
+                tree = [pid] + bench_stats.descendants(pid, table)
+                comms = {table[p][1] for p in tree if p in table}
+                lang = "python" if any(c.startswith("python") for c in comms) else \
+                    "javascript" if "node" in comms else "bash" if "bash" in comms else "other"
+                kib = sum(bench_stats.pss_kib(p) for p in tree)
+                units.setdefault(lang, []).append(kib)
+        return {"daemon_kib": bench_stats.pss_kib(root), "units": units,
+                "total_kib": bench_stats.pss_kib(root) + sum(sum(v) for v in units.values())}
+
+    def section_memory(self):
+        out = {}
+        self.daemon.wait_pools_full()
+        time.sleep(0.5)
+        idle = self._warden_pss()
+        sizes = self.daemon.pool_sizes()
+        out["pool_idle"] = idle
+        py = idle["units"].get("python", [])
+        out["python_pool_worker_mib"] = (sum(py) / max(1, sizes.get("python", 1))) / 1024 if py else None
+        mem_total_mb = int(open("/proc/meminfo").read().split()[1]) // 1024
+        # Leave most of the shared machine to everyone else.
+        floor_mb = max(8192, int(mem_total_mb * 0.35))
+        hold = subprocess.Popen([str(self.bin / "warden_bench"), "hold", "--addr", self.daemon.addr,
+                                 "--max", str(self.size("hold_sessions")), "--seconds",
+                                 str(self.size("scale_seconds")), "--min-avail-mb", str(floor_mb)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def command(cmd):
+            if cmd:
+                hold.stdin.write(cmd + "\n")
+                hold.stdin.flush()
+            return json.loads(hold.stdout.readline())
+
+        try:
+            opened = command(None)
+            out["hold"] = opened
+            self.daemon.wait_pools_full()
+            time.sleep(0.5)
+            with_sessions = self._warden_pss()
+            out["with_sessions"] = {"total_kib": with_sessions["total_kib"], "daemon_kib":
+                                    with_sessions["daemon_kib"]}
+            held = opened["held"]
+            out["idle_session_mib"] = ((with_sessions["total_kib"] - idle["total_kib"]) / max(1, held)) / 1024
+            out["probe_at_hold"] = command("probe")
+            log("  memory: growing to %d sessions (%d s at most, MemAvailable floor %d MiB)" % (
+                self.size("scale_max"), self.size("scale_seconds"), floor_mb))
+            out["scale"] = command("grow %d %d" % (self.size("scale_max"), self.size("scale_seconds")))
+            out["scale"]["mem_floor_mb"] = floor_mb
+            out["probe_at_scale"] = command("probe")
+            out["close"] = command("close")
+        finally:
+            if hold.poll() is None:
+                try:
+                    hold.stdin.close()
+                    hold.wait(timeout=300)
+                except (OSError, subprocess.TimeoutExpired):
+                    hold.kill()
+        out["jupyter"] = self.jupyter("memory", "--kernels", 2 if self.quick else 4)
+        return out
+
+    def section_profile(self):
+        """Where a one-shot's time goes: the parts measured alone, same run."""
+        out = {}
+        loop = subprocess.run([str(self.bin / "sandbox_loop"), "50" if self.quick else "200"],
+                              capture_output=True, text=True, timeout=300)
+        fields = dict(kv.split("=") for kv in loop.stdout.split() if "=" in kv)
+        out["sandbox_true_p50_ms"] = float(fields.get("p50_ms", "nan"))
+        h = self.size("spawn_heavy")
+        out["python_S"] = self.ab("spawn", "--n", self.size("spawn"), argv=[PYTHON, "-S", "-c", "pass"])
+        out["python_import_numpy_pandas"] = self.ab("spawn", "--n", h, argv=[
+            PYTHON, "-c", "import numpy, pandas"])
+        warm = [p.get("warm", []) for p in self.daemon.config["pools"] if p["language"] == "python"]
+        out["pool_warm_modules"] = warm[0] if warm else []
+        return out
+
+    # --- driver ---------------------------------------------------------
+
+    def run(self, sections):
+        self.results["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.results["host"] = host_info()
+        started = time.monotonic()
+        self.daemon = Daemon(self.bin, self.work, "main")
+        try:
+            log("starting wardend (%s)" % self.daemon.config_path)
+            self.cold_ms = self.daemon.start()
+            for name in sections:
+                log("section %s" % name)
+                t = time.monotonic()
+                try:
+                    self.results["sections"][name] = getattr(self, "section_" + name)()
+                except Exception as e:  # one failed section must not lose the others
+                    self.results["errors"][name] = "%s: %s" % (type(e).__name__, e)
+                    log("section %s failed: %s" % (name, e))
+                    if self.daemon.proc is None or self.daemon.proc.poll() is not None:
+                        log("wardend died; restarting it: %s" % self.daemon.log_tail())
+                        self.daemon.stop()
+                        self.daemon.start()
+                self.results.setdefault("section_seconds", {})[name] = round(time.monotonic() - t, 1)
+        finally:
+            self.daemon.stop()
+            self.tmp.cleanup()
+        self.results["total_seconds"] = round(time.monotonic() - started, 1)
+
+
+def host_info():
+    info = {"kernel": platform.release(), "cpus": os.cpu_count()}
+    try:
+        info["mem_total_mb"] = int(open("/proc/meminfo").read().split()[1]) // 1024
+        info["loadavg_at_start"] = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        pass
+    try:
+        info["git"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                     capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return info
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the short run (under 3 minutes)")
+    parser.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
+    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"))
+    parser.add_argument("--doc", default=str(REPO / "docs" / "benchmarks.md"))
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run_bench.py needs root: wardend builds sandboxes (user namespaces, cgroups)")
+    sections = [s for s in args.sections.split(",") if s]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        sys.exit("unknown sections %s; known: %s" % (sorted(unknown), ", ".join(SECTIONS)))
+    bench = Bench(args)
+    bench.run(sections)
+    results = bench.results
+    results["figures"] = report.figures(results)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    report.write_doc(results, pathlib.Path(args.doc))
+    log("wrote %s and %s in %.0f s" % (out, args.doc, results["total_seconds"]))
+    print(report.table(results))
+
+
+if __name__ == "__main__":
+    main()
