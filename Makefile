@@ -94,7 +94,7 @@ clean:
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(if $(DESTDIR),/lib/systemd/system,/etc/systemd/system)
-INSTALL_BINARIES := wardend warden warden-run
+INSTALL_BINARIES := wardend warden warden-run warden-python-zygote
 KERNEL_LANGUAGES := python node bash
 
 install:

@@ -107,8 +107,13 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     worker_.reset();  // the old sandbox, if any, dies first
     ForkServer* fork_server =
         options_.language == Language::kPython ? options_.fork_server : nullptr;
-    ASSIGN_OR_RETURN(worker_, executor_.Spawn(spec, SpawnOptions{.channel = true,
-                                                                 .fork_server = fork_server}));
+    auto spawned = executor_.Spawn(spec, SpawnOptions{.channel = true, .fork_server = fork_server});
+    if (fork_server != nullptr && absl::IsUnavailable(spawned.status())) {
+      // The zygote is gone: the interpreter starts anew, in the same kind of sandbox.
+      spawned = executor_.Spawn(spec, SpawnOptions{.channel = true});
+    }
+    if (!spawned.ok()) return spawned.status();
+    worker_ = *std::move(spawned);
     fcntl(worker_->channel_fd(), F_SETFL, O_NONBLOCK);
   } else {
     // In place: the old kernel must be gone before the new one speaks, so

@@ -497,15 +497,29 @@ TEST(ZygoteTest, ForkServerThatFailsOrVanishesIsAnError) {
   EXPECT_NE(refuses.status().message().find("no interpreter"), std::string::npos);
   auto dies = run({"/bin/true"});
   EXPECT_TRUE(absl::IsUnavailable(dies.status())) << dies.status();
-  // Says ready, then exits: a clone through it fails, and the session says so.
+  // Says ready, then exits: the session starts its interpreter anew.
   auto quits = run({"/bin/sh", "-c", "dd bs=64k count=1 <&3 >/dev/null 2>&1; printf 'ok' >&3"});
   ASSERT_TRUE(quits.ok()) << quits.status();
   SessionOptions options;
   options.language = Language::kPython;
   options.fork_server = quits->get();
   auto session = Session::Start(TestExecutor(), options);
-  EXPECT_TRUE(absl::IsUnavailable(session.status())) << session.status();
+  ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_FALSE((*quits)->alive());
+  EXPECT_EQ((*session)->Execute("print(6 * 7)", Limits(10'000)).stdout_data, "42\n");
+}
+
+TEST(ZygoteTest, SessionsOutliveAZygoteKilledFromOutside) {
+  auto zygote = StartPythonZygote(DefaultPythonZygoteProgram(), SessionOptions::DefaultKernelsDir(), {});
+  ASSERT_TRUE(zygote.ok()) << zygote.status();
+  auto before = StartSession(Language::kPython, {.fork_server = zygote->get()});
+  ASSERT_NE(before, nullptr);
+  ASSERT_EQ(kill((*zygote)->pid(), SIGKILL), 0);
+  // Its clones are the supervisor's children, not the zygote's: unaffected.
+  EXPECT_EQ(before->Execute("print('still here')", Limits(10'000)).stdout_data, "still here\n");
+  auto after = StartSession(Language::kPython, {.fork_server = zygote->get()});
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->Execute("print('cold')", Limits(10'000)).stdout_data, "cold\n");
 }
 
 TEST(SessionTest, BashReportsExitStatusAndKeepsDirectory) {

@@ -13,6 +13,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "kernel/zygote.h"
 #include "sandbox/status_macros.h"
 #include "server/auth.h"
 #include "spdlog/spdlog.h"
@@ -57,7 +58,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
   RETURN_IF_ERROR(options.Validate());
   auto daemon = std::unique_ptr<Daemon>(new Daemon(options));
   ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(options.executor));
-  daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_);
+  if (options.zygote.enabled) daemon->StartPythonZygote();
+  daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_,
+                                             daemon->python_zygote_.get());
 
   Authenticator authenticate = [](const std::string&) -> absl::StatusOr<std::string> {
     return std::string("default");
@@ -72,6 +75,26 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
 }
 
 Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
+
+void Daemon::StartPythonZygote() {
+  std::vector<std::string> warm;
+  for (const PoolOptions& pool : options_.pools) {
+    if (ParseLanguage(pool.language).value_or(Language::kBash) == Language::kPython) warm = pool.warm;
+  }
+  const std::string program =
+      options_.zygote.program.empty() ? DefaultPythonZygoteProgram() : options_.zygote.program;
+  const std::string kernels_dir =
+      options_.kernels_dir.empty() ? SessionOptions::DefaultKernelsDir() : options_.kernels_dir;
+  auto zygote = warden::StartPythonZygote(program, kernels_dir, warm);
+  if (!zygote.ok()) {
+    // Python still works, each sandbox starting its own interpreter.
+    spdlog::warn("Python zygote unavailable, Python sessions start cold: {}",
+                 std::string(zygote.status().message()));
+    return;
+  }
+  spdlog::info("Python zygote (pid {}): {}", (*zygote)->pid(), (*zygote)->description());
+  python_zygote_ = *std::move(zygote);
+}
 
 absl::Status Daemon::Start() {
   engine_->Start();
@@ -148,6 +171,7 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (server_) server_->Wait();
   admin_.reset();  // its gauges read the engine
   engine_.reset();
+  python_zygote_.reset();  // sandboxes cloned from it live on until killed above
   executor_.reset();  // removes Warden's cgroups
 }
 

@@ -38,10 +38,12 @@ class Daemon {
 
  private:
   explicit Daemon(const DaemonOptions& options) : options_(options) {}
+  void StartPythonZygote();
 
   DaemonOptions options_;
   Metrics metrics_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExecutorService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -54,8 +54,10 @@ void Cancellation::Detach() {
   session_ = nullptr;
 }
 
-Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics)
-    : options_(options), executor_(executor), sessions_(options.sessions) {
+Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
+               ForkServer* python_zygote)
+    : options_(options), executor_(executor), python_zygote_(python_zygote),
+      sessions_(options.sessions) {
   if (metrics) {
     // Registration only fails on a programming error (a bad or reused name).
     executions_ = metrics->Counter("warden_executions_total",
@@ -152,6 +154,7 @@ SessionOptions Engine::SessionOptionsFor(Language language, int64_t memory_mb) c
   session.limits.output_bytes = options_.limits.max.output_bytes;
   session.max_file_bytes = options_.limits.max_file_bytes;
   if (!options_.kernels_dir.empty()) session.kernels_dir = options_.kernels_dir;
+  if (language == Language::kPython) session.fork_server = python_zygote_;
   return session;
 }
 

@@ -72,9 +72,11 @@ struct EngineStats {
 
 class Engine {
  public:
-  // `executor` and `metrics` (may be null) are not owned and must outlive
-  // the engine.
-  Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics = nullptr);
+  // `executor`, `metrics` and `python_zygote` (may be null) are not owned
+  // and must outlive the engine. With a zygote, Python sessions and pool
+  // workers are cloned from it.
+  Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics = nullptr,
+         ForkServer* python_zygote = nullptr);
   ~Engine();
 
   // Starts filling the pools and reaping expired sessions.
@@ -125,6 +127,7 @@ class Engine {
 
   const DaemonOptions options_;
   Executor& executor_;
+  ForkServer* const python_zygote_;
   SessionManager sessions_;
   std::map<Language, std::unique_ptr<WarmPool>> pools_;
   Disposer disposer_;

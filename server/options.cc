@@ -303,6 +303,10 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     e.Uint32("host_id_count", &o->executor.host_id_count);
   });
   r.String("kernels_dir", &o->kernels_dir);
+  r.Object("zygote", [o](ObjectReader& z) {
+    z.Bool("enabled", &o->zygote.enabled);
+    z.String("program", &o->zygote.program);
+  });
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] parse
@@ -741,6 +745,13 @@ absl::Status DaemonOptions::Validate() const {
                          "', which is not a directory: point it at the installed kernels "
                          "(make install puts them in /usr/local/lib/warden/kernels)"));
     }
+  }
+
+  if (zygote.enabled && !zygote.program.empty() &&
+      (zygote.program.front() != '/' || ::access(zygote.program.c_str(), X_OK) != 0)) {
+    p.Add(absl::StrCat("zygote.program is '", zygote.program,
+                       "', which is not an executable absolute path: point it at "
+                       "warden-python-zygote, or leave it out to use the one beside wardend"));
   }
 
   return p.ToStatus("the configuration");

@@ -66,6 +66,14 @@ struct LogOptions {
   std::string level = "info";   // trace | debug | info | warn | error
 };
 
+// The Python fork server (warden-python-zygote): Python sessions and pool
+// workers are cloned from it, with the python pool's warm modules already
+// imported, instead of starting an interpreter each.
+struct ZygoteOptions {
+  bool enabled = true;
+  std::string program;  // empty: warden-python-zygote beside wardend
+};
+
 struct DaemonOptions {
   // "unix:PATH" or "HOST:PORT". TCP needs TLS, unless it is loopback and
   // allow_insecure_loopback is set.
@@ -84,6 +92,7 @@ struct DaemonOptions {
   LogOptions log;
   ExecutorOptions executor;  // cgroups, degraded mode, host ids
   std::string kernels_dir;   // empty: the built-in location
+  ZygoteOptions zygote;
 
   // Reads a JSON configuration file over the defaults; unknown keys are
   // errors (a typo must not silently fall back to a default).

@@ -96,6 +96,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"host_id_base", o.executor.host_id_base},
         {"host_id_count", o.executor.host_id_count}}},
       {"kernels_dir", o.kernels_dir},
+      {"zygote", {{"enabled", o.zygote.enabled}, {"program", o.zygote.program}}},
   };
 }
 
@@ -155,6 +156,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
       {"log", {{"format", "json"}, {"level", "debug"}}},
       {"executor", {{"allow_degraded", true}, {"host_id_base", 4000000000}, {"host_id_count", 24}}},
       {"kernels_dir", "/usr/lib/warden/kernels"},
+      {"zygote", {{"enabled", false}, {"program", "/usr/lib/warden/warden-python-zygote"}}},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -507,6 +509,10 @@ const Rule kRules[] = {
      "kernels_dir is 'kernels': use an absolute path"},
     {"MissingKernelsDir", [](DaemonOptions& o) { o.kernels_dir = "/nonexistent/kernels"; },
      "kernels_dir is '/nonexistent/kernels', which is not a directory"},
+    {"RelativeZygoteProgram", [](DaemonOptions& o) { o.zygote.program = "warden-python-zygote"; },
+     "zygote.program is 'warden-python-zygote', which is not an executable absolute path"},
+    {"MissingZygoteProgram", [](DaemonOptions& o) { o.zygote.program = "/nonexistent/zygote"; },
+     "zygote.program is '/nonexistent/zygote', which is not an executable absolute path"},
 };
 
 class ValidateRuleTest : public ::testing::TestWithParam<Rule> {};

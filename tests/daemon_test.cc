@@ -356,6 +356,26 @@ TEST_F(DaemonTest, ClientDeadlineStopsTheExecution) {
   EXPECT_EQ(next.stdout(), "free\n");
 }
 
+TEST_F(DaemonTest, PythonSessionsAndOneShotsAreClonedFromTheZygote) {
+  // A clone's /proc/self/environ is the zygote's start-up environment, which
+  // (unlike an exec'd kernel's) caps BLAS at one thread.
+  const std::string cloned =
+      "import sys\nprint(b'OPENBLAS_NUM_THREADS=1' in open('/proc/self/environ', 'rb').read())";
+  daemon_->Shutdown(absl::Seconds(5));
+  DaemonOptions options = TestOptions();
+  options.pools = {{"python", 1, {"numpy"}}};
+  StartDaemon(options);
+  EXPECT_EQ(Execute(cloned, CreateSession()).stdout(), "True\n");
+  EXPECT_EQ(Execute(cloned).stdout(), "True\n");
+  EXPECT_EQ(Execute("import sys\nprint('numpy' in sys.modules)", CreateSession()).stdout(), "True\n");
+
+  daemon_->Shutdown(absl::Seconds(5));
+  options.zygote.enabled = false;
+  StartDaemon(options);
+  EXPECT_EQ(Execute(cloned, CreateSession()).stdout(), "False\n");
+  EXPECT_EQ(Execute(cloned).stdout(), "False\n");
+}
+
 TEST_F(DaemonTest, ConcurrentClientsDoNotCrossTalk) {
   std::atomic<int> failures{0};
   std::vector<std::thread> clients;
