@@ -8,7 +8,7 @@ prints one JSON object:
     /usr/bin/python3 bench/jupyter_anchor.py start --n 5
     /usr/bin/python3 bench/jupyter_anchor.py memory --kernels 4
     /usr/bin/python3 bench/jupyter_anchor.py throughput --kernels 4 --seconds 5
-    /usr/bin/python3 bench/jupyter_anchor.py noisy --n 500 --burners 2
+    /usr/bin/python3 bench/jupyter_anchor.py noisy --seconds 5 --burners 2
 
 A cell's round trip is execute_request on the shell channel until the
 kernel's `idle` status for that request on IOPub, as execute_interactive()
@@ -147,19 +147,19 @@ def throughput(args):
 
 
 def noisy(args):
-    """A victim kernel's cells alone, then while `burners` other kernels spin
-    the CPU (Jupyter has no limits to hold a fork bomb or a memory hog, so
+    """A victim kernel's cells for `seconds` alone, then as long while
+    `burners` other kernels spin the CPU (Jupyter has no limits to hold a fork bomb or a memory hog, so
     those are not run against it)."""
     km, kc = start_kernel()
     burners = [start_kernel() for _ in range(args.burners)]
     try:
         def measure():
-            samples = []
-            for _ in range(args.n):
+            samples, end = [], time.monotonic() + args.seconds
+            while time.monotonic() < end or len(samples) < 50:
                 t = time.perf_counter()
                 run_cell(kc, "x=1")
                 samples.append((time.perf_counter() - t) * 1000)
-                time.sleep(0.0005)
+                time.sleep(0.002)
             return samples
         for _ in range(100):
             run_cell(kc, "x=1")

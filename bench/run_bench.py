@@ -61,7 +61,8 @@ SIZES = {
     "jupyter_starts": (2, 4),
     "throughput_s": (4, 8),
     "humaneval_problems": (20, 164),
-    "noisy_cells": (300, 1000),
+    "noisy_quiet_s": (3, 8),
+    "noisy_abused_s": (6, 20),
     "hold_sessions": (20, 100),
     "scale_max": (60, 1000),
     "scale_seconds": (25, 150),
@@ -305,9 +306,9 @@ class Bench:
 
     def section_noisy(self):
         self.daemon.wait_pools_full()
-        n = self.size("noisy_cells")
-        return {"warden": self.wb("noisy", "--n", n, "--per-kind", 1, timeout=600),
-                "jupyter": self.jupyter("noisy", "--n", n // 2, "--burners", 2)}
+        q, a = self.size("noisy_quiet_s"), self.size("noisy_abused_s")
+        return {"warden": self.wb("noisy", "--quiet-s", q, "--abused-s", a, "--per-kind", 1, timeout=600),
+                "jupyter": self.jupyter("noisy", "--seconds", q, "--burners", 2)}
 
     def _warden_pss(self):
         """PSS (KiB) below wardend, split by the workers' language: each unit
@@ -319,8 +320,11 @@ class Bench:
             if ppid == root:
                 tree = [pid] + bench_stats.descendants(pid, table)
                 comms = {table[p][1] for p in tree if p in table}
-                lang = "python" if any(c.startswith("python") for c in comms) else \
-                    "javascript" if "node" in comms else "bash" if "bash" in comms else "other"
+                # Interpreters may rename themselves (the zygote's children
+                # are "warden-python-z...").
+                lang = "python" if any("python" in c for c in comms) else \
+                    "javascript" if any("node" in c for c in comms) else \
+                    "bash" if any("bash" in c for c in comms) else "other"
                 kib = sum(bench_stats.pss_kib(p) for p in tree)
                 units.setdefault(lang, []).append(kib)
         return {"daemon_kib": bench_stats.pss_kib(root), "units": units,

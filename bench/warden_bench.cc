@@ -17,7 +17,7 @@
 //       opens idle sessions until N, S, a failure or MemAvailable < M; then
 //       reads commands on stdin: "probe" (a cell in every session),
 //       "grow MAX SECONDS" (open more, the same way), "close".
-//   warden_bench noisy --addr A [--n N] [--per-kind K]
+//   warden_bench noisy --addr A [--quiet-s S] [--abused-s S] [--per-kind K]
 //       a victim session's cells alone, then while K neighbours of each kind
 //       run fork bombs, memory hogs and CPU burners at their limits.
 //   warden_bench first-result --addr A --since-ns T
@@ -428,10 +428,9 @@ constexpr Abuse kAbuses[] = {
 
 int Noisy(const Flags& flags) {
   const std::string addr = flags.Str("addr", "");
-  const int n = flags.Int("n", 1000);
   const int per_kind = flags.Int("per-kind", 1);
   const int abuse_memory_mb = flags.Int("abuser-memory-mb", 128);
-  const int abuse_ms = flags.Int("abuser-limit-ms", 2000);
+  const int abuse_ms = flags.Int("abuser-limit-ms", 1000);
   auto stub = Connect(addr);
   std::string victim, error;
   if (!NewSession(*stub, pb::CreateSessionRequest(), &victim, &error)) {
@@ -441,23 +440,25 @@ int Noisy(const Flags& flags) {
   pb::ExecuteRequest cell;
   cell.set_session_id(victim);
   cell.set_code("x=1");
-  auto measure = [&](int count, int* failures) {
+  // Cells for `seconds` (at least 50), paced like an interactive user so
+  // that the victim itself does not hog a core.
+  auto measure = [&](double seconds, int* failures) {
     std::vector<double> ms;
-    for (int i = 0; i < count; ++i) {
+    const auto begin = Clock::now();
+    while (MsSince(begin) < seconds * 1000 || ms.size() < 50) {
       pb::ExecuteResponse r;
       const auto start = Clock::now();
       grpc::Status status = Execute(*stub, cell, &r);
       ms.push_back(MsSince(start));
       if (!status.ok() || r.outcome() != pb::OUTCOME_OK) ++*failures;
-      // Paced like an interactive user, so the victim does not hog a core.
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     return ms;
   };
   int quiet_failures = 0, abused_failures = 0;
-  measure(200, &quiet_failures);
+  measure(0.5, &quiet_failures);
   quiet_failures = 0;
-  std::vector<double> quiet = measure(n, &quiet_failures);
+  std::vector<double> quiet = measure(flags.Double("quiet-s", 5), &quiet_failures);
 
   std::atomic<bool> stop{false};
   std::mutex mu;
@@ -509,7 +510,7 @@ int Noisy(const Flags& flags) {
     }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(flags.Int("settle-ms", 1500)));
-  std::vector<double> abused = measure(n, &abused_failures);
+  std::vector<double> abused = measure(flags.Double("abused-s", 10), &abused_failures);
   {
     std::lock_guard<std::mutex> lock(mu);
     stop = true;
