@@ -79,7 +79,9 @@ Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
 void Daemon::StartPythonZygote() {
   std::vector<std::string> warm;
   for (const PoolOptions& pool : options_.pools) {
-    if (ParseLanguage(pool.language).value_or(Language::kBash) == Language::kPython) warm = pool.warm;
+    if (ParseLanguage(pool.language).value_or(Language::kBash) == Language::kPython && !pool.warm.empty()) {
+      warm = pool.warm;
+    }
   }
   const std::string program =
       options_.zygote.program.empty() ? DefaultPythonZygoteProgram() : options_.zygote.program;

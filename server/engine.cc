@@ -97,19 +97,28 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
       return out;
     });
   }
+  const int64_t default_mb = options_.limits.defaults.memory_mb;
+  std::map<Language, std::vector<std::string>> warm;  // a language's warm modules, for all its pools
+  for (const PoolOptions& pool : options_.pools) {
+    auto language = ParseLanguage(pool.language);
+    if (language.ok() && !pool.warm.empty()) warm[*language] = pool.warm;
+  }
   for (const PoolOptions& pool : options_.pools) {
     auto language = ParseLanguage(pool.language);
     if (!language.ok()) continue;  // rejected by DaemonOptions::Validate already
-    SessionOptions session = SessionOptionsFor(*language, options_.limits.defaults.memory_mb);
-    session.warm = pool.warm;
-    pools_[*language] = std::make_unique<WarmPool>(executor_, session, pool.size, options_.queue.max_depth);
+    const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : default_mb;
+    SessionOptions session = SessionOptionsFor(*language, memory_mb);
+    session.warm = pool.warm.empty() ? warm[*language] : pool.warm;
+    pools_[{*language, memory_mb}] =
+        std::make_unique<WarmPool>(executor_, session, pool.size, options_.queue.max_depth);
   }
   for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
-    if (!pools_.count(language)) {
+    if (!pools_.count({language, default_mb})) {
       // No warm pool configured: start on demand.
-      pools_[language] = std::make_unique<WarmPool>(
-          executor_, SessionOptionsFor(language, options_.limits.defaults.memory_mb), 0,
-          options_.queue.max_depth);
+      SessionOptions session = SessionOptionsFor(language, default_mb);
+      session.warm = warm[language];
+      pools_[{language, default_mb}] =
+          std::make_unique<WarmPool>(executor_, session, 0, options_.queue.max_depth);
     }
   }
 }
@@ -117,7 +126,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
 Engine::~Engine() { Stop(); }
 
 void Engine::Start() {
-  for (auto& [language, pool] : pools_) pool->Start();
+  for (auto& [profile, pool] : pools_) pool->Start();
   reaper_ = std::thread([this] { ReapLoop(); });
 }
 
@@ -132,7 +141,7 @@ void Engine::Stop() {
   for (auto& entry : sessions_.TakeAll()) {
     if (entry->busy()) (void)entry->session->Interrupt();
   }
-  for (auto& [language, pool] : pools_) pool->Stop();
+  for (auto& [profile, pool] : pools_) pool->Stop();
 }
 
 void Engine::ReapLoop() {
@@ -191,12 +200,14 @@ void Engine::EndExecution(const std::string& tenant) {
 
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(Language language, int64_t memory_mb,
                                                               absl::Time deadline) {
-  WarmPool& pool = *pools_.at(language);
-  if (memory_mb == 0 || (memory_mb << 20) == pool.options().limits.memory_bytes) {
-    return pool.Acquire(deadline);
+  const int64_t default_mb = options_.limits.defaults.memory_mb;
+  if (memory_mb == 0) memory_mb = default_mb;
+  if (auto pool = pools_.find({language, memory_mb}); pool != pools_.end()) {
+    return pool->second->Acquire(deadline);
   }
-  // Not the pool's profile: a cold start with the asked memory limit.
-  SessionOptions options = pool.options();
+  // No pool for this profile: started on demand (cloned from the zygote for
+  // Python, so still in milliseconds).
+  SessionOptions options = pools_.at({language, default_mb})->options();
   options.limits.memory_bytes = memory_mb << 20;
   return Session::Start(executor_, options);
 }
@@ -414,10 +425,8 @@ absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string&
 }
 
 bool Engine::Ready() const {
-  for (const PoolOptions& pool : options_.pools) {
-    auto language = ParseLanguage(pool.language);
-    if (!language.ok() || pool.size == 0) continue;
-    if (pools_.at(*language)->Stats().ready == 0) return false;
+  for (const auto& [profile, pool] : pools_) {
+    if (pool->size() > 0 && pool->Stats().ready == 0) return false;
   }
   return true;
 }
@@ -429,7 +438,12 @@ EngineStats Engine::Stats() const {
     absl::MutexLock lock(&mu_);
     for (const auto& [tenant, n] : executing_) stats.executing += n;
   }
-  for (const auto& [language, pool] : pools_) stats.pools[LanguageName(language)] = pool->Stats();
+  for (const auto& [profile, pool] : pools_) {
+    const auto& [language, memory_mb] = profile;
+    std::string name = LanguageName(language);
+    if (memory_mb != options_.limits.defaults.memory_mb) absl::StrAppend(&name, ":", memory_mb, "mb");
+    stats.pools[name] = pool->Stats();
+  }
   return stats;
 }
 

@@ -67,7 +67,9 @@ struct CreateSessionCall {
 struct EngineStats {
   int sessions = 0;
   int executing = 0;
-  std::map<std::string, WarmPoolStats> pools;  // by language name
+  // By pool: "python" for a language's default profile, "python:1024mb"
+  // for another memory limit.
+  std::map<std::string, WarmPoolStats> pools;
 };
 
 class Engine {
@@ -129,7 +131,10 @@ class Engine {
   Executor& executor_;
   ForkServer* const python_zygote_;
   SessionManager sessions_;
-  std::map<Language, std::unique_ptr<WarmPool>> pools_;
+  // By language and memory limit (MiB): one per configured limits profile,
+  // and always one for each language's default profile (size 0 when not
+  // configured: sessions start on demand).
+  std::map<std::pair<Language, int64_t>, std::unique_ptr<WarmPool>> pools_;
   Disposer disposer_;
   CounterFamily* executions_ = nullptr;     // by language, mode, outcome
   HistogramFamily* latency_ = nullptr;      // seconds, by language and mode

@@ -285,6 +285,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
         p.String("language", &pool.language);
         p.Int("size", &pool.size);
         p.StringList("warm", &pool.warm);
+        p.Int("memory_mb", &pool.memory_mb);
       });
   r.Object("queue", [o](ObjectReader& q) {
     q.Int("max_depth", &o->queue.max_depth);
@@ -673,16 +674,21 @@ absl::Status DaemonOptions::Validate() const {
   }
 
   // Pools.
-  std::set<std::string> languages;
+  std::set<std::pair<std::string, int64_t>> profiles;
   for (size_t i = 0; i < pools.size(); ++i) {
     const PoolOptions& pool = pools[i];
     const std::string name = absl::StrCat("pools[", i, "]");
+    const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : limits.defaults.memory_mb;
+    if (pool.memory_mb < 0 || pool.memory_mb > limits.max.memory_mb) {
+      p.Add(absl::StrCat(name, ".memory_mb is ", pool.memory_mb, "; it must be 1 to limits.max.memory_mb (",
+                         limits.max.memory_mb, "), or 0 for limits.defaults.memory_mb"));
+    }
     if (pool.language != "python" && pool.language != "javascript" && pool.language != "bash") {
       p.Add(absl::StrCat(name, ".language is '", pool.language,
                          "'; it must be python, javascript or bash"));
-    } else if (!languages.insert(pool.language).second) {
-      p.Add(absl::StrCat(name, " is a second pool for ", pool.language,
-                         ": merge them into one pool and add up their sizes"));
+    } else if (!profiles.insert({pool.language, memory_mb}).second) {
+      p.Add(absl::StrCat(name, " is a second pool for ", pool.language, " with ", memory_mb,
+                         " MiB: merge them into one pool and add up their sizes"));
     }
     if (pool.size < 0 || pool.size > 64) {
       p.Add(

@@ -36,11 +36,13 @@ struct SessionsOptions {
   int64_t default_idle_timeout_seconds = 600;
 };
 
-// A warm pool of ready workers for one-shot executions of one language.
+// A warm pool of ready workers of one language and limits profile, for
+// one-shot executions and new sessions asking for that profile.
 struct PoolOptions {
   std::string language = "python";
   int size = 2;
   std::vector<std::string> warm;  // Python modules imported ahead of time
+  int64_t memory_mb = 0;          // the profile's memory limit; 0: limits.defaults
 };
 
 struct QueueOptions {

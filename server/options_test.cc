@@ -62,7 +62,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
   };
   nlohmann::json pools = nlohmann::json::array();
   for (const PoolOptions& p : o.pools) {
-    pools.push_back({{"language", p.language}, {"size", p.size}, {"warm", p.warm}});
+    pools.push_back({{"language", p.language}, {"size", p.size}, {"warm", p.warm}, {"memory_mb", p.memory_mb}});
   }
   return {
       {"listen", o.listen},
@@ -148,8 +148,8 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"max_ttl_seconds", 16},
         {"default_idle_timeout_seconds", 17}}},
       {"pools",
-       {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}},
-        {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}}}},
+       {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}, {"memory_mb", 0}},
+        {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}, {"memory_mb", 7}}}},
       {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}}},
       {"max_concurrent_per_tenant", 22},
       {"shutdown_grace_ms", 23},
@@ -471,6 +471,12 @@ const Rule kRules[] = {
        o.pools = {{"bash", 1, {}}, {"bash", 2, {}}};
      },
      "pools[1] is a second pool for bash"},
+    {"PoolMemoryAboveTheMaximum",
+     [](DaemonOptions& o) { o.pools = {{"python", 1, {}, 100'000}}; },
+     "pools[0].memory_mb is 100000; it must be 1 to limits.max.memory_mb (4096)"},
+    {"SecondPoolOfTheSameProfile",
+     [](DaemonOptions& o) { o.pools = {{"python", 1, {}, 0}, {"python", 1, {}, 512}}; },
+     "pools[1] is a second pool for python with 512 MiB"},
     {"WarmForBash",
      [](DaemonOptions& o) {
        o.pools = {{"bash", 1, {"numpy"}}};

@@ -59,6 +59,7 @@ class WarmPool {
   absl::StatusOr<std::unique_ptr<Session>> Acquire(absl::Time deadline);
   WarmPoolStats Stats() const;
   const SessionOptions& options() const { return options_; }
+  int size() const { return size_; }
 
  private:
   void FillLoop();

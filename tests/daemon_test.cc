@@ -376,6 +376,26 @@ TEST_F(DaemonTest, PythonSessionsAndOneShotsAreClonedFromTheZygote) {
   EXPECT_EQ(Execute(cloned).stdout(), "False\n");
 }
 
+TEST_F(DaemonTest, OneShotsTakeTheWarmPoolOfTheirLimitsProfile) {
+  daemon_->Shutdown(absl::Seconds(5));
+  DaemonOptions options = TestOptions();
+  options.pools = {{"python", 1, {}}, {"python", 1, {}, 96}};
+  StartDaemon(options);
+  v1::ExecuteRequest request;
+  request.set_code("block = bytearray(200 << 20)\nprint(len(block))");
+  request.mutable_limits()->set_memory_mb(96);
+  v1::ExecuteResponse response;
+  grpc::Status s = stub_->Execute(Context().get(), request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.outcome(), v1::OUTCOME_MEMORY_LIMIT) << response.DebugString();
+  EngineStats stats = daemon_->engine().Stats();
+  EXPECT_EQ(stats.pools["python:96mb"].acquired, 1);
+  EXPECT_EQ(stats.pools["python"].acquired, 0);
+  // The default profile's pool serves the default limits.
+  EXPECT_EQ(Execute("block = bytearray(200 << 20)\nprint(len(block))").stdout(), "209715200\n");
+  EXPECT_EQ(daemon_->engine().Stats().pools["python"].acquired, 1);
+}
+
 TEST_F(DaemonTest, ConcurrentClientsDoNotCrossTalk) {
   std::atomic<int> failures{0};
   std::vector<std::thread> clients;
