@@ -1,8 +1,8 @@
 // WarmPool: ready sessions of one language (kernel started, heavy modules
 // imported), so that a one-shot execution or a new session does not wait
-// for an interpreter to start. A background thread keeps `size` of them
-// ready; Acquire hands one out (each is used once, by one caller) and waits
-// in a bounded queue when the pool is empty. Disposer tears sessions down
+// for an interpreter to start. Background threads (one per core) keep
+// `size` of them ready; Acquire hands one out (each is used once, by one
+// caller) and waits in a bounded queue when the pool is empty. Disposer tears sessions down
 // off the request path.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -73,7 +74,8 @@ class WarmPool {
   WarmPoolStats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration last_start_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(100);
-  std::thread filler_;
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;  // kernels the fillers are starting now
+  std::vector<std::thread> fillers_;
 };
 
 }  // namespace warden
