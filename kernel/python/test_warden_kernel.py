@@ -80,6 +80,14 @@ class StartupTest(KernelTest):
                          "'numpy' in globals(), 'email' in globals())")
         self.assertEqual(self.plain(cell), "(True, True, False, False)")
 
+    def test_warm_modules_are_exercised_before_ready(self):
+        # A first DataFrame's lazy imports (pandas' string formatter) are done
+        # before ready, not in the user's first cell; the namespace stays clean.
+        k = self.start(warm="pandas")
+        cell = k.execute("import sys\n('pandas.io.formats.string' in sys.modules, sorted(globals()))")
+        self.assertEqual(self.plain(cell), repr((True, sorted(
+            ["__builtins__", "__doc__", "__loader__", "__name__", "__package__", "__spec__", "sys"]))))
+
     def test_ready_without_warm(self):
         k = self.start()
         self.assertEqual(k.ready["warm"], [])
