@@ -190,10 +190,10 @@ std::string MakeUnifiedDiff(const std::string& path, const std::optional<std::st
   while (i < n || j < m) {
     if (i < n && j < m && a.lines[i] == b.lines[j]) {
       ops.push_back({' ', i++, j++});
-    } else if (j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      ops.push_back({'+', i, j++});
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      ops.push_back({'-', i++, j});  // removals before additions, as diff(1) writes them
     } else {
-      ops.push_back({'-', i++, j});
+      ops.push_back({'+', i, j++});
     }
   }
   std::string out = absl::StrCat("--- ", before ? "a/" + path : "/dev/null", "\n+++ ",

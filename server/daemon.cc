@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
     auto table = std::make_shared<TokenTable>(std::move(tokens));
     authenticate = [table](const std::string& header) { return TenantFromAuthorization(*table, header); };
   }
+  daemon->authenticate_ = authenticate;
   daemon->service_ = std::make_unique<ExecutorService>(*daemon->engine_, std::move(authenticate));
   return daemon;
 }
@@ -120,6 +121,7 @@ absl::Status Daemon::Start() {
     builder.AddListeningPort(address, credentials, ports.back().get());
   }
   builder.RegisterService(service_.get());
+  for (auto& service : extra_services_) builder.RegisterService(service.get());
   // No other user may connect to the UNIX sockets, not even in the moment
   // between bind and the chmod below. (The umask is process-wide; sandboxes
   // set their own, so the ones being built meanwhile are unaffected.)

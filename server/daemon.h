@@ -27,6 +27,12 @@ class Daemon {
   static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options);
   ~Daemon();
 
+  // Serves another gRPC service (the agent) beside the Executor; call it
+  // between Create and Start. Its work runs on tasks() so Shutdown drains it.
+  void AddService(std::unique_ptr<grpc::Service> service) { extra_services_.push_back(std::move(service)); }
+  const Authenticator& authenticator() const { return authenticate_; }
+  Tasks& tasks() { return service_->tasks(); }
+
   absl::Status Start();
   void Shutdown(absl::Duration grace);
 
@@ -46,6 +52,8 @@ class Daemon {
   std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExecutorService> service_;
+  Authenticator authenticate_;
+  std::vector<std::unique_ptr<grpc::Service>> extra_services_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::atomic<bool> draining_{false};

@@ -4,6 +4,7 @@
 //
 //   wardend [--config FILE] [--listen ADDR ...] [--admin-listen HOST:PORT]
 //           [--allow-degraded] [--log-format text|json] [--check]
+//           [--llm-base-url URL --llm-model NAME]
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "agent/agent_service.h"
 #include "sandbox/host_check.h"
 #include "server/daemon.h"
 #include "server/json_log.h"
@@ -34,6 +36,9 @@ constexpr char kUsage[] =
     "  --allow-insecure-loopback  allow plain-text TCP on loopback (testing)\n"
     "  --allow-degraded       run without writable cgroups (rlimits only; not for hostile code)\n"
     "  --log-format F         text (default) or json\n"
+    "  --llm-base-url URL     the agent's OpenAI-compatible model server, e.g.\n"
+    "                         http://127.0.0.1:8000/v1 (docs/agent.md)\n"
+    "  --llm-model NAME       the model the agent asks for\n"
     "  --check                print what this host supports and whether the configuration\n"
     "                         can be honoured, then exit (non-zero if not)\n";
 
@@ -75,7 +80,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> listen;
   std::string admin_listen;
   bool check = false, degraded = false, insecure_loopback = false;
-  std::string log_format;
+  std::string log_format, llm_base_url, llm_model;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -92,13 +97,16 @@ int main(int argc, char** argv) {
       degraded = true;
     } else if (arg == "--allow-insecure-loopback") {
       insecure_loopback = true;
-    } else if (arg == "--config" || arg == "--listen" || arg == "--admin-listen" || arg == "--log-format") {
+    } else if (arg == "--config" || arg == "--listen" || arg == "--admin-listen" || arg == "--log-format" ||
+               arg == "--llm-base-url" || arg == "--llm-model") {
       const char* v = value(arg.c_str());
       if (!v) return Usage(arg + " needs a value");
       if (arg == "--config") config = v;
       if (arg == "--listen") listen.push_back(v);
       if (arg == "--admin-listen") admin_listen = v;
       if (arg == "--log-format") log_format = v;
+      if (arg == "--llm-base-url") llm_base_url = v;
+      if (arg == "--llm-model") llm_model = v;
     } else {
       return Usage("unknown option " + arg);
     }
@@ -118,6 +126,8 @@ int main(int argc, char** argv) {
   if (!log_format.empty()) options.log.format = log_format;
   if (degraded) options.executor.allow_degraded = true;
   if (insecure_loopback) options.allow_insecure_loopback = true;
+  if (!llm_base_url.empty()) options.agent.llm.base_url = llm_base_url;
+  if (!llm_model.empty()) options.agent.llm.model = llm_model;
 
   if (check) {
     warden::HostCheck host = warden::CheckHost(options.executor.cgroup, options.executor.allow_degraded);
@@ -143,6 +153,13 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", std::string(daemon.status().message()));
     return 1;
   }
+  auto agent = warden::agent::AgentService::Create(options.agent, (*daemon)->engine(),
+                                                  (*daemon)->authenticator(), (*daemon)->tasks());
+  if (!agent.ok()) {
+    spdlog::critical("{}", std::string(agent.status().message()));
+    return 1;
+  }
+  (*daemon)->AddService(std::move(*agent));
   if (auto s = (*daemon)->Start(); !s.ok()) {
     spdlog::critical("{}", std::string(s.message()));
     return 1;

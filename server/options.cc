@@ -19,6 +19,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -120,6 +121,13 @@ class ObjectReader {
     if (value == nullptr) return;
     if (!value->is_boolean()) return TypeError(key, *value, "true or false");
     *out = value->get<bool>();
+  }
+
+  void Double(const char* key, double* out) {
+    const Json* value = Find(key);
+    if (value == nullptr) return;
+    if (!value->is_number()) return TypeError(key, *value, "a number");
+    *out = value->get<double>();
   }
 
   void String(const char* key, std::string* out) {
@@ -307,6 +315,28 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.Object("zygote", [o](ObjectReader& z) {
     z.Bool("enabled", &o->zygote.enabled);
     z.String("program", &o->zygote.program);
+  });
+  r.Object("agent", [o](ObjectReader& a) {
+    a.Object("llm", [o](ObjectReader& l) {
+      LlmOptions& llm = o->agent.llm;
+      l.String("base_url", &llm.base_url);
+      l.String("model", &llm.model);
+      l.String("api_key_env", &llm.api_key_env);
+      l.String("api_key_file", &llm.api_key_file);
+      l.Int("request_timeout_ms", &llm.request_timeout_ms);
+      l.Int("max_tokens", &llm.max_tokens);
+      l.Double("temperature", &llm.temperature);
+      l.Bool("stream", &llm.stream);
+      l.Int("max_retries", &llm.max_retries);
+      l.String("tools", &llm.tools);
+    });
+    a.Int("default_max_iterations", &o->agent.default_max_iterations);
+    a.Int("max_iterations", &o->agent.max_iterations);
+    a.Int("default_max_wall_ms", &o->agent.default_max_wall_ms);
+    a.Int("max_wall_ms", &o->agent.max_wall_ms);
+    a.Int("default_max_tokens", &o->agent.default_max_tokens);
+    a.Int("max_tokens", &o->agent.max_tokens);
+    a.Int("max_observation_bytes", &o->agent.max_observation_bytes);
   });
 }
 
@@ -583,6 +613,45 @@ absl::StatusOr<DaemonOptions> DaemonOptions::FromFile(const std::string& path) {
   return options;
 }
 
+static void ValidateAgent(Problems& p, const AgentOptions& agent) {
+  const LlmOptions& llm = agent.llm;
+  if (!llm.base_url.empty()) {
+    if (!absl::StartsWith(llm.base_url, "http://") && !absl::StartsWith(llm.base_url, "https://")) {
+      p.Add(absl::StrCat("agent.llm.base_url is '", llm.base_url,
+                         "'; it must be an http:// or https:// URL such as http://127.0.0.1:8000/v1"));
+    }
+    if (llm.model.empty()) {
+      p.Add("agent.llm.model is empty: name the model the server serves (e.g. the name vLLM was started with)");
+    }
+  }
+  if (!llm.api_key_env.empty() && !llm.api_key_file.empty()) {
+    p.Add("agent.llm.api_key_env and agent.llm.api_key_file are both set: keep one");
+  }
+  if (llm.tools != "auto" && llm.tools != "native" && llm.tools != "text") {
+    p.Add(absl::StrCat("agent.llm.tools is '", llm.tools, "'; it must be auto, native or text"));
+  }
+  if (llm.temperature < 0 || llm.temperature > 2) {
+    p.Add(absl::StrCat("agent.llm.temperature is ", llm.temperature, "; it must be 0 to 2"));
+  }
+  if (llm.max_retries < 0 || llm.max_retries > 20) {
+    p.Add(absl::StrCat("agent.llm.max_retries is ", llm.max_retries, "; it must be 0 to 20"));
+  }
+  CheckPositive(p, "agent.llm.request_timeout_ms", llm.request_timeout_ms);
+  CheckPositive(p, "agent.llm.max_tokens", llm.max_tokens);
+  CheckPositive(p, "agent.max_observation_bytes", agent.max_observation_bytes);
+  const std::tuple<const char*, int64_t, int64_t> budgets[] = {
+      {"iterations", agent.default_max_iterations, agent.max_iterations},
+      {"wall_ms", agent.default_max_wall_ms, agent.max_wall_ms},
+      {"tokens", agent.default_max_tokens, agent.max_tokens}};
+  for (const auto& [name, def, max] : budgets) {
+    CheckPositive(p, absl::StrCat("agent.default_max_", name).c_str(), def);
+    if (def > max) {
+      p.Add(absl::StrCat("agent.default_max_", name, " (", def, ") is above agent.max_", name, " (", max,
+                         "): lower the default or raise the maximum"));
+    }
+  }
+}
+
 absl::Status DaemonOptions::Validate() const {
   Problems p;
 
@@ -760,6 +829,7 @@ absl::Status DaemonOptions::Validate() const {
                        "warden-python-zygote, or leave it out to use the one beside wardend"));
   }
 
+  ValidateAgent(p, agent);
   return p.ToStatus("the configuration");
 }
 

@@ -68,6 +68,32 @@ struct LogOptions {
   std::string level = "info";   // trace | debug | info | warn | error
 };
 
+// The agent service's model server (docs/agent.md): any OpenAI-compatible
+// chat-completions endpoint. The agent is off while base_url is empty.
+struct LlmOptions {
+  std::string base_url;      // e.g. "http://127.0.0.1:8000/v1"
+  std::string model;
+  std::string api_key_env;   // the API key is read from this variable...
+  std::string api_key_file;  // ...or this file; never logged
+  int64_t request_timeout_ms = 120'000;
+  int max_tokens = 2048;     // per reply
+  double temperature = 0.2;
+  bool stream = true;
+  int max_retries = 4;       // on 429, 5xx and timeouts
+  std::string tools = "auto";  // auto | native | text (fenced blocks)
+};
+
+struct AgentOptions {
+  LlmOptions llm;
+  int default_max_iterations = 12;  // budgets where a request says 0...
+  int max_iterations = 100;         // ...and the most it may ask for
+  int64_t default_max_wall_ms = 600'000;
+  int64_t max_wall_ms = 3'600'000;
+  int64_t default_max_tokens = 200'000;
+  int64_t max_tokens = 5'000'000;
+  int64_t max_observation_bytes = 8'000;  // of each result the model is sent
+};
+
 // The Python fork server (warden-python-zygote): Python sessions and pool
 // workers are cloned from it, with the python pool's warm modules already
 // imported, instead of starting an interpreter each.
@@ -95,6 +121,7 @@ struct DaemonOptions {
   ExecutorOptions executor;  // cgroups, degraded mode, host ids
   std::string kernels_dir;   // empty: the built-in location
   ZygoteOptions zygote;
+  AgentOptions agent;
 
   // Reads a JSON configuration file over the defaults; unknown keys are
   // errors (a typo must not silently fall back to a default).

@@ -97,6 +97,25 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"host_id_count", o.executor.host_id_count}}},
       {"kernels_dir", o.kernels_dir},
       {"zygote", {{"enabled", o.zygote.enabled}, {"program", o.zygote.program}}},
+      {"agent",
+       {{"llm",
+         {{"base_url", o.agent.llm.base_url},
+          {"model", o.agent.llm.model},
+          {"api_key_env", o.agent.llm.api_key_env},
+          {"api_key_file", o.agent.llm.api_key_file},
+          {"request_timeout_ms", o.agent.llm.request_timeout_ms},
+          {"max_tokens", o.agent.llm.max_tokens},
+          {"temperature", o.agent.llm.temperature},
+          {"stream", o.agent.llm.stream},
+          {"max_retries", o.agent.llm.max_retries},
+          {"tools", o.agent.llm.tools}}},
+        {"default_max_iterations", o.agent.default_max_iterations},
+        {"max_iterations", o.agent.max_iterations},
+        {"default_max_wall_ms", o.agent.default_max_wall_ms},
+        {"max_wall_ms", o.agent.max_wall_ms},
+        {"default_max_tokens", o.agent.default_max_tokens},
+        {"max_tokens", o.agent.max_tokens},
+        {"max_observation_bytes", o.agent.max_observation_bytes}}},
   };
 }
 
@@ -157,6 +176,25 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
       {"executor", {{"allow_degraded", true}, {"host_id_base", 4000000000}, {"host_id_count", 24}}},
       {"kernels_dir", "/usr/lib/warden/kernels"},
       {"zygote", {{"enabled", false}, {"program", "/usr/lib/warden/warden-python-zygote"}}},
+      {"agent",
+       {{"llm",
+         {{"base_url", "https://api.openai.com/v1"},
+          {"model", "gpt-4o-mini"},
+          {"api_key_env", ""},
+          {"api_key_file", "/etc/warden/openai.key"},
+          {"request_timeout_ms", 25},
+          {"max_tokens", 26},
+          {"temperature", 0.75},
+          {"stream", false},
+          {"max_retries", 27},
+          {"tools", "native"}}},
+        {"default_max_iterations", 28},
+        {"max_iterations", 29},
+        {"default_max_wall_ms", 30},
+        {"max_wall_ms", 31},
+        {"default_max_tokens", 32},
+        {"max_tokens", 33},
+        {"max_observation_bytes", 34}}},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -571,6 +609,39 @@ TEST(ValidateTest, EveryProblemIsReportedAtOnce) {
               AllOf(HasSubstr("3 problems in the configuration:"),
                     HasSubstr("TCP listener 127.0.0.1:7000 has no TLS"),
                     HasSubstr("log.format is 'xml'"), HasSubstr("pools[0].language is 'ruby'")));
+}
+
+}  // namespace
+}  // namespace warden
+
+namespace warden {
+namespace {
+
+TEST(FromFileTest, AgentSectionConfiguresTheModelServer) {
+  absl::StatusOr<DaemonOptions> options = Parse(R"({"agent": {"llm": {"base_url": "http://127.0.0.1:8000/v1",
+      "model": "qwen", "api_key_env": "OPENAI_API_KEY", "temperature": 0.5, "tools": "text"},
+      "default_max_iterations": 5}})");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->agent.llm.base_url, "http://127.0.0.1:8000/v1");
+  EXPECT_EQ(options->agent.llm.model, "qwen");
+  EXPECT_EQ(options->agent.llm.api_key_env, "OPENAI_API_KEY");
+  EXPECT_EQ(options->agent.llm.temperature, 0.5);
+  EXPECT_EQ(options->agent.llm.tools, "text");
+  EXPECT_EQ(options->agent.default_max_iterations, 5);
+  EXPECT_EQ(options->agent.max_iterations, 100);  // untouched default
+  EXPECT_TRUE(options->Validate().ok()) << options->Validate();
+}
+
+TEST(DaemonOptionsTest, AgentSettingsAreChecked) {
+  DaemonOptions o;
+  o.agent.llm.base_url = "127.0.0.1:8000";
+  o.agent.llm.tools = "sometimes";
+  o.agent.default_max_iterations = 500;
+  const std::string message(o.Validate().message());
+  EXPECT_THAT(message, ::testing::HasSubstr("http:// or https://"));
+  EXPECT_THAT(message, ::testing::HasSubstr("agent.llm.model is empty"));
+  EXPECT_THAT(message, ::testing::HasSubstr("auto, native or text"));
+  EXPECT_THAT(message, ::testing::HasSubstr("agent.default_max_iterations (500) is above"));
 }
 
 }  // namespace

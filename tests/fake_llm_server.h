@@ -34,7 +34,11 @@ class FakeLlmServer {
     char dir_template[] = "/tmp/fake-llm-XXXXXX";
     if (!mkdtemp(dir_template)) return absl::InternalError("mkdtemp");
     const std::string script = absl::StrCat(dir_template, "/script.json");
-    std::ofstream(script) << nlohmann::json{{"responses", responses}}.dump();
+    // A one-step script written {step} arrives as the step itself.
+    nlohmann::json steps = responses.is_array() ? responses
+                           : responses.is_null() ? nlohmann::json::array()
+                                                 : nlohmann::json::array({responses});
+    std::ofstream(script) << nlohmann::json{{"responses", steps}}.dump();
     int out[2];
     if (pipe(out) != 0) return absl::InternalError("pipe");
     std::vector<std::string> args = {"/usr/bin/python3", WARDEN_TESTS_SRC "/fake_openai_server.py", "--script",

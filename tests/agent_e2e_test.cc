@@ -1,0 +1,394 @@
+// The Agent service end to end: an in-process wardend (real sandboxes and
+// kernels) with the Agent service, a fake OpenAI-compatible server playing
+// scripted conversations over HTTP on loopback, and a gRPC client.
+#include <unistd.h>
+
+#include <functional>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "agent/agent_service.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "server/daemon.h"
+#include "tests/fake_llm_server.h"
+#include "warden/v1/agent.grpc.pb.h"
+
+namespace warden {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::FakeLlmServer;
+using testing::TextStep;
+using testing::ToolCallStep;
+using Json = nlohmann::json;
+
+Json ToolStep(const std::string& name, const Json& args) {
+  return {{"tool_calls", {{{"name", name}, {"arguments", args.dump()}}}}};
+}
+
+DaemonOptions TestOptions() {
+  DaemonOptions options;
+  options.listen = {"127.0.0.1:0"};
+  options.allow_insecure_loopback = true;
+  options.pools = {{"python", 1, {}}, {"javascript", 0, {}}, {"bash", 0, {}}};
+  options.executor.host_id_base = static_cast<uid_t>(5'000'000 + (getpid() % 4096) * 512);
+  options.executor.host_id_count = 512;
+  options.shutdown_grace_ms = 2'000;
+  return options;
+}
+
+struct RunResult {
+  std::vector<v1::AgentEvent> events;
+  grpc::Status status;
+  v1::FinalEvent final() const {
+    return !events.empty() && events.back().has_final() ? events.back().final() : v1::FinalEvent();
+  }
+  std::vector<v1::CodeExecution> executions() const {
+    std::vector<v1::CodeExecution> out;
+    for (const auto& e : events) {
+      if (e.has_execution()) out.push_back(e.execution());
+    }
+    return out;
+  }
+};
+
+class AgentE2eTest : public ::testing::Test {
+ protected:
+  void Start(const Json& script, bool configured = true) {
+    auto server = FakeLlmServer::Start(script);
+    ASSERT_TRUE(server.ok()) << server.status();
+    llm_ = std::move(*server);
+    DaemonOptions options = TestOptions();
+    if (configured) {
+      options.agent.llm.base_url = llm_->base_url();
+      options.agent.llm.model = "fake-model";
+    }
+    auto daemon = Daemon::Create(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    auto agent = agent::AgentService::Create(options.agent, daemon_->engine(), daemon_->authenticator(),
+                                             daemon_->tasks());
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    daemon_->AddService(std::move(*agent));
+    ASSERT_TRUE(daemon_->Start().ok());
+    auto channel = grpc::CreateChannel(daemon_->listening().front(), grpc::InsecureChannelCredentials());
+    stub_ = v1::Agent::NewStub(channel);
+  }
+  void TearDown() override {
+    if (daemon_) daemon_->Shutdown(absl::Seconds(5));
+  }
+
+  // Runs the request; `on_event` may answer function calls through `write`.
+  RunResult Run(const v1::RunAgentRequest& request,
+                std::function<void(const v1::AgentEvent&, grpc::ClientReaderWriter<v1::AgentRequest, v1::AgentEvent>*)>
+                    on_event = nullptr,
+                grpc::ClientContext* ctx = nullptr) {
+    grpc::ClientContext own;
+    if (!ctx) ctx = &own;
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    auto stream = stub_->Run(ctx);
+    v1::AgentRequest first;
+    *first.mutable_start() = request;
+    EXPECT_TRUE(stream->Write(first));
+    if (!on_event) stream->WritesDone();
+    RunResult result;
+    v1::AgentEvent event;
+    while (stream->Read(&event)) {
+      result.events.push_back(event);
+      if (on_event) on_event(event, stream.get());
+      if (event.has_final() && on_event) stream->WritesDone();
+    }
+    result.status = stream->Finish();
+    return result;
+  }
+
+  int AgentSessions() { return static_cast<int>(daemon_->engine().ListSessions("default", {}).size()); }
+
+  // Waits (up to 60 s) for a condition on the daemon.
+  bool WaitFor(const std::function<bool()>& condition) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline) {
+      if (condition()) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
+  static v1::RunAgentRequest Task(const std::string& task) {
+    v1::RunAgentRequest r;
+    r.set_task(task);
+    return r;
+  }
+
+  std::unique_ptr<FakeLlmServer> llm_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+TEST_F(AgentE2eTest, SolveRecoversFromAnErrorAndKeepsState) {
+  Start({ToolCallStep("print(1/0)", "Let me try."), ToolCallStep("x = 21 * 2\nprint(x)"),
+         ToolCallStep("print(x + 1)"), TextStep("The answer is 42 (and x + 1 is 43).")});
+  RunResult run = Run(Task("compute 21 * 2"));
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  v1::FinalEvent final = run.final();
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE) << final.stop_detail();
+  EXPECT_TRUE(final.all_succeeded());
+  EXPECT_EQ(final.answer(), "The answer is 42 (and x + 1 is 43).");
+  EXPECT_EQ(final.iterations(), 4);
+  ASSERT_EQ(final.code_blocks_size(), 3);
+  ASSERT_EQ(final.outputs_size(), 3);
+  EXPECT_EQ(final.outputs(0).outcome(), v1::OUTCOME_ERROR);
+  EXPECT_EQ(final.outputs(0).error().name(), "ZeroDivisionError");
+  EXPECT_EQ(final.outputs(1).stdout(), "42\n");
+  EXPECT_EQ(final.outputs(2).stdout(), "43\n");  // x survived from the step before
+  EXPECT_GT(final.usage().total_tokens(), 0);
+  // The model saw the real traceback in the tool result of its first call.
+  Json second = llm_->Requests()[1]["body"]["messages"];
+  EXPECT_EQ(second.back()["role"], "tool");
+  EXPECT_THAT(second.back()["content"].get<std::string>(), HasSubstr("ZeroDivisionError: division by zero"));
+  EXPECT_THAT(second.back()["content"].get<std::string>(), HasSubstr("Traceback"));
+  // Streamed text arrived as deltas before the message.
+  std::string deltas;
+  for (const auto& e : run.events) {
+    if (e.has_delta() && e.delta().iteration() == 1) deltas += e.delta().text();
+  }
+  EXPECT_EQ(deltas, "Let me try.");
+  EXPECT_EQ(run.executions().size(), 3u);
+  EXPECT_EQ(AgentSessions(), 0);  // closed at the end
+}
+
+TEST_F(AgentE2eTest, KeepSessionLeavesItOpen) {
+  Start({ToolCallStep("y = 7"), TextStep("done")});
+  v1::RunAgentRequest request = Task("set y");
+  request.set_keep_session(true);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok());
+  EXPECT_FALSE(run.final().session_id().empty());
+  EXPECT_EQ(AgentSessions(), 1);
+}
+
+TEST_F(AgentE2eTest, TheTimeBudgetEndsTheRunWithTheRightReason) {
+  Start({TextStep("my best answer")});
+  v1::RunAgentRequest request = Task("anything");
+  request.mutable_budget()->set_max_wall_ms(1);  // gone while the session starts
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok());
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_TIME);
+  EXPECT_EQ(run.final().answer(), "my best answer");
+  EXPECT_FALSE(run.final().all_succeeded());
+}
+
+TEST_F(AgentE2eTest, TheIterationBudgetEndsTheRunWithTheRightReason) {
+  Start({ToolCallStep("a = 1"), TextStep("best so far")});
+  v1::RunAgentRequest request = Task("anything");
+  request.mutable_budget()->set_max_iterations(1);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok());
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_ITERATIONS);
+  EXPECT_EQ(run.final().iterations(), 1);
+}
+
+TEST_F(AgentE2eTest, TheSameErrorThreeTimesIsStuck) {
+  Start({ToolCallStep("int('x')"), ToolCallStep("int('x')  # again"), ToolCallStep("int('x')  # and again"),
+         TextStep("unused")});
+  RunResult run = Run(Task("parse x"));
+  ASSERT_TRUE(run.status.ok());
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_STUCK);
+  EXPECT_THAT(run.final().stop_detail(), HasSubstr("ValueError"));
+  Json third = llm_->Requests()[2]["body"]["messages"];
+  EXPECT_THAT(third.back()["content"].get<std::string>(), HasSubstr("try a different approach"));
+}
+
+TEST_F(AgentE2eTest, TestModeReportsEachTest) {
+  const std::string tests =
+      "from solution import add\n\ndef test_add_positive():\n    assert add(2, 3) == 5\n\n"
+      "def test_add_zero():\n    assert add(0, 0) == 0\n";
+  Start({ToolStep("write_file", {{"path", "test_solution.py"}, {"content", tests}}),
+         TextStep("test_add_positive fails: add subtracts.")});
+  v1::RunAgentRequest request;
+  request.set_mode(v1::AGENT_MODE_TEST);
+  request.set_code("def add(a, b):\n    return a - b\n");
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  v1::FinalEvent final = run.final();
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE) << final.stop_detail();
+  ASSERT_EQ(final.tests_size(), 2) << llm_->Requests()[1]["body"]["messages"].back().dump();
+  std::map<std::string, v1::TestResult> by_name;
+  for (const auto& t : final.tests()) by_name[t.name()] = t;
+  EXPECT_EQ(by_name["test_solution.py::test_add_positive"].outcome(), "failed");
+  EXPECT_THAT(by_name["test_solution.py::test_add_positive"].message(), HasSubstr("assert"));
+  EXPECT_EQ(by_name["test_solution.py::test_add_zero"].outcome(), "passed");
+  EXPECT_TRUE(final.all_succeeded());
+  EXPECT_THAT(llm_->Requests()[1]["body"]["messages"].back()["content"].get<std::string>(),
+              HasSubstr("FAILED test_solution.py::test_add_positive"));
+}
+
+TEST_F(AgentE2eTest, DebugModeReproducesFixesAndProves) {
+  const std::string buggy = "def mean(xs):\n    return sum(xs) / len(xs)\nprint(mean([]))\n";
+  Start({ToolCallStep("def mean(xs):\n    return sum(xs) / len(xs) if xs else 0.0\nprint(mean([]))"),
+         TextStep("mean() divided by len([]) == 0; it now returns 0.0 for an empty list.")});
+  v1::RunAgentRequest request;
+  request.set_mode(v1::AGENT_MODE_DEBUG);
+  request.set_code(buggy);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  auto executions = run.executions();
+  ASSERT_EQ(executions.size(), 2u);
+  EXPECT_EQ(executions[0].purpose(), "reproduce");
+  EXPECT_FALSE(executions[0].succeeded());
+  EXPECT_EQ(executions[1].purpose(), "code");
+  EXPECT_EQ(executions[1].result().stdout(), "0.0\n");
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_DONE);
+  EXPECT_TRUE(run.final().all_succeeded());
+  EXPECT_THAT(llm_->Requests()[0]["body"]["messages"][1]["content"].get<std::string>(),
+              HasSubstr("ZeroDivisionError"));
+}
+
+TEST_F(AgentE2eTest, TddModeSeesTheTestsFailThenPass) {
+  const std::string tests = "from solution import slug\n\ndef test_slug():\n    assert slug('Hello World') == 'hello-world'\n";
+  Start({ToolStep("write_file", {{"path", "solution.py"}, {"content", "x = 1\n"}}),  // refused: tests first
+         ToolStep("write_file", {{"path", "test_solution.py"}, {"content", tests}}),
+         ToolStep("write_file", {{"path", "solution.py"},
+                                 {"content", "def slug(s):\n    return '-'.join(s.lower().split())\n"}}),
+         TextStep("slug() is implemented and its test passes.")});
+  v1::RunAgentRequest request = Task("slug(s): lower-case words joined by '-'");
+  request.set_mode(v1::AGENT_MODE_TDD);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  v1::FinalEvent final = run.final();
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE) << final.stop_detail();
+  EXPECT_TRUE(final.tests_failed_first());
+  EXPECT_TRUE(final.all_succeeded());
+  ASSERT_EQ(final.tests_size(), 1);
+  EXPECT_EQ(final.tests(0).outcome(), "passed");
+  EXPECT_THAT(llm_->Requests()[1]["body"]["messages"].back()["content"].get<std::string>(),
+              HasSubstr("write the tests first"));
+  auto executions = run.executions();
+  ASSERT_EQ(executions.size(), 2u);  // red, then green
+  EXPECT_FALSE(executions[0].succeeded());
+  EXPECT_TRUE(executions[1].succeeded());
+}
+
+TEST_F(AgentE2eTest, RepairPatchesRollsBackAndStaysInAllowedPaths) {
+  const std::string calc = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+  const std::string test_calc =
+      "from calc import add, mul\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_mul():\n    assert mul(2, 3) == 6\n";
+  const std::string cheat = "--- a/test_calc.py\n+++ b/test_calc.py\n@@ -3,2 +3,2 @@\n def test_add():\n-    assert add(2, 3) == 5\n+    assert True\n";
+  const std::string worse = "--- a/calc.py\n+++ b/calc.py\n@@ -5,2 +5,2 @@\n def mul(a, b):\n-    return a * b\n+    return a + b\n";
+  const std::string fix = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n";
+  Start({ToolStep("read_file", {{"path", "calc.py"}}), ToolStep("apply_patch", {{"patch", cheat}}),
+         ToolStep("apply_patch", {{"patch", worse}}), ToolStep("apply_patch", {{"patch", fix}}),
+         TextStep("add() subtracted; it adds now.")});
+  v1::RunAgentRequest request = Task("make the tests pass");
+  request.set_mode(v1::AGENT_MODE_REPAIR);
+  request.set_verify_command("python3 -m pytest -q -p no:cacheprovider");
+  request.add_allowed_paths("calc.py");
+  auto* f1 = request.add_files();
+  f1->set_path("calc.py");
+  f1->set_content(calc);
+  auto* f2 = request.add_files();
+  f2->set_path("test_calc.py");
+  f2->set_content(test_calc);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  v1::FinalEvent final = run.final();
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE) << final.stop_detail();
+  EXPECT_TRUE(final.all_succeeded());
+  EXPECT_EQ(final.diff(),
+            "--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+            " \n \n def mul(a, b):\n");
+  std::vector<v1::FileChange> changes;
+  for (const auto& e : run.events) {
+    if (e.has_file_change()) changes.push_back(e.file_change());
+  }
+  ASSERT_EQ(changes.size(), 2u);  // the cheat never applied
+  EXPECT_TRUE(changes[0].rolled_back());
+  EXPECT_THAT(changes[0].reason(), HasSubstr("worse"));
+  EXPECT_FALSE(changes[1].rolled_back());
+  Json sent = llm_->Requests();
+  EXPECT_THAT(sent[2]["body"]["messages"].back()["content"].get<std::string>(), HasSubstr("may not change"));
+  EXPECT_THAT(sent[3]["body"]["messages"].back()["content"].get<std::string>(), HasSubstr("rolled back"));
+  // Verification ran first (the baseline), then after each applied patch.
+  int verifications = 0;
+  for (const auto& e : run.executions()) verifications += e.purpose() == "verify";
+  EXPECT_EQ(verifications, 3);
+}
+
+TEST_F(AgentE2eTest, ClientSideFunctionsRoundTripOnTheStream) {
+  Start({{{"tool_calls", {{{"id", "call_db"}, {"name", "query_database"}, {"arguments", "{\"sql\":\"select n from t\"}"}}}}},
+         ToolCallStep("rows = [[3], [4]]\nprint(sum(r[0] for r in rows))"), TextStep("The total is 7.")});
+  v1::RunAgentRequest request = Task("sum the table");
+  auto* f = request.add_functions();
+  f->set_name("query_database");
+  f->set_description("Runs SQL on the caller's database");
+  f->set_parameters_json(R"({"type":"object","properties":{"sql":{"type":"string"}},"required":["sql"]})");
+  int calls = 0;
+  RunResult run = Run(request, [&](const v1::AgentEvent& e, auto* stream) {
+    if (!e.has_function_call()) return;
+    ++calls;
+    EXPECT_EQ(e.function_call().name(), "query_database");
+    EXPECT_EQ(e.function_call().arguments(), "{\"sql\":\"select n from t\"}");
+    v1::AgentRequest answer;
+    answer.mutable_function_result()->set_call_id(e.function_call().call_id());
+    answer.mutable_function_result()->set_content("[[3], [4]]");
+    EXPECT_TRUE(stream->Write(answer));
+  });
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_DONE);
+  Json second = llm_->Requests()[1]["body"]["messages"];
+  EXPECT_EQ(second.back()["role"], "tool");
+  EXPECT_EQ(second.back()["tool_call_id"], "call_db");
+  EXPECT_EQ(second.back()["content"], "[[3], [4]]");
+}
+
+TEST_F(AgentE2eTest, CancellingDuringExecutionInterruptsAndCleansUp) {
+  Start({ToolCallStep("import time\ntime.sleep(600)"), TextStep("never")});
+  grpc::ClientContext ctx;
+  std::thread canceller([&] {
+    EXPECT_TRUE(WaitFor([&] { return daemon_->engine().Stats().executing == 1; }));
+    ctx.TryCancel();
+  });
+  RunResult run = Run(Task("sleep"), nullptr, &ctx);
+  canceller.join();
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] { return AgentSessions() == 0 && daemon_->engine().Stats().executing == 0; }));
+  EXPECT_EQ(llm_->Requests().size(), 1u);  // no further turn
+}
+
+TEST_F(AgentE2eTest, CancellingDuringTheModelRequestStopsIt) {
+  Start({{{"content", "never"}, {"delay_ms", 600'000}}});
+  grpc::ClientContext ctx;
+  std::thread canceller([&] {
+    EXPECT_TRUE(llm_->WaitFor([](const Json& r) { return r.size() == 1; }));
+    ctx.TryCancel();
+  });
+  RunResult run = Run(Task("think"), nullptr, &ctx);
+  canceller.join();
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(llm_->WaitFor([](const Json& r) { return r.size() == 1 && r[0]["aborted"].get<bool>(); }));
+  EXPECT_TRUE(WaitFor([&] { return AgentSessions() == 0; }));
+}
+
+TEST_F(AgentE2eTest, AnUnconfiguredAgentSaysHowToConfigureIt) {
+  Start({}, /*configured=*/false);
+  RunResult run = Run(Task("t"));
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(run.status.error_message(), HasSubstr("--llm-base-url"));
+}
+
+TEST_F(AgentE2eTest, ABadRequestIsInvalidArgument) {
+  Start({});
+  v1::RunAgentRequest request = Task("t");
+  request.set_mode(v1::AGENT_MODE_REPAIR);  // without verify_command
+  RunResult run = Run(request);
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(run.status.error_message(), HasSubstr("verify_command"));
+}
+
+}  // namespace
+}  // namespace warden
