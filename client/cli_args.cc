@@ -293,6 +293,57 @@ struct CommandSpec {
   Builder build;
 };
 
+absl::StatusOr<Command> BuildAgent(const ParsedArgs& args, const CliEnvironment&) {
+  AgentCommand command;
+  command.json = args.Has("--json");
+  v1::RunAgentRequest& request = command.request;
+  request.set_task(args.operands.empty() ? "" : args.operands[0]);
+  static const std::pair<const char*, v1::AgentMode> kModes[] = {
+      {"solve", v1::AGENT_MODE_SOLVE}, {"test", v1::AGENT_MODE_TEST}, {"debug", v1::AGENT_MODE_DEBUG},
+      {"tdd", v1::AGENT_MODE_TDD},     {"repair", v1::AGENT_MODE_REPAIR}};
+  if (args.Has("--mode")) {
+    const std::string mode = args.Value("--mode");
+    bool found = false;
+    for (const auto& [name, value] : kModes) {
+      if (mode == name) request.set_mode(value), found = true;
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mode is '", mode, "'; it must be solve, test, debug, tdd or repair"));
+    }
+  }
+  auto language = LanguageFlag(args);
+  if (!language.ok()) return language.status();
+  request.set_language(*language);
+  auto iterations = PositiveNumber(args, "--max-iterations");
+  if (!iterations.ok()) return iterations.status();
+  auto tokens = PositiveNumber(args, "--max-tokens");
+  if (!tokens.ok()) return tokens.status();
+  auto wall = PositiveNumber(args, "--max-time-ms");
+  if (!wall.ok()) return wall.status();
+  request.mutable_budget()->set_max_iterations(static_cast<int32_t>(*iterations));
+  request.mutable_budget()->set_max_tokens(*tokens);
+  request.mutable_budget()->set_max_wall_ms(*wall);
+  request.set_model(args.Value("--model"));
+  request.set_keep_session(args.Has("--keep-session"));
+  request.set_error(args.Value("--error"));
+  request.set_verify_command(args.Value("--verify"));
+  for (const std::string& path : args.Values("--allow")) request.add_allowed_paths(path);
+  command.files = args.Values("--file");
+  command.code_file = args.Value("--code");
+  const v1::AgentMode mode = request.mode();
+  if ((mode == v1::AGENT_MODE_TEST || mode == v1::AGENT_MODE_DEBUG) && command.code_file.empty()) {
+    return absl::InvalidArgumentError("--mode test and --mode debug need --code FILE (the code to test or fix)");
+  }
+  if (mode == v1::AGENT_MODE_REPAIR && request.verify_command().empty()) {
+    return absl::InvalidArgumentError("--mode repair needs --verify CMD, e.g. --verify 'python3 -m pytest -q'");
+  }
+  if (request.task().empty() && mode != v1::AGENT_MODE_TEST && mode != v1::AGENT_MODE_DEBUG) {
+    return absl::InvalidArgumentError("warden agent needs a TASK");
+  }
+  return command;
+}
+
 // One row per command; kept by hand in this layout for reading.
 // clang-format off
 const std::vector<CommandSpec>& Commands() {
@@ -351,6 +402,31 @@ const std::vector<CommandSpec>& Commands() {
       {"files ls", "[PATH]", 0, 1, "List a session's workspace (all of it without PATH).", "",
        {kFilesSessionFlag, kJsonFlag},
        BuildFilesLs},
+      {"agent", "TASK", 0, 1, "Give a task to the code agent; print its steps as they stream.",
+       "The daemon's agent drives its configured LLM through generate -> execute ->\n"
+       "analyze -> fix in a fresh session until the task is verifiably done or a\n"
+       "budget runs out (docs/agent.md). Modes: solve (default); test (write pytest\n"
+       "tests for --code); debug (fix --code, given --error); tdd (tests first, then\n"
+       "the implementation); repair (patch the --file workspace until --verify\n"
+       "passes, touching only --allow paths). Ctrl-C cancels the run. With --json,\n"
+       "prints one JSON object per event per line, each with a \"type\"; the last is\n"
+       "the final event: answer, all_succeeded, iterations, stop_reason,\n"
+       "code_blocks, outputs, usage, tests, diff. Exit status: 0 when the run ended\n"
+       "done on code that ran, 1 when it stopped otherwise, 125 on a Warden error.\n",
+       {{"--mode", "M", "solve, test, debug, tdd or repair (default: solve)"},
+        {"--language", "L", "python, javascript or bash (default: python)"},
+        {"--code", "FILE", "test/debug: the code to test or fix (\"-\": stdin)"},
+        {"--error", "TEXT", "debug: the error the code gives"},
+        {"--file", "LOCAL[:REMOTE]", "upload into the workspace first; repeat for more"},
+        {"--verify", "CMD", "repair: the command that must pass, e.g. 'python3 -m pytest -q'"},
+        {"--allow", "PATH", "repair: a path or glob patches may touch; repeat for more"},
+        {"--max-iterations", "N", "model turns (default: the server's)"},
+        {"--max-tokens", "N", "tokens for the whole run (default: the server's)"},
+        {"--max-time-ms", "N", "wall-clock budget (default: the server's)"},
+        {"--model", "NAME", "ask for this model instead of the server's"},
+        {"--keep-session", "", "leave the session open and print its ID"},
+        {"--json", "", "print one JSON object per event per line"}},
+       BuildAgent},
   };
   return *commands;
 }

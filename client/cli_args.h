@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "warden/v1/agent.pb.h"
 #include "warden/v1/executor.pb.h"
 
 namespace warden::cli {
@@ -81,10 +82,19 @@ struct FilesLsCommand {
   bool json = false;
 };
 
+// `warden agent`: a task for the daemon's code agent (docs/agent.md).
+struct AgentCommand {
+  v1::RunAgentRequest request;   // everything but the files, read when it runs
+  std::vector<std::string> files;  // LOCAL or LOCAL:REMOTE, uploaded into the workspace
+  std::string code_file;           // --code: test/debug mode's code ("-": stdin)
+  bool json = false;
+};
+
 using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand,
-                 SessionRestartCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand>;
+                 SessionRestartCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand,
+                 AgentCommand>;
 
 struct Invocation {
   std::string address;  // --addr, else WARDEN_ADDR, else the default socket

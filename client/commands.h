@@ -15,6 +15,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "nlohmann/json.hpp"
+#include "warden/v1/agent.grpc.pb.h"
 #include "warden/v1/executor.grpc.pb.h"
 
 namespace warden::cli {
@@ -62,6 +63,10 @@ class CommandRunner {
   int operator()(const FilesPutCommand& command);
   int operator()(const FilesGetCommand& command);
   int operator()(const FilesLsCommand& command);
+  int operator()(const AgentCommand& command);  // client/agent_command.cc
+
+  // The Agent service's stub (not owned); `warden agent` needs it.
+  void set_agent_stub(v1::Agent::StubInterface* stub) { agent_stub_ = stub; }
 
  private:
   // A unary call with the token and kUnaryDeadline.
@@ -80,6 +85,7 @@ class CommandRunner {
   void PrintJson(const nlohmann::json& json);
 
   v1::Executor::StubInterface* stub_;
+  v1::Agent::StubInterface* agent_stub_ = nullptr;
   std::string token_;
   std::string address_;
   CliStreams io_;

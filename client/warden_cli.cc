@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   auto stub = warden::v1::Executor::NewStub(*channel);
+  auto agent_stub = warden::v1::Agent::NewStub(*channel);
   CommandRunner runner(stub.get(), env.token, invocation->address, {std::cin, std::cout, std::cerr},
                        /*cancel_on_signals=*/true);
+  runner.set_agent_stub(agent_stub.get());
   return runner.Run(invocation->command);
 }

@@ -3,10 +3,12 @@
 // scripted conversations over HTTP on loopback, and a gRPC client.
 #include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "agent/agent_service.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -388,6 +390,54 @@ TEST_F(AgentE2eTest, ABadRequestIsInvalidArgument) {
   RunResult run = Run(request);
   EXPECT_EQ(run.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(run.status.error_message(), HasSubstr("verify_command"));
+}
+
+// Runs the warden CLI against the daemon; returns its stdout and exit status.
+std::pair<std::string, int> RunCli(const std::string& address, const std::string& args) {
+  const std::string command = absl::StrCat(WARDEN_BIN_DIR "/warden --addr ", address, " ", args, " 2>/dev/null");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+TEST_F(AgentE2eTest, CliPrintsOneJsonObjectPerEventEndingWithTheFinal) {
+  Start({ToolCallStep("print(1/0)"), ToolCallStep("print(6 * 7)"), TextStep("42")});
+  auto [out, code] = RunCli(daemon_->listening().front(), "agent --json 'compute 6*7'");
+  EXPECT_EQ(code, 0) << out;
+  std::vector<Json> lines;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    lines.push_back(Json::parse(line, nullptr, false));
+    ASSERT_FALSE(lines.back().is_discarded()) << line;
+  }
+  ASSERT_FALSE(lines.empty());
+  const Json& final = lines.back();
+  EXPECT_EQ(final["type"], "final");
+  for (const char* key : {"answer", "all_succeeded", "iterations", "stop_reason", "code_blocks", "outputs"}) {
+    EXPECT_TRUE(final.contains(key)) << key;
+  }
+  EXPECT_EQ(final["answer"], "42");
+  EXPECT_EQ(final["all_succeeded"], true);
+  EXPECT_EQ(final["stop_reason"], "DONE");
+  EXPECT_EQ(final["iterations"], 3);
+  EXPECT_EQ(final["code_blocks"], Json({"print(1/0)", "print(6 * 7)"}));
+  EXPECT_EQ(final["outputs"][1]["stdout"], "42\n");
+  int executions = 0;
+  for (const Json& line : lines) executions += line["type"] == "execution";
+  EXPECT_EQ(executions, 2);
+}
+
+TEST_F(AgentE2eTest, CliPrintsStepsAsText) {
+  Start({ToolCallStep("print('hello from the agent')", "Running it."), TextStep("It printed hello.")});
+  auto [out, code] = RunCli(daemon_->listening().front(), "agent 'say hello'");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("Running it.\n-> execute_code\n--- code (python) ---\nprint('hello from the agent')\n"
+                             "--- ok ---\nhello from the agent\n"));
+  EXPECT_THAT(out, HasSubstr("=== DONE after 2 turns"));
+  EXPECT_THAT(out, HasSubstr("--- ok ---\nhello from the agent\nIt printed hello.\n=== DONE after 2 turns"));
 }
 
 }  // namespace
