@@ -12,7 +12,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
-  python3 python3-numpy python3-pandas python3-matplotlib \
+  python3 python3-numpy python3-pandas python3-matplotlib python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
   openssl passwd
 
