@@ -1,5 +1,6 @@
 #include "server/executor_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 
@@ -187,27 +188,58 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
 
 }  // namespace
 
+Tasks::Tasks() : state_(std::make_shared<State>()) {}
+
+Tasks::~Tasks() {
+  absl::MutexLock lock(&state_->mu);
+  for (Idle* idle : state_->idle) idle->stop = true;
+  state_->idle.clear();
+}
+
 void Tasks::Run(std::function<void()> work) {
   {
-    absl::MutexLock lock(&mu_);
-    ++running_;
+    absl::MutexLock lock(&state_->mu);
+    ++state_->running;
+    if (!state_->idle.empty()) {
+      state_->idle.back()->work = std::move(work);
+      state_->idle.pop_back();
+      return;
+    }
   }
-  std::thread([this, work = std::move(work)] {
+  std::thread(&Tasks::Loop, state_, std::move(work)).detach();
+}
+
+void Tasks::Loop(std::shared_ptr<State> state, std::function<void()> work) {
+  absl::MutexLock lock(&state->mu);
+  for (;;) {
+    state->mu.Unlock();
     work();
-    absl::MutexLock lock(&mu_);
-    --running_;
-  }).detach();
+    work = nullptr;  // what it captured goes now, not when the next piece comes
+    state->mu.Lock();
+    --state->running;
+    Idle me;
+    state->idle.push_back(&me);
+    auto handed = [](Idle* idle) { return idle->work != nullptr || idle->stop; };
+    if (!state->mu.AwaitWithTimeout(absl::Condition(+handed, &me), absl::Seconds(30))) {
+      // Idle too long: leave, unless Run handed us work meanwhile (it does so
+      // under the lock, taking us off the list in the same step).
+      auto it = std::find(state->idle.begin(), state->idle.end(), &me);
+      if (it != state->idle.end()) state->idle.erase(it);
+    }
+    if (me.work == nullptr) return;
+    work = std::move(me.work);
+  }
 }
 
 bool Tasks::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ == 0; };
-  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  absl::MutexLock lock(&state_->mu);
+  auto idle = [](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->running == 0; };
+  return state_->mu.AwaitWithDeadline(absl::Condition(+idle, state_.get()), deadline);
 }
 
 int Tasks::running() const {
-  absl::MutexLock lock(&mu_);
-  return running_;
+  absl::MutexLock lock(&state_->mu);
+  return state_->running;
 }
 
 absl::StatusOr<std::string> ExecutorService::Tenant(grpc::CallbackServerContext* ctx) const {

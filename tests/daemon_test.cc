@@ -20,6 +20,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
+#include "server/executor_service.h"
 #include "warden/v1/executor.grpc.pb.h"
 
 namespace warden {
@@ -394,6 +395,30 @@ TEST_F(DaemonTest, OneShotsTakeTheWarmPoolOfTheirLimitsProfile) {
   // The default profile's pool serves the default limits.
   EXPECT_EQ(Execute("block = bytearray(200 << 20)\nprint(len(block))").stdout(), "209715200\n");
   EXPECT_EQ(daemon_->engine().Stats().pools["python"].acquired, 1);
+}
+
+TEST(TasksTest, ReusesIdleThreadsAndNeverQueuesBehindBusyOnes) {
+  Tasks tasks;
+  // Sequential work runs on the thread the previous piece left idle.
+  std::thread::id first, second;
+  absl::Notification one, two;
+  tasks.Run([&] { first = std::this_thread::get_id(); one.Notify(); });
+  one.WaitForNotification();
+  ASSERT_TRUE(tasks.WaitIdle(absl::Now() + absl::Seconds(10)));
+  tasks.Run([&] { second = std::this_thread::get_id(); two.Notify(); });
+  two.WaitForNotification();
+  EXPECT_EQ(first, second);
+  // Work never waits for a busy thread: the blocked piece is released only
+  // by the one started after it.
+  absl::Notification release, released;
+  tasks.Run([&] {
+    release.WaitForNotification();
+    released.Notify();
+  });
+  tasks.Run([&] { release.Notify(); });
+  EXPECT_TRUE(released.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(tasks.WaitIdle(absl::Now() + absl::Seconds(10)));
+  EXPECT_EQ(tasks.running(), 0);
 }
 
 TEST_F(DaemonTest, ConcurrentClientsDoNotCrossTalk) {
