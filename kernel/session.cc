@@ -231,7 +231,7 @@ absl::Status Session::Interrupt() {
 }
 
 CellResult Session::Execute(const std::string& code, const CellLimits& limits,
-                            const EventCallback& on_event) {
+                            const EventCallback& on_event, const std::atomic<bool>* cancelled) {
   CellResult r;
   Worker* worker = nullptr;
   {
@@ -245,6 +245,14 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
     if (busy_) {
       r.outcome = Outcome::kInternal;
       r.message = "another cell is running in this session";
+      return r;
+    }
+    if (cancelled != nullptr && cancelled->load()) {
+      // Read after taking the lock that Interrupt() takes: a cancel that
+      // comes later finds the cell busy and interrupts it.
+      r.outcome = Outcome::kInterrupted;
+      r.message = "cancelled before it started";
+      r.execution_count = execution_count_;
       return r;
     }
     busy_ = true;

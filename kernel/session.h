@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -117,8 +118,12 @@ class Session {
                                                         const SessionOptions& options);
   ~Session();
 
+  // `cancelled` (may be null) closes the gap before the cell counts as
+  // running, when Interrupt() would still be a no-op: a caller that sets it
+  // and then calls Interrupt() stops the cell whenever it does so.
   CellResult Execute(const std::string& code, const CellLimits& limits,
-                     const EventCallback& on_event = nullptr);
+                     const EventCallback& on_event = nullptr,
+                     const std::atomic<bool>* cancelled = nullptr);
   // Interrupts the running cell (SIGINT); no-op when idle.
   absl::Status Interrupt();
   // A fresh interpreter. With `clear_workspace` the whole sandbox is new;

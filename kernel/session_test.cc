@@ -522,6 +522,16 @@ TEST(ZygoteTest, SessionsOutliveAZygoteKilledFromOutside) {
   EXPECT_EQ(after->Execute("print('cold')", Limits(10'000)).stdout_data, "cold\n");
 }
 
+TEST(SessionTest, CancelledBeforeTheCellStartsNeverRunsIt) {
+  auto session = StartSession(Language::kPython);
+  ASSERT_NE(session, nullptr);
+  std::atomic<bool> cancelled{true};
+  CellResult r = session->Execute("open('ran', 'w').write('x')", Limits(10'000), nullptr, &cancelled);
+  EXPECT_EQ(r.outcome, Outcome::kInterrupted) << Describe(r);
+  CellResult after = session->Execute("import os\nprint(os.path.exists('ran'))", Limits(10'000));
+  EXPECT_EQ(after.stdout_data, "False\n") << Describe(after);
+}
+
 TEST(SessionTest, BashReportsExitStatusAndKeepsDirectory) {
   auto session = StartSession(Language::kBash);
   ASSERT_NE(session, nullptr);

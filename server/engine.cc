@@ -39,10 +39,7 @@ void Cancellation::Cancel() {
   if (session_) (void)session_->Interrupt();
 }
 
-bool Cancellation::cancelled() const {
-  absl::MutexLock lock(&mu_);
-  return cancelled_;
-}
+bool Cancellation::cancelled() const { return cancelled_.load(); }
 
 void Cancellation::Attach(Session* session) {
   absl::MutexLock lock(&mu_);
@@ -291,7 +288,8 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     out.cell.outcome = Outcome::kInterrupted;
     out.cell.message = "cancelled before it started";
   } else {
-    out.cell = session->Execute(call.code, limits, on_event);
+    out.cell = session->Execute(call.code, limits, on_event,
+                                cancellation ? cancellation->flag() : nullptr);
   }
   if (cancellation) cancellation->Detach();
   if (one_shot && out.cell.outcome == Outcome::kSessionLost) {

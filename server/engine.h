@@ -7,6 +7,7 @@
 // cancelled from another thread (the RPC's cancellation).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,11 +34,13 @@ class Cancellation {
   // The engine attaches the session while a cell runs in it.
   void Attach(Session* session);
   void Detach();
+  // For Session::Execute, which reads it after marking the cell busy.
+  const std::atomic<bool>* flag() const { return &cancelled_; }
 
  private:
   mutable absl::Mutex mu_;
   Session* session_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancelled_{false};
 };
 
 struct ExecuteCall {
