@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "sandbox/fd_passing.h"
 #include "sandbox/sandbox_plan.h"
 
 namespace warden {
@@ -28,7 +29,6 @@ namespace {
 // plan, and the child's fds (SCM_RIGHTS) in ChildFds order, the absent
 // channel left out. Replies: a Reply and, on success, the init's pidfd.
 constexpr uint32_t kRequestMagic = 0x77617264;  // "ward"
-constexpr int kMaxFds = 5;
 constexpr size_t kMaxMessage = 4 << 20;
 
 struct RequestHeader {
@@ -41,56 +41,13 @@ struct Reply {
   int32_t pid = -1;
 };
 
-ssize_t SendWithFds(int socket, const void* a, size_t a_len, const void* b, size_t b_len,
-                    const int* fds, int n_fds) {
-  struct iovec iov[2] = {{const_cast<void*>(a), a_len}, {const_cast<void*>(b), b_len}};
-  struct msghdr msg = {};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = b_len > 0 ? 2 : 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))] = {};
-  if (n_fds > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
-    struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
-    memcpy(CMSG_DATA(cmsg), fds, n_fds * sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(socket, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n;
-}
-
-// Receives one message into `buffer` and up to kMaxFds fds (close-on-exec).
-ssize_t ReceiveWithFds(int socket, std::string* buffer, std::vector<UniqueFd>* fds) {
-  struct iovec iov = {buffer->data(), buffer->size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return n;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      fds->emplace_back(fd);
-    }
-  }
-  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-    errno = EMSGSIZE;
-    return -1;
-  }
+// Receives one message into `buffer` (resized to it) and its fds.
+ssize_t Receive(int socket, std::string* buffer, std::vector<UniqueFd>* fds) {
+  int raw[kMaxPassedFds];
+  int n_fds = 0;
+  const ssize_t n = ReceiveWithFds(socket, buffer->data(), buffer->size(), 0, raw, &n_fds);
+  for (int i = 0; i < n_fds; ++i) fds->emplace_back(raw[i]);
+  buffer->resize(n > 0 ? static_cast<size_t>(n) : 0);
   return n;
 }
 
@@ -183,7 +140,7 @@ absl::StatusOr<std::unique_ptr<ForkServer>> ForkServer::Start(const Program& pro
     return absl::DeadlineExceededError(absl::StrCat(
         "the fork server ", path, " did not report ready within ", absl::FormatDuration(timeout)));
   }
-  const ssize_t n = ReceiveWithFds(socket, &hello, &no_fds);
+  const ssize_t n = Receive(socket, &hello, &no_fds);
   if (n <= 0) {
     return absl::UnavailableError(absl::StrCat("the fork server ", path, " exited while starting"));
   }
@@ -224,7 +181,7 @@ absl::StatusOr<ForkServer::Cloned> ForkServer::Clone(const std::string& encoded_
   const int socket = socket_.get();
   RequestHeader header;
   header.has_channel = fds.channel >= 0;
-  const int sent_fds[kMaxFds] = {fds.control, fds.stdin_read, fds.stdout_write, fds.stderr_write,
+  const int sent_fds[kMaxPassedFds] = {fds.control, fds.stdin_read, fds.stdout_write, fds.stderr_write,
                                  fds.channel};
   const int n_fds = header.has_channel ? 5 : 4;
   if (SendWithFds(socket, &header, sizeof(header), encoded_plan.data(), encoded_plan.size(),
@@ -241,7 +198,7 @@ absl::StatusOr<ForkServer::Cloned> ForkServer::Clone(const std::string& encoded_
   }
   std::string buffer(sizeof(Reply), '\0');
   std::vector<UniqueFd> received;
-  const ssize_t n = ReceiveWithFds(socket, &buffer, &received);
+  const ssize_t n = Receive(socket, &buffer, &received);
   if (n != static_cast<ssize_t>(sizeof(Reply))) {
     dead_ = true;
     return absl::UnavailableError("the fork server exited");
@@ -263,7 +220,7 @@ absl::StatusOr<ForkServer::Cloned> ForkServer::Clone(const std::string& encoded_
 std::string ReceiveForkServerSetup() {
   std::string setup(kMaxMessage, '\0');
   std::vector<UniqueFd> fds;
-  const ssize_t n = ReceiveWithFds(kForkServerFd, &setup, &fds);
+  const ssize_t n = Receive(kForkServerFd, &setup, &fds);
   setup.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return setup;
 }
@@ -277,7 +234,7 @@ std::string ReceiveForkServerSetup() {
   for (;;) {
     std::vector<UniqueFd> fds;
     buffer.resize(kMaxMessage);
-    const ssize_t n = ReceiveWithFds(socket, &buffer, &fds);
+    const ssize_t n = Receive(socket, &buffer, &fds);
     if (n == 0) _exit(0);  // the supervisor closed its end
     Reply reply;
     if (n < 0) {

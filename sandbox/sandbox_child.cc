@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "sandbox/fd_passing.h"
+
 namespace warden {
 
 const char* ChildStageName(ChildStage stage) {
@@ -64,25 +66,8 @@ int SetIds(uid_t uid, gid_t gid) {
 
 // Sends `msg`, with up to two fds (-1 = none).
 void Send(int fd, const ControlMessage& msg, int fd1 = -1, int fd2 = -1) {
-  struct iovec iov = {const_cast<ControlMessage*>(&msg), sizeof(msg)};
-  struct msghdr hdr = {};
-  hdr.msg_iov = &iov;
-  hdr.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
   const int fds[2] = {fd1, fd2};
-  const int count = (fd1 >= 0) + (fd2 >= 0);
-  if (count > 0) {
-    memset(control, 0, sizeof(control));
-    hdr.msg_control = control;
-    hdr.msg_controllen = CMSG_SPACE(count * sizeof(int));
-    struct cmsghdr* cmsg = CMSG_FIRSTHDR(&hdr);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(count * sizeof(int));
-    memcpy(CMSG_DATA(cmsg), fds, count * sizeof(int));
-  }
-  while (sendmsg(fd, &hdr, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  SendWithFds(fd, &msg, sizeof(msg), nullptr, 0, fds, (fd1 >= 0) + (fd2 >= 0));
 }
 
 [[noreturn]] void Fail(int control_fd, ChildStage stage, int error, int op_index = -1) {

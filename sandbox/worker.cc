@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "sandbox/fd_passing.h"
 #include "sandbox/sandbox_child.h"
 #include "sandbox/seccomp_policy.h"
 
@@ -25,24 +26,14 @@ namespace {
 
 // Reads one control message and up to two fds passed with it.
 bool ReceiveControl(int fd, ControlMessage* msg, UniqueFd* first, UniqueFd* second) {
-  struct iovec iov = {msg, sizeof(*msg)};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
-  struct msghdr hdr = {};
-  hdr.msg_iov = &iov;
-  hdr.msg_iovlen = 1;
-  hdr.msg_control = control;
-  hdr.msg_controllen = sizeof(control);
-  ssize_t n = recvmsg(fd, &hdr, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (n != sizeof(*msg)) return false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&hdr); c != nullptr; c = CMSG_NXTHDR(&hdr, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    int fds[2] = {-1, -1};
-    memcpy(fds, CMSG_DATA(c), std::min<size_t>(count, 2) * sizeof(int));
-    if (count >= 1) first->Reset(fds[0]);
-    if (count >= 2) second->Reset(fds[1]);
-  }
-  return true;
+  int fds[kMaxPassedFds];
+  int n_fds = 0;
+  const ssize_t n = ReceiveWithFds(fd, msg, sizeof(*msg), MSG_DONTWAIT, fds, &n_fds);
+  if (n < 0) return false;
+  for (int i = 2; i < n_fds; ++i) close(fds[i]);
+  if (n_fds >= 1) first->Reset(fds[0]);
+  if (n_fds >= 2) second->Reset(fds[1]);
+  return n == sizeof(*msg);
 }
 
 // The pid a pidfd refers to, in our pid namespace (from its fdinfo).
