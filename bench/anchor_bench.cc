@@ -190,29 +190,7 @@ int Suite(const Flags& flags) {
     });
   }
   for (auto& t : threads) t.join();
-  const double total_s = MsSince(start) / 1000;
-  int passed = 0, as_expected = 0;
-  nlohmann::json unexpected = nlohmann::json::array();
-  for (size_t i = 0; i < programs.size(); ++i) {
-    bool pass = Passed(programs[i], outputs[i]);
-    passed += pass;
-    if (pass == programs[i].expect_pass) {
-      ++as_expected;
-    } else {
-      unexpected.push_back({{"id", programs[i].id},
-                            {"outcome", outputs[i].outcome},
-                            {"stderr", outputs[i].stderr_text.substr(0, 200)}});
-    }
-  }
-  nlohmann::json j;
-  j["programs"] = programs.size();
-  j["clients"] = clients;
-  j["total_s"] = total_s;
-  j["passed"] = passed;
-  j["as_expected"] = as_expected;
-  j["unexpected"] = unexpected;
-  j["latency"] = Summarize(ms);
-  Emit(j);
+  Emit(JudgeSuite(programs, outputs, ms, clients, MsSince(start) / 1000));
   return 0;
 }
 

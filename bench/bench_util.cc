@@ -86,6 +86,26 @@ std::vector<Program> LoadPrograms(const std::string& path) {
   return programs;
 }
 
+nlohmann::json JudgeSuite(const std::vector<Program>& programs, const std::vector<RunOutput>& outputs,
+                          const std::vector<double>& ms, int clients, double total_s) {
+  int passed = 0, as_expected = 0;
+  nlohmann::json unexpected = nlohmann::json::array();
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const bool pass = Passed(programs[i], outputs[i]);
+    passed += pass;
+    if (pass == programs[i].expect_pass) {
+      ++as_expected;
+    } else {
+      unexpected.push_back({{"id", programs[i].id},
+                            {"outcome", outputs[i].outcome},
+                            {"stderr", outputs[i].stderr_text.substr(0, 200)}});
+    }
+  }
+  return {{"programs", programs.size()}, {"clients", clients},     {"total_s", total_s},
+          {"passed", passed},           {"as_expected", as_expected}, {"unexpected", unexpected},
+          {"latency", Summarize(ms)}};
+}
+
 bool Passed(const Program& program, const RunOutput& out) {
   if (program.judge_quiet) return !out.timed_out && out.stdout_text.empty() && out.stderr_text.empty();
   return out.finished_normally;

@@ -66,6 +66,11 @@ struct RunOutput {
 };
 bool Passed(const Program& program, const RunOutput& out);
 
+// The report of a suite run: each program judged (Passed) against what it
+// was expected to do, with the runs' latencies and the whole run's time.
+nlohmann::json JudgeSuite(const std::vector<Program>& programs, const std::vector<RunOutput>& outputs,
+                          const std::vector<double>& ms, int clients, double total_s);
+
 // Runs argv (argv[0] is an absolute path) with stdin from /dev/null, reads
 // its stdout and stderr to EOF, reaps it. A run past timeout_ms is killed.
 // Returns false when the process could not be started.

@@ -300,27 +300,7 @@ int Suite(const Flags& flags) {
     });
   }
   for (auto& t : threads) t.join();
-  const double total_s = MsSince(start) / 1000;
-  int passed = 0, as_expected = 0;
-  nlohmann::json unexpected = nlohmann::json::array();
-  for (size_t i = 0; i < programs.size(); ++i) {
-    bool pass = Passed(programs[i], outputs[i]);
-    passed += pass;
-    if (pass == programs[i].expect_pass) {
-      ++as_expected;
-    } else {
-      unexpected.push_back({{"id", programs[i].id},
-                            {"outcome", outputs[i].outcome},
-                            {"stderr", outputs[i].stderr_text.substr(0, 200)}});
-    }
-  }
-  Emit({{"programs", programs.size()},
-        {"clients", clients},
-        {"total_s", total_s},
-        {"passed", passed},
-        {"as_expected", as_expected},
-        {"unexpected", unexpected},
-        {"latency", Summarize(ms)}});
+  Emit(JudgeSuite(programs, outputs, ms, clients, MsSince(start) / 1000));
   return 0;
 }
 
