@@ -78,17 +78,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
 Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
 
 void Daemon::StartPythonZygote() {
-  std::vector<std::string> warm;
-  for (const PoolOptions& pool : options_.pools) {
-    if (ParseLanguage(pool.language).value_or(Language::kBash) == Language::kPython && !pool.warm.empty()) {
-      warm = pool.warm;
-    }
-  }
   const std::string program =
       options_.zygote.program.empty() ? DefaultPythonZygoteProgram() : options_.zygote.program;
   const std::string kernels_dir =
       options_.kernels_dir.empty() ? SessionOptions::DefaultKernelsDir() : options_.kernels_dir;
-  auto zygote = warden::StartPythonZygote(program, kernels_dir, warm);
+  auto zygote =
+      warden::StartPythonZygote(program, kernels_dir, WarmModules(options_, Language::kPython));
   if (!zygote.ok()) {
     // Python still works, each sandbox starting its own interpreter.
     spdlog::warn("Python zygote unavailable, Python sessions start cold: {}",

@@ -51,6 +51,15 @@ void Cancellation::Detach() {
   session_ = nullptr;
 }
 
+std::vector<std::string> WarmModules(const DaemonOptions& options, Language language) {
+  std::vector<std::string> warm;
+  for (const PoolOptions& pool : options.pools) {
+    auto parsed = ParseLanguage(pool.language);
+    if (parsed.ok() && *parsed == language && !pool.warm.empty()) warm = pool.warm;
+  }
+  return warm;
+}
+
 Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
                ForkServer* python_zygote)
     : options_(options), executor_(executor), python_zygote_(python_zygote),
@@ -95,17 +104,12 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     });
   }
   const int64_t default_mb = options_.limits.defaults.memory_mb;
-  std::map<Language, std::vector<std::string>> warm;  // a language's warm modules, for all its pools
-  for (const PoolOptions& pool : options_.pools) {
-    auto language = ParseLanguage(pool.language);
-    if (language.ok() && !pool.warm.empty()) warm[*language] = pool.warm;
-  }
   for (const PoolOptions& pool : options_.pools) {
     auto language = ParseLanguage(pool.language);
     if (!language.ok()) continue;  // rejected by DaemonOptions::Validate already
     const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : default_mb;
     SessionOptions session = SessionOptionsFor(*language, memory_mb);
-    session.warm = pool.warm.empty() ? warm[*language] : pool.warm;
+    session.warm = pool.warm.empty() ? WarmModules(options_, *language) : pool.warm;
     pools_[{*language, memory_mb}] =
         std::make_unique<WarmPool>(executor_, session, pool.size, options_.queue.max_depth);
   }
@@ -113,7 +117,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     if (!pools_.count({language, default_mb})) {
       // No warm pool configured: start on demand.
       SessionOptions session = SessionOptionsFor(language, default_mb);
-      session.warm = warm[language];
+      session.warm = WarmModules(options_, language);
       pools_[{language, default_mb}] =
           std::make_unique<WarmPool>(executor_, session, 0, options_.queue.max_depth);
     }

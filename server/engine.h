@@ -75,6 +75,10 @@ struct EngineStats {
   std::map<std::string, WarmPoolStats> pools;
 };
 
+// The modules a language's sandboxes import ahead of time: the last
+// non-empty `warm` list among its pools (the zygote imports Python's).
+std::vector<std::string> WarmModules(const DaemonOptions& options, Language language);
+
 class Engine {
  public:
   // `executor`, `metrics` and `python_zygote` (may be null) are not owned
