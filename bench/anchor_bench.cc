@@ -173,24 +173,13 @@ int Suite(const Flags& flags) {
   const std::vector<Program> programs = LoadPrograms(flags.Str("file", ""));
   const int clients = flags.Int("clients", 1);
   const int64_t timeout_ms = flags.Int("timeout-ms", 10000);
-  std::atomic<size_t> next{0};
-  std::vector<RunOutput> outputs(programs.size());
-  std::vector<double> ms(programs.size());
-  const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      for (size_t i; (i = next++) < programs.size();) {
-        std::vector<std::string> argv = flags.rest();
-        argv.push_back(programs[i].code);
-        const auto t = Clock::now();
-        if (!SpawnAndWait(argv, timeout_ms, &outputs[i])) outputs[i].outcome = "spawn failed";
-        ms[i] = MsSince(t);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  Emit(JudgeSuite(programs, outputs, ms, clients, MsSince(start) / 1000));
+  Emit(RunSuite(programs, clients, [&]() -> RunProgram {
+    return [&](const Program& program, RunOutput* out) {
+      std::vector<std::string> argv = flags.rest();
+      argv.push_back(program.code);
+      if (!SpawnAndWait(argv, timeout_ms, out)) out->outcome = "spawn failed";
+    };
+  }));
   return 0;
 }
 

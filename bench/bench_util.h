@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -66,10 +67,13 @@ struct RunOutput {
 };
 bool Passed(const Program& program, const RunOutput& out);
 
-// The report of a suite run: each program judged (Passed) against what it
-// was expected to do, with the runs' latencies and the whole run's time.
-nlohmann::json JudgeSuite(const std::vector<Program>& programs, const std::vector<RunOutput>& outputs,
-                          const std::vector<double>& ms, int clients, double total_s);
+// Runs every program once, `clients` at a time, and reports the suite: each
+// program judged (Passed) against what it was expected to do, the runs'
+// latencies and the whole run's time. `make_client` is called on each
+// client's thread and returns what runs one program there.
+using RunProgram = std::function<void(const Program& program, RunOutput* out)>;
+nlohmann::json RunSuite(const std::vector<Program>& programs, int clients,
+                        const std::function<RunProgram()>& make_client);
 
 // Runs argv (argv[0] is an absolute path) with stdin from /dev/null, reads
 // its stdout and stderr to EOF, reaps it. A run past timeout_ms is killed.

@@ -272,35 +272,24 @@ int Suite(const Flags& flags) {
   const std::vector<Program> programs = LoadPrograms(flags.Str("file", ""));
   const int clients = flags.Int("clients", 4);
   const int64_t timeout_ms = flags.Int("timeout-ms", 10000);
-  std::atomic<size_t> next{0};
-  std::vector<RunOutput> outputs(programs.size());
-  std::vector<double> ms(programs.size());
-  const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      auto stub = Connect(addr);
-      for (size_t i; (i = next++) < programs.size();) {
-        pb::ExecuteRequest request;
-        request.set_code(programs[i].code);
-        request.set_language(LanguageOf(programs[i].language));
-        request.mutable_limits()->set_wall_ms(timeout_ms);
-        pb::ExecuteResponse r;
-        const auto t = Clock::now();
-        grpc::Status status = Execute(*stub, request, &r);
-        ms[i] = MsSince(t);
-        RunOutput& out = outputs[i];
-        out.finished_normally = status.ok() && r.outcome() == pb::OUTCOME_OK;
-        out.timed_out = !status.ok() || r.outcome() == pb::OUTCOME_WALL_TIMEOUT || r.outcome() == pb::OUTCOME_CPU_TIMEOUT;
-        out.stdout_text = r.stdout();
-        out.stderr_text = r.stderr();
-        out.outcome = OutcomeName(status, r);
-        if (r.has_error()) out.stderr_text += r.error().name() + ": " + r.error().value();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  Emit(JudgeSuite(programs, outputs, ms, clients, MsSince(start) / 1000));
+  Emit(RunSuite(programs, clients, [&]() -> RunProgram {
+    std::shared_ptr<pb::Executor::Stub> stub = Connect(addr);
+    return [&, stub](const Program& program, RunOutput* out) {
+      pb::ExecuteRequest request;
+      request.set_code(program.code);
+      request.set_language(LanguageOf(program.language));
+      request.mutable_limits()->set_wall_ms(timeout_ms);
+      pb::ExecuteResponse r;
+      grpc::Status status = Execute(*stub, request, &r);
+      out->finished_normally = status.ok() && r.outcome() == pb::OUTCOME_OK;
+      out->timed_out = !status.ok() || r.outcome() == pb::OUTCOME_WALL_TIMEOUT ||
+                       r.outcome() == pb::OUTCOME_CPU_TIMEOUT;
+      out->stdout_text = r.stdout();
+      out->stderr_text = r.stderr();
+      out->outcome = OutcomeName(status, r);
+      if (r.has_error()) out->stderr_text += r.error().name() + ": " + r.error().value();
+    };
+  }));
   return 0;
 }
 
