@@ -30,7 +30,8 @@ def test_run_and_callbacks_as_coroutines(wardend):
                                       on_error=lambda e: events.append(("error", e.name)))
             assert failed.outcome == "ERROR"
             assert events[-1] == ("error", "ZeroDivisionError")
-            assert ("stdout", "a\n") in events and ("stderr", "b\n") in events
+            assert "".join(t for k, t in events if k == "stdout") == "a\n", events
+            assert "".join(t for k, t in events if k == "stderr") == "b\n", events
             js = await client.run("console.log(1 + 1)", language="javascript")
             assert js.stdout == "2\n"
     run(main())

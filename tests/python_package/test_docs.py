@@ -23,4 +23,6 @@ def test_the_python_blocks_of_docs_python_md_run(wardend, model, tmp_path, monke
             raise AssertionError("docs/python.md block %d failed: %r\n%s" % (number, e, block)) from e
     out = capsys.readouterr().out
     assert "answer: 76127 DONE" in out, out
+    for line in ("got: step 1\n", "MEMORY_LIMIT\n", "IDLE 3\n", "['0', '1', '4', '9']\n", "42 b'two'\n"):
+        assert line in out, out
     assert "WALL_TIMEOUT the cell ran past its 1000 ms wall-clock limit" in out, out

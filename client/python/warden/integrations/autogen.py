@@ -44,6 +44,7 @@ def _build() -> Any:
 
         def __init__(self, client: Optional[warden.AsyncClient] = None, timeout: Optional[float] = None,
                      **session_options: Any) -> None:
+            self._owns_client = client is None  # then stop() closes it
             self.client = client or warden.AsyncClient()
             self.timeout = timeout
             self._session_options = session_options
@@ -82,6 +83,8 @@ def _build() -> Any:
                     await session.close()
                 except warden.NotFound:
                     pass
+            if self._owns_client:
+                await self.client.close()
 
         async def restart(self) -> None:
             for session in self._sessions.values():
