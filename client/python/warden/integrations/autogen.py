@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Dict, List, Optional
 
-_classes: Dict[str, Any] = {}
+from warden.integrations._lazy import lazy_attribute
 
 # AutoGen's language names -> Warden's.
 _LANGUAGES = {"python": "python", "py": "python", "python3": "python", "bash": "bash", "sh": "bash",
@@ -93,9 +93,4 @@ def _build() -> Any:
     return WardenCodeExecutor
 
 
-def __getattr__(name: str) -> Any:
-    if name == "WardenCodeExecutor":
-        if name not in _classes:
-            _classes[name] = _build()
-        return _classes[name]
-    raise AttributeError(name)
+__getattr__ = lazy_attribute("WardenCodeExecutor", _build)

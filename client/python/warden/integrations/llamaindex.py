@@ -11,9 +11,9 @@ not installable where Warden is built.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
-_classes: Dict[str, Any] = {}
+from warden.integrations._lazy import lazy_attribute
 
 
 def _build() -> Any:
@@ -49,9 +49,4 @@ def _build() -> Any:
     return WardenToolSpec
 
 
-def __getattr__(name: str) -> Any:
-    if name == "WardenToolSpec":
-        if name not in _classes:
-            _classes[name] = _build()
-        return _classes[name]
-    raise AttributeError(name)
+__getattr__ = lazy_attribute("WardenToolSpec", _build)

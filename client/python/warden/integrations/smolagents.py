@@ -13,9 +13,9 @@ itself: it is not installable where Warden is built.
 from __future__ import annotations
 
 from io import BytesIO
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
-_classes: Dict[str, Any] = {}
+from warden.integrations._lazy import lazy_attribute
 
 
 def _build() -> Any:
@@ -79,9 +79,4 @@ def _build() -> Any:
     return WardenExecutor
 
 
-def __getattr__(name: str) -> Any:
-    if name == "WardenExecutor":
-        if name not in _classes:
-            _classes[name] = _build()
-        return _classes[name]
-    raise AttributeError(name)
+__getattr__ = lazy_attribute("WardenExecutor", _build)
