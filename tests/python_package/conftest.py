@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -71,7 +72,11 @@ def text_step(content):
 
 
 class Wardend:
-    def __init__(self, tmp, model):
+    """A wardend subprocess. `listen` defaults to a UNIX socket in tmp;
+    "127.0.0.1:0" picks a port, read back from the log into `address`.
+    `config` entries replace the test defaults."""
+
+    def __init__(self, tmp, model, listen=None, config=None):
         bin_dir = pathlib.Path(os.environ["WARDEN_BIN_DIR"])
         wardend = bin_dir / "wardend"
         if not os.access(wardend, os.X_OK):
@@ -80,29 +85,36 @@ class Wardend:
         tokens.write_text(json.dumps({"tokens": [{"token": TOKEN_MAIN, "tenant": "main"},
                                                  {"token": TOKEN_QUOTA, "tenant": "quota"}]}))
         tokens.chmod(0o600)
-        config = tmp / "wardend.json"
         # A host id range of our own, so another wardend on this machine
-        # (ctest -j, `make run`) never maps its sandboxes to the same uids.
-        config.write_text(json.dumps({
-            "executor": {"host_id_base": 7_000_000 + (os.getpid() % 4096) * 1024, "host_id_count": 1024},
+        # (ctest -j, `make run`, a second daemon here) never maps its sandboxes to the same uids.
+        Wardend.started += 1
+        settings = {
+            "executor": {"host_id_base": 7_000_000 + ((os.getpid() * 4 + Wardend.started) % 16384) * 1024,
+                         "host_id_count": 1024},
             "auth": {"tokens_file": str(tokens)},
             "sessions": {"max_per_tenant": QUOTA_SESSIONS},
             "shutdown_grace_ms": 2000,
-        }))
+        }
+        settings.update(config or {})
+        config_path = tmp / "wardend.json"
+        config_path.write_text(json.dumps(settings))
         self.socket = tmp / "w.sock"
-        self.address = "unix:%s" % self.socket
+        self.address = listen or "unix:%s" % self.socket
         self.log_path = tmp / "wardend.log"
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            [str(wardend), "--config", str(config), "--listen", self.address,
+            [str(wardend), "--config", str(config_path), "--listen", self.address,
              "--llm-base-url", model.base_url, "--llm-model", "fake-model"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         self._wait_listening()
 
+    started = 0
+
     def _wait_listening(self):
         import grpc
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not self.socket.exists():
+        tcp = not self.address.startswith("unix:")
+        while not (self._read_port() if tcp else self.socket.exists()):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RuntimeError("wardend did not listen within %d s:\n%s" % (STARTUP_TIMEOUT_S,
@@ -112,11 +124,20 @@ class Wardend:
             except subprocess.TimeoutExpired:
                 continue
             raise RuntimeError("wardend exited with %d:\n%s" % (code, _log_tail(self.log_path)))
+        if tcp:
+            return  # TLS: the test connects
         channel = grpc.insecure_channel(self.address)
         try:
             grpc.channel_ready_future(channel).result(timeout=max(deadline - time.monotonic(), 0.1))
         finally:
             channel.close()
+
+    def _read_port(self):
+        """Sets address from the log's "wardend listening on HOST:PORT"; False until it is there."""
+        match = re.search(r"wardend listening on (\S+?)[,\s]", self.log_path.read_text(errors="replace"))
+        if match:
+            self.address = match.group(1)
+        return bool(match)
 
     def stop(self):
         """SIGTERM; the exit status, or None if it had to be killed."""
