@@ -72,6 +72,11 @@ def call_timeout(cell_timeout: Optional[float], default: float) -> float:
     return max(default, cell_timeout + CALL_MARGIN_S) if cell_timeout else default
 
 
+def is_buffer(data: FileData) -> bool:
+    """bytes-like or str, as opposed to a file object."""
+    return isinstance(data, (bytes, bytearray, memoryview, str))
+
+
 def read_all(data: FileData) -> bytes:
     """bytes from bytes, str (UTF-8) or a readable file object."""
     if isinstance(data, (bytes, bytearray, memoryview)):
@@ -101,7 +106,7 @@ def execute_request(code: str, *, language: Optional[str], session_id: str, time
 
 def upload_requests(session_id: str, path: str, data: FileData) -> Iterator[pb.UploadFileRequest]:
     """The header, then the content in chunks; file objects are read chunk by chunk."""
-    if isinstance(data, (bytes, bytearray, memoryview, str)):
+    if is_buffer(data):
         content = read_all(data)
         yield pb.UploadFileRequest(header=pb.UploadFileHeader(session_id=session_id, path=path,
                                                               size=len(content)))
@@ -119,6 +124,7 @@ def upload_requests(session_id: str, path: str, data: FileData) -> Iterator[pb.U
 
 
 Callback = Callable[[Any], Any]
+OptionalCallback = Optional[Callback]
 
 
 class StreamCallbacks:
@@ -129,8 +135,8 @@ class StreamCallbacks:
     every Result: displayed ones (is_result False) and the trailing value.
     """
 
-    def __init__(self, on_stdout: Optional[Callback], on_stderr: Optional[Callback],
-                 on_result: Optional[Callback], on_error: Optional[Callback]) -> None:
+    def __init__(self, on_stdout: OptionalCallback, on_stderr: OptionalCallback,
+                 on_result: OptionalCallback, on_error: OptionalCallback) -> None:
         self._on = {"stdout": on_stdout, "stderr": on_stderr, "result": on_result, "error": on_error}
         self._decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace")
                           for name in ("stdout", "stderr")}

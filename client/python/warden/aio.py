@@ -24,7 +24,7 @@ from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncFiles"]
 
-Callback = Optional[Callable[[Any], Any]]
+Callback = _common.OptionalCallback
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -248,17 +248,18 @@ class AsyncFiles:
     async def write(self, path: str, data: FileData) -> FileInfo:
         """Writes bytes, str (UTF-8) or a readable file object to `path`."""
         client = self._session.client
-        if not isinstance(data, (bytes, bytearray, memoryview, str)):  # read once: not retried
-            try:
-                return FileInfo.from_proto(await client._ex.UploadFile(
-                    _common.upload_requests(self._session.id, path, data), timeout=client.timeout,
-                    metadata=client._connection.metadata))
-            except grpc.RpcError as e:
-                raise client._error(e) from None
-        requests = list(_common.upload_requests(self._session.id, path, data))
-        return FileInfo.from_proto(await client._with_retries(
-            lambda: client._ex.UploadFile(iter(requests), timeout=client.timeout,
-                                          metadata=client._connection.metadata)))
+
+        def attempt(content: FileData) -> Any:
+            return client._ex.UploadFile(_common.upload_requests(self._session.id, path, content),
+                                         timeout=client.timeout, metadata=client._connection.metadata)
+
+        if _common.is_buffer(data):
+            content = _common.read_all(data)
+            return FileInfo.from_proto(await client._with_retries(lambda: attempt(content)))
+        try:  # a file object is read once, as it is sent: not retried
+            return FileInfo.from_proto(await attempt(data))
+        except grpc.RpcError as e:
+            raise client._error(e) from None
 
     async def read(self, path: str) -> bytes:
         """The content of `path`."""

@@ -21,7 +21,7 @@ from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc
 
 __all__ = ["Client", "Session", "Files"]
 
-Callback = Optional[Callable[[Any], Any]]
+Callback = _common.OptionalCallback
 
 
 class Client:
@@ -241,21 +241,18 @@ class Files:
     def write(self, path: str, data: FileData) -> FileInfo:
         """Writes bytes, str (UTF-8) or a readable file object to `path`; parents are created."""
         client = self._session.client
-        requests = list(_common.upload_requests(self._session.id, path, data)) \
-            if isinstance(data, (bytes, bytearray, memoryview, str)) else None
 
-        def attempt() -> Any:  # a file object is read once, so it is not retried
-            messages = iter(requests) if requests is not None else _common.upload_requests(
-                self._session.id, path, data)
-            return client._executor.UploadFile(messages, timeout=client.timeout,
-                                               metadata=client._connection.metadata)
+        def attempt(content: FileData) -> Any:
+            return client._executor.UploadFile(_common.upload_requests(self._session.id, path, content),
+                                               timeout=client.timeout, metadata=client._connection.metadata)
 
-        if requests is None:
-            try:
-                return FileInfo.from_proto(attempt())
-            except grpc.RpcError as e:
-                raise client._error(e) from None
-        return FileInfo.from_proto(client._with_retries(attempt))
+        if _common.is_buffer(data):
+            content = _common.read_all(data)
+            return FileInfo.from_proto(client._with_retries(lambda: attempt(content)))
+        try:  # a file object is read once, as it is sent: not retried
+            return FileInfo.from_proto(attempt(data))
+        except grpc.RpcError as e:
+            raise client._error(e) from None
 
     def read(self, path: str) -> bytes:
         """The content of `path` (NotFound if it does not exist)."""
