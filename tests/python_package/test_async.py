@@ -39,7 +39,7 @@ def test_run_and_callbacks_as_coroutines(wardend):
 
 def test_many_calls_from_one_event_loop(wardend):
     async def main():
-        async with warden.AsyncClient() as client:
+        async with warden.AsyncClient(retries=5) as client:  # as with threads: a busy queue is retried
             runs = await asyncio.gather(*(client.run("print(%d)" % i) for i in range(12)))
             assert [ex.stdout for ex in runs] == ["%d\n" % i for i in range(12)]
             async with client.session() as a, client.session() as b:
