@@ -36,27 +36,35 @@ TEST(TenantQueueTest, QueuesOverTheTenantLimitInsteadOfRefusing) {
   EXPECT_EQ(queue.Stats().queued, 1);
 }
 
-TEST(TenantQueueTest, ServesTenantsInTurnSoABurstCannotStarveASingleRequest) {
-  TenantQueue queue({.max_running_per_tenant = 16, .max_running = 1});
-  auto first = queue.Enter("alice", absl::InfiniteFuture());
-  ASSERT_TRUE(first.ok());
+// With `holder` running, queues `arrivals` in their order (each waiting
+// before the next arrives), then lets the holder go; returns the order in
+// which the arrivals were admitted (each leaves at once, admitting the next).
+std::vector<std::string> AdmissionOrder(TenantQueue& queue, const std::string& holder,
+                                        const std::vector<std::string>& arrivals) {
+  auto first = queue.Enter(holder, absl::InfiniteFuture());
+  EXPECT_TRUE(first.ok());
   absl::Mutex mu;
   std::vector<std::string> order;
   std::vector<std::thread> threads;
-  auto enter = [&](const std::string& tenant) {
-    auto slot = queue.Enter(tenant, absl::InfiniteFuture());
-    ASSERT_TRUE(slot.ok()) << slot.status();
-    absl::MutexLock lock(&mu);
-    order.push_back(tenant);
-  };  // the slot is released here, admitting the next
-  for (int i = 0; i < 20; ++i) {
-    threads.emplace_back(enter, "alice");
-    ASSERT_TRUE(AwaitWaiting(queue, i + 1));  // queued in this order
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    threads.emplace_back([&, tenant = arrivals[i]] {
+      auto slot = queue.Enter(tenant, absl::InfiniteFuture());
+      EXPECT_TRUE(slot.ok()) << slot.status();
+      absl::MutexLock lock(&mu);
+      order.push_back(tenant);
+    });
+    EXPECT_TRUE(AwaitWaiting(queue, static_cast<int>(i) + 1));
   }
-  threads.emplace_back(enter, "bob");
-  ASSERT_TRUE(AwaitWaiting(queue, 21));
   first->Release();
   for (auto& t : threads) t.join();
+  return order;
+}
+
+TEST(TenantQueueTest, ServesTenantsInTurnSoABurstCannotStarveASingleRequest) {
+  TenantQueue queue({.max_running_per_tenant = 16, .max_running = 1});
+  std::vector<std::string> arrivals(20, "alice");
+  arrivals.push_back("bob");
+  const std::vector<std::string> order = AdmissionOrder(queue, "alice", arrivals);
   ASSERT_EQ(order.size(), 21u);
   // Alice was served last, so the next turn is Bob's, ahead of her 20.
   EXPECT_EQ(order[0], "bob");
@@ -66,24 +74,8 @@ TEST(TenantQueueTest, ServesTenantsInTurnSoABurstCannotStarveASingleRequest) {
 
 TEST(TenantQueueTest, TenantsAlternateWhileBothWait) {
   TenantQueue queue({.max_running_per_tenant = 16, .max_running = 1});
-  auto first = queue.Enter("carol", absl::InfiniteFuture());
-  ASSERT_TRUE(first.ok());
-  absl::Mutex mu;
-  std::vector<std::string> order;
-  std::vector<std::thread> threads;
-  const std::vector<std::string> arrivals = {"alice", "alice", "alice", "bob", "bob", "bob"};
-  for (size_t i = 0; i < arrivals.size(); ++i) {
-    threads.emplace_back([&, tenant = arrivals[i]] {
-      auto slot = queue.Enter(tenant, absl::InfiniteFuture());
-      ASSERT_TRUE(slot.ok());
-      absl::MutexLock lock(&mu);
-      order.push_back(tenant);
-    });
-    ASSERT_TRUE(AwaitWaiting(queue, static_cast<int>(i) + 1));
-  }
-  first->Release();
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(order, (std::vector<std::string>{"alice", "bob", "alice", "bob", "alice", "bob"}));
+  EXPECT_EQ(AdmissionOrder(queue, "carol", {"alice", "alice", "alice", "bob", "bob", "bob"}),
+            (std::vector<std::string>{"alice", "bob", "alice", "bob", "alice", "bob"}));
 }
 
 TEST(TenantQueueTest, OnlyAFullLineIsRefusedAndItSaysWhenToRetry) {
