@@ -135,6 +135,22 @@ int main(int argc, char** argv) {
     absl::Status valid = options.Validate();
     std::cout << (valid.ok() ? "configuration: ok" : "configuration: INVALID: " + std::string(valid.message()))
               << "\n";
+    if (host.ok()) {
+      // The refill path's ceiling: how many sandboxes this host builds and
+      // tears down per second (the pools' capacity is this or less).
+      // A subtree of its own, so that the check runs beside a live wardend.
+      warden::ExecutorOptions probe = options.executor;
+      if (!probe.cgroup.subtree_name.empty()) probe.cgroup.subtree_name += "-check";
+      auto rate = warden::MeasureSandboxRate(probe, absl::Seconds(1));
+      if (rate.ok()) {
+        std::cout << "capacity: about " << static_cast<int>(rate->per_second)
+                  << " empty sandboxes per second built and torn down on " << rate->threads
+                  << " cores" << (rate->failures ? " (some failed: see warden-run --check)" : "")
+                  << "; a pool refills at most this fast, less the interpreter's start\n";
+      } else {
+        std::cout << "capacity: not measured: " << rate.status().message() << "\n";
+      }
+    }
     return host.ok() && valid.ok() ? 0 : 1;
   }
 

@@ -62,7 +62,8 @@ nlohmann::json Dump(const DaemonOptions& o) {
   };
   nlohmann::json pools = nlohmann::json::array();
   for (const PoolOptions& p : o.pools) {
-    pools.push_back({{"language", p.language}, {"size", p.size}, {"warm", p.warm}, {"memory_mb", p.memory_mb}});
+    pools.push_back({{"language", p.language}, {"size", p.size}, {"warm", p.warm}, {"memory_mb", p.memory_mb},
+                     {"max_size", p.max_size}});
   }
   return {
       {"listen", o.listen},
@@ -87,7 +88,11 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"max_ttl_seconds", o.sessions.max_ttl_seconds},
         {"default_idle_timeout_seconds", o.sessions.default_idle_timeout_seconds}}},
       {"pools", pools},
-      {"queue", {{"max_depth", o.queue.max_depth}, {"max_wait_ms", o.queue.max_wait_ms}}},
+      {"queue",
+       {{"max_depth", o.queue.max_depth},
+        {"max_wait_ms", o.queue.max_wait_ms},
+        {"max_waiting_per_tenant", o.queue.max_waiting_per_tenant},
+        {"max_running", o.queue.max_running}}},
       {"max_concurrent_per_tenant", o.max_concurrent_per_tenant},
       {"shutdown_grace_ms", o.shutdown_grace_ms},
       {"log", {{"format", o.log.format}, {"level", o.log.level}}},
@@ -167,9 +172,11 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"max_ttl_seconds", 16},
         {"default_idle_timeout_seconds", 17}}},
       {"pools",
-       {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}, {"memory_mb", 0}},
-        {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}, {"memory_mb", 7}}}},
-      {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}}},
+       {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}, {"memory_mb", 0},
+         {"max_size", 0}},
+        {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}, {"memory_mb", 7},
+         {"max_size", 40}}}},
+      {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}, {"max_waiting_per_tenant", 35}, {"max_running", 36}}},
       {"max_concurrent_per_tenant", 22},
       {"shutdown_grace_ms", 23},
       {"log", {{"format", "json"}, {"level", "debug"}}},
@@ -529,6 +536,12 @@ const Rule kRules[] = {
     // Admission, shutdown, logs.
     {"ZeroQueue", [](DaemonOptions& o) { o.queue.max_depth = 0; }, "queue.max_depth is 0"},
     {"ZeroQueueWait", [](DaemonOptions& o) { o.queue.max_wait_ms = 0; }, "queue.max_wait_ms is 0"},
+    {"ZeroTenantLine", [](DaemonOptions& o) { o.queue.max_waiting_per_tenant = 0; },
+     "queue.max_waiting_per_tenant is 0"},
+    {"NegativeMaxRunning", [](DaemonOptions& o) { o.queue.max_running = -1; },
+     "queue.max_running is -1; it must be 0"},
+    {"PoolMaxBelowSize", [](DaemonOptions& o) { o.pools = {{"python", 4, {}, 0, 2}}; },
+     "pools[0].max_size is 2; it must be 0 (a fixed pool of `size`) or 4 (the size) to 256"},
     {"ZeroPerTenant", [](DaemonOptions& o) { o.max_concurrent_per_tenant = 0; },
      "max_concurrent_per_tenant is 0"},
     {"NegativeGrace", [](DaemonOptions& o) { o.shutdown_grace_ms = -1; },
