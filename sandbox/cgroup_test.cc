@@ -29,12 +29,14 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sandbox/testing/paused_child.h"
 
 namespace warden {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::warden::testing::PausedChild;
 
 // ---------------------------------------------------------------------------
 // The fake tree.
@@ -254,32 +256,6 @@ void LayOutPureV2(FakeCgroupTree& tree) {
   WriteText(service + "/cgroup.procs", absl::StrCat(::getpid(), "\n"));
 }
 
-// A child of the test that waits until killed; killed and reaped on scope exit.
-class PausedChild {
- public:
-  PausedChild() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (;;) ::pause();
-    }
-  }
-  ~PausedChild() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  // Blocks until the child exits; returns the signal that killed it (0 if none).
-  int WaitForTermSignal() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  }
-  // True if the child has not exited.
-  bool Alive() const {
-    siginfo_t info{};
     return ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
   }
 
@@ -329,6 +305,15 @@ class CgroupBackendTest : public ::testing::TestWithParam<CgroupVersion> {
   // Plays the kernel's part once the listed processes have died.
   static void ForgetProcesses(const Cgroup& group) {
     for (const std::string& dir : group.Paths()) WriteText(dir + "/cgroup.procs", "");
+  }
+
+  // The manager of a daemon that will "die": another subtree beside ours.
+  std::unique_ptr<CgroupManager> NewDeadManager() {
+    CgroupOptions options = Options();
+    options.subtree_name = "warden-dead";
+    absl::StatusOr<std::unique_ptr<CgroupManager>> m = CgroupManager::Create(options);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::move(*m) : nullptr;
   }
 
   // On v2 the dead manager moved "itself" (this test) into its leaf; the
@@ -549,19 +534,17 @@ TEST_P(CgroupBackendTest, KillAllNeverSignalsProcessesOutsideTheGroup) {
 TEST_P(CgroupBackendTest, ReclaimsADeadDaemonsSubtreeInEveryHierarchy) {
   // The dead daemon: a manager of another subtree whose groups are left
   // behind (Release() is what kill -9 amounts to for its destructors).
-  CgroupOptions dead_options = Options();
-  dead_options.subtree_name = "warden-dead";
-  auto dead = CgroupManager::Create(dead_options);
-  ASSERT_TRUE(dead.ok()) << dead.status();
-  const std::vector<std::string> dead_subtrees = (*dead)->SubtreePaths();
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  const std::vector<std::string> dead_subtrees = dead->SubtreePaths();
   std::vector<std::string> group_dirs;
   for (const char* name : {"run-1", "run-2"}) {
-    auto group = (*dead)->CreateGroup(name, {});
+    auto group = dead->CreateGroup(name, {});
     ASSERT_TRUE(group.ok()) << group.status();
     for (const std::string& dir : (*group)->Paths()) group_dirs.push_back(dir);
     (void)group->release();
   }
-  (void)dead->release();
+  (void)dead.release();
   ForgetDeadSupervisor();
 
   auto manager = NewManager();
@@ -585,11 +568,9 @@ TEST_P(CgroupBackendTest, ReclaimsADeadDaemonsSubtreeInEveryHierarchy) {
 
 TEST_P(CgroupBackendTest, ReclaimKillsOnlyTheProcessesInTheDeadSubtree) {
   if (!v1()) tree_->features().cgroup_kill = false;  // kill by pid, so the fake sees it
-  CgroupOptions dead_options = Options();
-  dead_options.subtree_name = "warden-dead";
-  auto dead = CgroupManager::Create(dead_options);
-  ASSERT_TRUE(dead.ok()) << dead.status();
-  auto group = (*dead)->CreateGroup("run-1", {});
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  auto group = dead->CreateGroup("run-1", {});
   ASSERT_TRUE(group.ok()) << group.status();
   PausedChild inside, outsider;
   for (const std::string& dir : (*group)->Paths()) {
@@ -598,7 +579,7 @@ TEST_P(CgroupBackendTest, ReclaimKillsOnlyTheProcessesInTheDeadSubtree) {
   }
   std::vector<std::string> group_dirs = (*group)->Paths();
   (void)group->release();
-  (void)dead->release();
+  (void)dead.release();
   ForgetDeadSupervisor();
 
   auto manager = NewManager();
@@ -617,11 +598,9 @@ TEST_P(CgroupBackendTest, ReclaimKillsOnlyTheProcessesInTheDeadSubtree) {
 }
 
 TEST_P(CgroupBackendTest, ReclaimRefusesASubtreeThatHoldsThisProcess) {
-  CgroupOptions dead_options = Options();
-  dead_options.subtree_name = "warden-dead";
-  auto dead = CgroupManager::Create(dead_options);
-  ASSERT_TRUE(dead.ok()) << dead.status();
-  auto group = (*dead)->CreateGroup("run-1", {});
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  auto group = dead->CreateGroup("run-1", {});
   ASSERT_TRUE(group.ok()) << group.status();
   for (const std::string& dir : (*group)->Paths()) {
     WriteText(dir + "/cgroup.procs", absl::StrCat(::getpid(), "\n"));

@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,19 +13,12 @@
 #include "grpcpp/server_builder.h"
 #include "kernel/zygote.h"
 #include "sandbox/status_macros.h"
+#include "server/read_file.h"
 #include "server/auth.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {
 namespace {
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const std::string& address,
                                                                        const DaemonOptions& options) {
@@ -36,11 +27,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
     grpc::SslServerCredentialsOptions ssl(options.tls.client_ca_file.empty()
                                               ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ASSIGN_OR_RETURN(std::string cert, ReadWhole(options.tls.cert_file));
-    ASSIGN_OR_RETURN(std::string key, ReadWhole(options.tls.key_file));
+    ASSIGN_OR_RETURN(std::string cert, ReadWholeFile(options.tls.cert_file));
+    ASSIGN_OR_RETURN(std::string key, ReadWholeFile(options.tls.key_file));
     ssl.pem_key_cert_pairs.push_back({key, cert});
     if (!options.tls.client_ca_file.empty()) {
-      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWhole(options.tls.client_ca_file));
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWholeFile(options.tls.client_ca_file));
     }
     return grpc::SslServerCredentials(ssl);
   }
@@ -110,8 +101,10 @@ absl::Status Daemon::RecordState() {
     if (!subtrees.empty()) record.cgroup_subtree = subtrees.front().substr(subtrees.front().rfind('/') + 1);
   }
   if (python_zygote_) {
-    ASSIGN_OR_RETURN(uint64_t start, ProcessStartTime(python_zygote_->pid()));
-    record.processes.push_back({python_zygote_->pid(), start, "python zygote"});
+    // Gone already: nothing of it for a successor to reclaim.
+    if (absl::StatusOr<uint64_t> start = ProcessStartTime(python_zygote_->pid()); start.ok()) {
+      record.processes.push_back({python_zygote_->pid(), *start, "python zygote"});
+    }
   }
   for (const std::string& address : options_.listen) {
     if (absl::StartsWith(address, "unix:")) record.sockets.push_back(address.substr(5));

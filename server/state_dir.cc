@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "sandbox/status_macros.h"
+#include "server/read_file.h"
 
 namespace warden {
 namespace {
@@ -28,14 +27,6 @@ constexpr char kRecordFile[] = "wardend.state";
 constexpr char kRecordVersion[] = "warden-state 1";
 // How long a SIGKILLed helper may take to exit before Reclaim reports it.
 constexpr absl::Duration kExitTimeout = absl::Seconds(5);
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 absl::Status BadRecord(absl::string_view why) {
   return absl::DataLossError(absl::StrCat("bad state record: ", why));
@@ -118,7 +109,7 @@ absl::StatusOr<StateRecord> StateRecord::Decode(const std::string& text) {
 }
 
 absl::StatusOr<uint64_t> ProcessStartTime(pid_t pid) {
-  absl::StatusOr<std::string> stat = ReadWhole(absl::StrCat("/proc/", pid, "/stat"));
+  absl::StatusOr<std::string> stat = ReadWholeFile(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) return absl::NotFoundError(absl::StrCat("no process ", pid));
   // The command name (field 2) is in parentheses and may hold anything, so
   // count fields from the last ')'.
@@ -149,7 +140,7 @@ absl::StatusOr<std::unique_ptr<StateDir>> StateDir::Claim(const std::string& dir
   if (::flock(state->lock_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return absl::ErrnoToStatus(errno, absl::StrCat("flock ", lock_path));
     std::string owner = "another wardend";
-    if (absl::StatusOr<std::string> text = ReadWhole(state->record_path()); text.ok()) {
+    if (absl::StatusOr<std::string> text = ReadWholeFile(state->record_path()); text.ok()) {
       if (absl::StatusOr<StateRecord> r = StateRecord::Decode(*text); r.ok()) {
         owner = absl::StrCat("another wardend (pid ", r->daemon_pid, ")");
       }
@@ -170,7 +161,7 @@ absl::StatusOr<std::unique_ptr<StateDir>> StateDir::Claim(const std::string& dir
           record, " is not a regular file that only this user can write: remove it (nothing "
           "is reclaimed from it) and start again"));
     }
-    ASSIGN_OR_RETURN(std::string text, ReadWhole(record));
+    ASSIGN_OR_RETURN(std::string text, ReadWholeFile(record));
     absl::StatusOr<StateRecord> previous = StateRecord::Decode(text);
     if (!previous.ok()) {
       return absl::DataLossError(absl::StrCat(

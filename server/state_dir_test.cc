@@ -15,11 +15,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sandbox/testing/paused_child.h"
 
 namespace warden {
 namespace {
 
 using ::testing::HasSubstr;
+using ::warden::testing::PausedChild;
 
 class TempDir {
  public:
@@ -34,24 +36,6 @@ class TempDir {
   std::string path_;
 };
 
-// A child that waits until killed; killed and reaped on scope exit.
-class PausedChild {
- public:
-  PausedChild() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (;;) ::pause();
-    }
-  }
-  ~PausedChild() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool Alive() const {
-    siginfo_t info{};
     return ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
   }
 
