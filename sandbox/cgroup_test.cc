@@ -256,13 +256,6 @@ void LayOutPureV2(FakeCgroupTree& tree) {
   WriteText(service + "/cgroup.procs", absl::StrCat(::getpid(), "\n"));
 }
 
-    return ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-  }
-
- private:
-  pid_t pid_;
-};
-
 // ---------------------------------------------------------------------------
 // Tests that run against both backends.
 

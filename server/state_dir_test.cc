@@ -36,13 +36,6 @@ class TempDir {
   std::string path_;
 };
 
-    return ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-  }
-
- private:
-  pid_t pid_;
-};
-
 TEST(StateRecordTest, RoundTrips) {
   StateRecord record;
   record.daemon_pid = 4242;

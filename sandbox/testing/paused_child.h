@@ -35,5 +35,11 @@ class PausedChild {
   // True if the child has not exited.
   bool Alive() const {
     siginfo_t info{};
+    return ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+  }
+
+ private:
+  pid_t pid_;
+};
 
 }  // namespace warden::testing
