@@ -341,6 +341,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     a.Int("max_tokens", &o->agent.max_tokens);
     a.Int("max_observation_bytes", &o->agent.max_observation_bytes);
   });
+  r.String("state_dir", &o->state_dir);
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] parse
@@ -842,7 +843,21 @@ absl::Status DaemonOptions::Validate() const {
   }
 
   ValidateAgent(p, agent);
+  if (!state_dir.empty() && state_dir.front() != '/') {
+    p.Add(absl::StrCat("state_dir is '", state_dir, "': use an absolute path, e.g. /run/warden"));
+  }
   return p.ToStatus("the configuration");
+}
+
+std::string DaemonOptions::StateDirectory() const {
+  if (!state_dir.empty()) return state_dir;
+  for (const std::string& address : listen) {
+    if (!absl::StartsWith(address, "unix:")) continue;
+    const std::string path = address.substr(5);
+    const size_t slash = path.rfind('/');
+    return slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return "";
 }
 
 bool IsLoopbackListenAddress(const std::string& address) {

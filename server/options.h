@@ -129,11 +129,18 @@ struct DaemonOptions {
   std::string kernels_dir;   // empty: the built-in location
   ZygoteOptions zygote;
   AgentOptions agent;
+  // Where wardend keeps its lock and its crash-recovery record (StateDir).
+  // Empty: the directory of the first UNIX listen socket (/run/warden by
+  // default); with only TCP listeners and no state_dir there is no lock and
+  // nothing is reclaimed after a crash.
+  std::string state_dir;
 
   // Reads a JSON configuration file over the defaults; unknown keys are
   // errors (a typo must not silently fall back to a default).
   static absl::StatusOr<DaemonOptions> FromFile(const std::string& path);
   absl::Status Validate() const;
+  // state_dir, or what it defaults to (empty: none).
+  std::string StateDirectory() const;
 };
 
 // True for a TCP listen address ("HOST:PORT") whose host is loopback, by the

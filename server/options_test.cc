@@ -121,6 +121,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"default_max_tokens", o.agent.default_max_tokens},
         {"max_tokens", o.agent.max_tokens},
         {"max_observation_bytes", o.agent.max_observation_bytes}}},
+      {"state_dir", o.state_dir},
   };
 }
 
@@ -202,6 +203,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"default_max_tokens", 32},
         {"max_tokens", 33},
         {"max_observation_bytes", 34}}},
+      {"state_dir", "/run/warden-test"},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -570,6 +572,8 @@ const Rule kRules[] = {
      "zygote.program is 'warden-python-zygote', which is not an executable absolute path"},
     {"MissingZygoteProgram", [](DaemonOptions& o) { o.zygote.program = "/nonexistent/zygote"; },
      "zygote.program is '/nonexistent/zygote', which is not an executable absolute path"},
+    {"RelativeStateDir", [](DaemonOptions& o) { o.state_dir = "run/warden"; },
+     "state_dir is 'run/warden': use an absolute path"},
 };
 
 class ValidateRuleTest : public ::testing::TestWithParam<Rule> {};
@@ -603,6 +607,17 @@ TEST(ValidateTest, TlsFilesThatExistSatisfyEveryTcpListener) {
   options.tls.client_ca_file.clear();
   options.auth.tokens_file = "/etc/warden/tokens.json";  // or bearer tokens do
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
+
+TEST(DaemonOptionsTest, StateDirDefaultsToTheDirectoryOfTheFirstUnixSocket) {
+  DaemonOptions options;
+  EXPECT_EQ(options.StateDirectory(), "/run/warden");
+  options.listen = {"127.0.0.1:7000", "unix:/tmp/t/w.sock", "unix:/var/x.sock"};
+  EXPECT_EQ(options.StateDirectory(), "/tmp/t");
+  options.listen = {"127.0.0.1:7000"};
+  EXPECT_EQ(options.StateDirectory(), "");  // TCP only: no lock, no reclaim
+  options.state_dir = "/srv/warden-state";
+  EXPECT_EQ(options.StateDirectory(), "/srv/warden-state");
 }
 
 TEST(ValidateTest, KernelsDirThatExistsIsAccepted) {
