@@ -11,14 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "server/admin_http.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/executor_service.h"
 #include "server/options.h"
+#include "server/startup_probe.h"
 
 namespace warden {
 
@@ -42,9 +46,15 @@ class Daemon {
   int admin_port() const { return admin_ ? admin_->port() : 0; }
   Engine& engine() { return *engine_; }
 
+  // Starts one worker of each configured language, as its pool would, and
+  // reports (server/startup_probe.h): before Start(), and for --check.
+  std::vector<WorkerProbe> Probe();
+
  private:
   explicit Daemon(const DaemonOptions& options) : options_(options) {}
   void StartPythonZygote();
+  // gRPC health: SERVING unless draining or a pool cannot start any worker.
+  void UpdateHealth();
 
   DaemonOptions options_;
   Metrics metrics_;
@@ -57,6 +67,9 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::atomic<bool> draining_{false};
+  absl::Mutex health_mu_;
+  // The server's health service while it serves; null before and after.
+  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
   std::vector<std::string> listening_;
   bool shut_down_ = false;
 };

@@ -2,13 +2,16 @@
 // imported), so that a one-shot execution or a new session does not wait
 // for an interpreter to start. Background threads (one per core) keep
 // `size` of them ready; Acquire hands one out (each is used once, by one
-// caller) and waits in a bounded queue when the pool is empty. Disposer tears sessions down
-// off the request path.
+// caller) and waits in a bounded queue when the pool is empty. A pool whose
+// starts keep failing says why (Health) instead of letting callers wait for
+// a worker that never comes. Disposer tears sessions down off the request
+// path.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -43,12 +46,20 @@ struct WarmPoolStats {
   int64_t acquired = 0;
   int64_t misses = 0;  // acquisitions that found the pool empty
   int64_t start_failures = 0;
+  bool failing = false;  // Health() is not OK
 };
+
+// The error a caller gets when `language`'s workers cannot start:
+// UNAVAILABLE "python workers cannot start: <why>".
+absl::Status WorkersCannotStart(Language language, const absl::Status& why);
 
 class WarmPool {
  public:
   // `executor` is not owned. `size` 0 means: start each session on demand.
-  WarmPool(Executor& executor, SessionOptions options, int size, int max_waiting);
+  // `on_health_change` (may be empty) runs on a filler thread whenever
+  // Health() turns bad or good again.
+  WarmPool(Executor& executor, SessionOptions options, int size, int max_waiting,
+           std::function<void()> on_health_change = nullptr);
   ~WarmPool();
 
   // Starts the filling thread.
@@ -57,13 +68,24 @@ class WarmPool {
   void Stop();
   // A ready session, or RESOURCE_EXHAUSTED when `max_waiting` callers already
   // wait or none is ready by `deadline` (the message says when to retry).
+  // While the pool is empty and Health() is bad, and as soon as it turns bad
+  // for those waiting, UNAVAILABLE with the reason (WorkersCannotStart).
   absl::StatusOr<std::unique_ptr<Session>> Acquire(absl::Time deadline);
+  // OK, or WorkersCannotStart with the last failure once the fillers have
+  // failed kFailuresToReport starts in a row; OK again after one succeeds.
+  absl::Status Health() const;
   WarmPoolStats Stats() const;
   const SessionOptions& options() const { return options_; }
   int size() const { return size_; }
 
  private:
+  // Failed starts in a row that make the pool unhealthy: one may be bad
+  // luck (a kernel slow under load), two with none succeeding between is
+  // a pool that cannot start workers.
+  static constexpr int kFailuresToReport = 2;
+
   void FillLoop();
+  absl::Status HealthLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Executor& executor_;
   const SessionOptions options_;
@@ -75,6 +97,9 @@ class WarmPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration last_start_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(100);
   int starting_ ABSL_GUARDED_BY(mu_) = 0;  // kernels the fillers are starting now
+  int failures_in_a_row_ ABSL_GUARDED_BY(mu_) = 0;  // across fillers; a success resets it
+  absl::Status last_failure_ ABSL_GUARDED_BY(mu_);
+  const std::function<void()> on_health_change_;
   std::vector<std::thread> fillers_;
 };
 
