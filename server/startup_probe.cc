@@ -31,7 +31,7 @@ std::string HowToFix(const SessionOptions& profile, const absl::Status& failure)
   const std::string interpreter = KernelArgv(profile.language).front();
   const std::string kernels = absl::StrCat(profile.kernels_dir, "/", KernelSubdirectory(profile.language));
   const bool about_kernels = absl::StrContains(why, kernels) || absl::StrContains(why, kKernelMountPoint);
-  if (about_kernels && absl::StrContains(why, "Permission denied")) {
+  if (about_kernels && (absl::StrContains(why, "ermission denied") || absl::StrContains(why, "EACCES"))) {
     return absl::StrCat("the sandbox's unprivileged ids must be able to read ", kernels,
                         ": make it readable by all (the checkout's kernel/ directory as git "
                         "creates it under umask 022), or `make install` the kernels and set "
