@@ -39,9 +39,9 @@ std::string HowToFix(const SessionOptions& profile, const absl::Status& failure)
   }
   if (about_kernels) {
     return absl::StrCat("set kernels_dir in the configuration to a directory holding python/, "
-                        "node/ and bash/: the kernel/ directory of the checkout wardend was built "
-                        "from, or where `make install` put them (<prefix>/lib/warden/kernels); "
-                        "it is now ", profile.kernels_dir);
+                        "node/ and bash/, readable by all: the kernel/ directory of the checkout "
+                        "wardend was built from, or where `make install` put them "
+                        "(<prefix>/lib/warden/kernels); it is now ", profile.kernels_dir);
   }
   if (absl::StrContains(why, "execve") && absl::StrContains(why, "No such file")) {
     return absl::StrCat(interpreter, " is missing: install it (`make deps` installs python3, "
