@@ -13,7 +13,8 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
   python3 python3-numpy python3-pandas python3-matplotlib python3-pytest \
-  python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
+  python3-grpcio python3-protobuf python3-grpc-tools python3-venv python3-pip \
+  python3-setuptools python3-wheel nodejs iproute2 \
   openssl passwd
 
 .PHONY: all deps build test test-unit test-sandbox run demo clean install bench bench-quick bench-deps
