@@ -9,7 +9,9 @@
 
 namespace warden {
 
-inline constexpr int kMaxPassedFds = 5;
+// A fork request carries the most: five pipes and sockets and one detached
+// mount per bind (kMaxMountOps at most). The kernel allows 253 (SCM_MAX_FD).
+inline constexpr int kMaxPassedFds = 160;
 
 // Sends one message made of `a` and `b` (b_len may be 0) with `n_fds` (at
 // most kMaxPassedFds) fds. Retries on EINTR; -1 with errno on failure.

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "sandbox/fd_passing.h"
+#include "sandbox/mount_plan.h"
 #include "sandbox/sandbox_plan.h"
 
 namespace warden {
@@ -28,13 +29,17 @@ namespace {
 
 // Requests are one SOCK_SEQPACKET message each: this header, the encoded
 // plan, and the child's fds (SCM_RIGHTS) in ChildFds order, the absent
-// channel left out. Replies: a Reply and, on success, the init's pidfd.
+// channel left out, the bind trees last. Replies: a Reply and, on success,
+// the init's pidfd.
 constexpr uint32_t kRequestMagic = 0x77617264;  // "ward"
 constexpr size_t kMaxMessage = 4 << 20;
+constexpr int kChildFds = 5;  // control, stdin, stdout, stderr, channel
+static_assert(kMaxPassedFds >= kChildFds + kMaxMountOps);
 
 struct RequestHeader {
   uint32_t magic = kRequestMagic;
   uint32_t has_channel = 0;
+  int32_t n_bind_trees = -1;  // -1: the sandbox opens its bind sources itself
 };
 
 struct Reply {
@@ -192,9 +197,16 @@ absl::StatusOr<ForkServer::Cloned> ForkServer::Clone(const std::string& encoded_
   const int socket = socket_.get();
   RequestHeader header;
   header.has_channel = fds.channel >= 0;
-  const int sent_fds[kMaxPassedFds] = {fds.control, fds.stdin_read, fds.stdout_write, fds.stderr_write,
+  int sent_fds[kMaxPassedFds] = {fds.control, fds.stdin_read, fds.stdout_write, fds.stderr_write,
                                  fds.channel};
-  const int n_fds = header.has_channel ? 5 : 4;
+  int n_fds = header.has_channel ? 5 : 4;
+  if (fds.bind_trees != nullptr) {
+    if (fds.bind_trees->size() > static_cast<size_t>(kMaxMountOps)) {
+      return absl::InvalidArgumentError("too many bind mounts for one fork request");
+    }
+    header.n_bind_trees = static_cast<int32_t>(fds.bind_trees->size());
+    for (int tree : *fds.bind_trees) sent_fds[n_fds++] = tree;
+  }
   if (SendWithFds(socket, &header, sizeof(header), encoded_plan.data(), encoded_plan.size(),
                   sent_fds, n_fds) < 0) {
     const int e = errno;
@@ -260,8 +272,11 @@ std::string ReceiveForkServerSetup() {
     // area. The pages were just written by the receive (copied already), so
     // clearing them costs no further copy-on-write fault.
     memset(buffer, 0, static_cast<size_t>(n));
-    const size_t want_fds = header.has_channel ? 5 : 4;
-    if (header.magic != kRequestMagic || !plan.ok() || fds.size() != want_fds) {
+    const size_t n_child_fds = header.has_channel ? 5 : 4;
+    const size_t n_trees = header.n_bind_trees > 0 ? static_cast<size_t>(header.n_bind_trees) : 0;
+    if (header.magic != kRequestMagic || !plan.ok() || header.n_bind_trees < -1 ||
+        header.n_bind_trees > kMaxMountOps ||
+        fds.size() != n_child_fds + n_trees) {
       reply.error = EINVAL;
       SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, nullptr, 0);
       continue;
@@ -272,6 +287,12 @@ std::string ReceiveForkServerSetup() {
     child.stdout_fd = fds[2].get();
     child.stderr_fd = fds[3].get();
     child.channel_fd = header.has_channel ? fds[4].get() : -1;
+    int trees[kMaxMountOps];
+    for (size_t i = 0; i < n_trees; ++i) trees[i] = fds[n_child_fds + i].get();
+    if (header.n_bind_trees >= 0) {
+      child.bind_trees = trees;
+      child.n_bind_trees = header.n_bind_trees;
+    }
     child.run_in_place = hooks.run_in_place;
 
     if (hooks.before_clone) hooks.before_clone();

@@ -64,6 +64,9 @@ class ForkServer {
   // (and closes) its own.
   struct ChildFds {
     int control = -1, stdin_read = -1, stdout_write = -1, stderr_write = -1, channel = -1;
+    // OpenBindSources' detached mounts, one per bind of the plan (not
+    // owned); null when the sandbox opens its bind sources itself.
+    const std::vector<int>* bind_trees = nullptr;
   };
   // Clones one sandbox init from the plan (SandboxPlan::Encode()).
   // UNAVAILABLE once the server is gone (it is never restarted here).

@@ -7,6 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <string.h>
+
 #include <algorithm>
 #include <set>
 
@@ -228,7 +230,38 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
   MountOp seal;
   seal.kind = MountOp::Kind::kSealRoot;
   ops.push_back(seal);
+  if (ops.size() > static_cast<size_t>(kMaxMountOps)) {
+    return absl::InvalidArgumentError(absl::StrCat("the sandbox's filesystem needs ", ops.size(),
+                                                   " mount operations; at most ", kMaxMountOps,
+                                                   " fit: bind fewer paths"));
+  }
   return plan;
+}
+
+absl::StatusOr<std::vector<UniqueFd>> OpenBindSources(const MountPlan& plan) {
+  std::vector<UniqueFd> trees;
+  for (const MountOp& op : plan.ops) {
+    if (op.kind != MountOp::Kind::kBind) continue;
+    // Recursive: whatever the host mounted beneath the source comes along,
+    // so nothing it covers on the host is uncovered in the sandbox.
+    UniqueFd tree(open_tree(AT_FDCWD, op.source.c_str(),
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (!tree) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot open ", op.source, " to bind it at /", op.target, ": ", strerror(errno)));
+    }
+    // Private: a copy of a shared host mount (systemd makes / shared) would
+    // join the host's peer group, and mounts would then propagate between
+    // the host and the sandbox in both directions.
+    struct mount_attr attr = {};
+    attr.attr_set = op.attrs;
+    attr.propagation = MS_PRIVATE;
+    if (mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("mount_setattr on the copy of ", op.source));
+    }
+    trees.push_back(std::move(tree));
+  }
+  return trees;
 }
 
 std::vector<std::string> MountPlan::Describe() const {
@@ -361,28 +394,46 @@ int WriteAll(int fd, const char* data, size_t len) {
   return 0;
 }
 
-constexpr int kMaxOps = 128;
-
 }  // namespace
 
-int ApplyMountPlan(const MountPlan& plan, const char* staging_dir, int* failed_op) {
+int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_trees,
+                   const char* staging_dir, int* failed_op) {
   *failed_op = -1;
   const int n_ops = static_cast<int>(plan.ops.size());
-  if (n_ops > kMaxOps) return -E2BIG;
+  if (n_ops > kMaxMountOps) return -E2BIG;
 
-  // Nothing we mount may propagate back to the host's mount namespace.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return -errno;
-
-  // Open every bind source while the host tree is still in view: detached,
-  // recursive copies (locked submounts stay covered), flags set on the copy.
-  int trees[kMaxOps];
-  for (int i = 0; i < n_ops; ++i) trees[i] = -1;
+  // The supervisor's detached copies of the bind sources, by operation:
+  // exactly one for each bind, or none at all.
+  int n_binds = 0;
+  for (const MountOp& op : plan.ops) n_binds += op.kind == MountOp::Kind::kBind;
+  if (bind_trees != nullptr && n_bind_trees != n_binds) {
+    for (int i = 0; i < n_bind_trees; ++i) close(bind_trees[i]);
+    return -EINVAL;
+  }
+  int trees[kMaxMountOps];
+  int next_tree = 0;
+  for (int i = 0; i < n_ops; ++i) {
+    const bool bind = plan.ops[i].kind == MountOp::Kind::kBind;
+    trees[i] = bind && bind_trees != nullptr ? bind_trees[next_tree++] : -1;
+  }
   auto close_trees = [&] {
     for (int i = 0; i < n_ops; ++i) {
       if (trees[i] >= 0) close(trees[i]);
     }
   };
-  for (int i = 0; i < n_ops; ++i) {
+
+  // Nothing we mount may propagate back to the host's mount namespace.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    int err = errno;
+    close_trees();
+    return -err;
+  }
+
+  // Without the supervisor's copies (a rootless supervisor cannot make
+  // them), open every bind source while the host tree is still in view,
+  // with our own credentials: detached, recursive copies (locked submounts
+  // stay covered), flags set on the copy.
+  for (int i = 0; i < n_ops && bind_trees == nullptr; ++i) {
     const MountOp& op = plan.ops[i];
     if (op.kind != MountOp::Kind::kBind) continue;
     trees[i] = open_tree(AT_FDCWD, op.source.c_str(),

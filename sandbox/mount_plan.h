@@ -5,6 +5,8 @@
 // operations with every string and number prepared, so that ApplyMountPlan,
 // which runs in a freshly cloned child of a possibly multi-threaded process,
 // makes only system calls: no allocation, no locks, no libc state.
+// OpenBindSources, run by the supervisor, opens the host side of every bind
+// beforehand, so that the child needs no access to the host's paths.
 //
 // The layout: a fresh tmpfs root (read-only once built); read-only, nosuid,
 // nodev binds of the runtime trees (host symlinks such as /lib -> usr/lib are
@@ -22,8 +24,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sandbox/unique_fd.h"
 
 namespace warden {
+
+// The most operations a plan may hold (BuildMountPlan refuses more): the
+// child keeps one array slot per operation on its stack.
+inline constexpr int kMaxMountOps = 128;
 
 struct BindMount {
   std::string source;  // absolute host path
@@ -90,12 +97,28 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec);
 // "//", no trailing '/') and not "/". Used for every configured target.
 absl::Status ValidateSandboxPath(const std::string& path);
 
+// The host side of the plan's binds, opened by the supervisor (real root in
+// the host's namespaces): one detached, recursive copy of each kBind source
+// (open_tree(OPEN_TREE_CLONE)), in plan order, with the operation's
+// attributes (read-only, nosuid, nodev) already set and its propagation
+// private. The sandbox's init attaches them with move_mount and so never
+// resolves a host path itself: a source stays reachable whatever the modes
+// of its parent directories (a checkout under a 0700 home), while the
+// sandbox's own ids still need the source's own permissions to read it.
+// Needs CAP_SYS_ADMIN in the host's mount namespace; a rootless supervisor
+// leaves the opening to the child (ApplyMountPlan with no trees).
+absl::StatusOr<std::vector<UniqueFd>> OpenBindSources(const MountPlan& plan);
+
 // Applies the plan in the current (new) mount namespace and pivots into the
 // result: mounts are made private, the new root is built at `staging_dir`
 // (an existing directory, e.g. "/tmp"; shadowing it is harmless because every
 // bind source is opened before), pivot_root, and the old root is detached.
+// `bind_trees` holds OpenBindSources' `n_bind_trees` fds (one per kBind
+// operation, in plan order; all of them are closed here), or is null: then
+// the child opens each source by its host path, with its own credentials.
 // Async-signal-safe. Returns 0, or -errno with *failed_op set to the index of
 // the operation that failed (-1 for the root and pivot steps).
-int ApplyMountPlan(const MountPlan& plan, const char* staging_dir, int* failed_op);
+int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_trees,
+                   const char* staging_dir, int* failed_op);
 
 }  // namespace warden

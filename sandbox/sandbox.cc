@@ -185,6 +185,16 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
                             static_cast<rlim_t>(limits.memory_bytes)});
   }
 
+  // The host side of every bind, opened with our privileges (real root in
+  // the host's namespaces): the sandbox's ids need not reach the sources'
+  // parent directories. Rootless, the init opens them as the caller.
+  std::vector<UniqueFd> bind_trees;
+  if (!rootless_) {
+    ASSIGN_OR_RETURN(bind_trees, OpenBindSources(plan.mounts));
+  }
+  std::vector<int> bind_fds;
+  for (const UniqueFd& tree : bind_trees) bind_fds.push_back(tree.get());
+
   auto worker = std::unique_ptr<Worker>(new Worker());
   worker->stage_times_.begin = begin;
   worker->stage_times_.planned = absl::Now();
@@ -235,6 +245,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     fds.stdout_write = out_w.get();
     fds.stderr_write = err_w.get();
     fds.channel = chan_child.get();
+    fds.bind_trees = rootless_ ? nullptr : &bind_fds;
     ASSIGN_OR_RETURN(ForkServer::Cloned cloned, options.fork_server->Clone(plan.Encode(), fds));
     pid = cloned.pid;
     pidfd = cloned.pidfd.Release();
@@ -245,6 +256,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     child.stdout_fd = out_w.get();
     child.stderr_fd = err_w.get();
     child.channel_fd = chan_child.get();
+    if (!rootless_) {
+      child.bind_trees = bind_fds.data();
+      child.n_bind_trees = static_cast<int>(bind_fds.size());
+    }
     pid = CloneSandboxInit(/*as_sibling=*/false, &pidfd);
     if (pid == 0) SandboxInitMain(child);
     if (pid < 0) {

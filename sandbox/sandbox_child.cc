@@ -80,11 +80,14 @@ void Send(int fd, const ControlMessage& msg, int fd1 = -1, int fd2 = -1) {
   _exit(kSetupFailedExit);
 }
 
-// Closes every fd except the (at most 8) listed ones.
+// The most fds CloseAllExcept keeps: the init's five and one per mount op.
+constexpr int kMaxKeptFds = 5 + kMaxMountOps;
+
+// Closes every fd except the (at most kMaxKeptFds) listed ones.
 void CloseAllExcept(const int* keep_in, int n) {
-  int keep[8];
+  int keep[kMaxKeptFds];
   int k = 0;
-  for (int i = 0; i < n && k < 8; ++i) {
+  for (int i = 0; i < n && k < kMaxKeptFds; ++i) {
     if (keep_in[i] >= 0) keep[k++] = keep_in[i];
   }
   for (int i = 1; i < k; ++i) {  // insertion sort
@@ -270,9 +273,12 @@ long CloneSandboxInit(bool as_sibling, int* pidfd) {
 [[noreturn]] void SandboxInitMain(const ChildPlan& p) {
   const int ctl = p.control_fd;
 
-  // Nothing of the supervisor's (its stdio, its files, its umask) carries over.
-  const int keep[] = {ctl, p.stdin_fd, p.stdout_fd, p.stderr_fd, p.channel_fd};
-  CloseAllExcept(keep, 5);
+  // Nothing of the supervisor's (its stdio, its files, its umask) carries
+  // over; the bind sources it opened stay until the mounts are built.
+  if (p.n_bind_trees < 0 || p.n_bind_trees > kMaxMountOps) Fail(ctl, ChildStage::kMounts, E2BIG);
+  int keep[kMaxKeptFds] = {ctl, p.stdin_fd, p.stdout_fd, p.stderr_fd, p.channel_fd};
+  for (int i = 0; i < p.n_bind_trees; ++i) keep[5 + i] = p.bind_trees[i];
+  CloseAllExcept(keep, 5 + p.n_bind_trees);
   umask(022);
 
   // The supervisor writes our uid/gid maps and moves us into our cgroup,
@@ -317,7 +323,7 @@ long CloneSandboxInit(bool as_sibling, int* pidfd) {
   // A fresh tmpfs root, read-only binds, /proc, /dev, /tmp, the workspace;
   // pivot_root into it and detach the host's tree.
   int failed_op = -1;
-  if (int rc = ApplyMountPlan(*p.mounts, "/tmp", &failed_op); rc != 0) {
+  if (int rc = ApplyMountPlan(*p.mounts, p.bind_trees, p.n_bind_trees, "/tmp", &failed_op); rc != 0) {
     Fail(ctl, ChildStage::kMounts, -rc, failed_op);
   }
 

@@ -84,6 +84,11 @@ struct ChildPlan {
   int stdout_fd = -1;
   int stderr_fd = -1;
   int channel_fd = -1;  // if >= 0, becomes the payload's fd 3
+  // The supervisor's detached copies of the bind sources (OpenBindSources),
+  // one per kBind operation of `mounts`; null when the init opens them
+  // itself (rootless). Closed once the root filesystem is built.
+  const int* bind_trees = nullptr;
+  int n_bind_trees = 0;
   // Set by a fork server: instead of execve, the program runs this
   // function of the server's own (pre-initialised) code, after the whole
   // containment sequence, seccomp included. It must not return.

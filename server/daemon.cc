@@ -45,16 +45,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options, Mode mode) {
   RETURN_IF_ERROR(options.Validate());
   auto daemon = std::unique_ptr<Daemon>(new Daemon(options));
-  RETURN_IF_ERROR(daemon->ClaimState());
+  if (mode == Mode::kServe) RETURN_IF_ERROR(daemon->ClaimState());
   ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(options.executor));
   daemon->ReclaimPrevious();
   if (options.zygote.enabled) daemon->StartPythonZygote();
   RETURN_IF_ERROR(daemon->RecordState());
   daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_,
                                              daemon->python_zygote_.get());
+  daemon->engine_->SetHealthListener([d = daemon.get()] { d->UpdateHealth(); });
 
   Authenticator authenticate = [](const std::string&) -> absl::StatusOr<std::string> {
     return std::string("default");
@@ -129,6 +130,17 @@ void Daemon::StartPythonZygote() {
   python_zygote_ = *std::move(zygote);
 }
 
+std::vector<WorkerProbe> Daemon::Probe() {
+  return ProbeWorkers(*executor_, engine_->ConfiguredProfiles());
+}
+
+void Daemon::UpdateHealth() {
+  absl::MutexLock lock(&health_mu_);
+  if (health_ == nullptr) return;
+  const absl::Status health = engine_->Health();
+  health_->SetServingStatus(health.ok() && !draining_);
+}
+
 absl::Status Daemon::Start() {
   engine_->Start();
   grpc::EnableDefaultHealthCheckService(true);
@@ -175,12 +187,17 @@ absl::Status Daemon::Start() {
       listening_.push_back(absl::StrCat(address.substr(0, address.size() - 1), *ports[i]));
     }
   }
-  server_->GetHealthCheckService()->SetServingStatus(true);
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_ = server_->GetHealthCheckService();
+  }
+  UpdateHealth();
   if (!options_.admin_listen.empty()) {
     AdminHttpOptions admin;
     admin.listen = options_.admin_listen;
     ASSIGN_OR_RETURN(admin_, AdminHttpServer::Start(admin, &metrics_, [this]() -> absl::Status {
                        if (draining_) return absl::UnavailableError("shutting down");
+                       RETURN_IF_ERROR(engine_->Health());  // a pool cannot start any worker
                        if (!engine_->Ready()) return absl::UnavailableError("warm pools are still filling");
                        return absl::OkStatus();
                      }));
@@ -192,6 +209,10 @@ void Daemon::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   draining_ = true;  // /readyz says so from now on
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_ = nullptr;  // pools that change their health from now on change nothing
+  }
   if (server_) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     // Stops accepting; in-flight calls get until the deadline, then are

@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "server/admin_http.h"
 #include "server/engine.h"
@@ -20,12 +23,18 @@
 #include "server/executor_service.h"
 #include "server/options.h"
 #include "server/state_dir.h"
+#include "server/startup_probe.h"
 
 namespace warden {
 
 class Daemon {
  public:
-  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options);
+  // kServe owns the state directory (its lock, the crash record, reclaiming
+  // what a killed predecessor left); kProbe is `wardend --check`'s daemon,
+  // which never listens and leaves the state directory to a live wardend.
+  enum class Mode { kServe, kProbe };
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(const DaemonOptions& options,
+                                                        Mode mode = Mode::kServe);
   ~Daemon();
 
   // Serves another gRPC service (the agent) beside the Executor; call it
@@ -43,6 +52,10 @@ class Daemon {
   int admin_port() const { return admin_ ? admin_->port() : 0; }
   Engine& engine() { return *engine_; }
 
+  // Starts one worker of each configured language, as its pool would, and
+  // reports (server/startup_probe.h): before Start(), and for --check.
+  std::vector<WorkerProbe> Probe();
+
  private:
   explicit Daemon(const DaemonOptions& options) : options_(options) {}
   // Locks the state directory and reclaims what a crashed predecessor left;
@@ -51,6 +64,8 @@ class Daemon {
   void ReclaimPrevious();
   absl::Status RecordState();
   void StartPythonZygote();
+  // gRPC health: SERVING unless draining or a pool cannot start any worker.
+  void UpdateHealth();
 
   DaemonOptions options_;
   std::unique_ptr<StateDir> state_;  // null: no state directory
@@ -64,6 +79,9 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::atomic<bool> draining_{false};
+  absl::Mutex health_mu_;
+  // The server's health service while it serves; null before and after.
+  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
   std::vector<std::string> listening_;
   bool shut_down_ = false;
 };

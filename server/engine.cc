@@ -136,8 +136,10 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : default_mb;
     SessionOptions session = SessionOptionsFor(*language, memory_mb);
     session.warm = pool.warm.empty() ? WarmModules(options_, *language) : pool.warm;
-    pools_[{*language, memory_mb}] =
-        std::make_unique<WarmPool>(executor_, session, pool.size, pool.max_size, options_.queue.max_depth);
+    pools_[{*language, memory_mb}] = std::make_unique<WarmPool>(
+        executor_, session, pool.size, pool.max_size, options_.queue.max_depth, [this] {
+          if (health_listener_) health_listener_();
+        });
   }
   for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
     if (!pools_.count({language, default_mb})) {
@@ -220,7 +222,9 @@ absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(Language language,
   // Python, so still in milliseconds).
   SessionOptions options = pools_.at({language, default_mb})->options();
   options.limits.memory_bytes = memory_mb << 20;
-  return Session::Start(executor_, options);
+  auto session = Session::Start(executor_, options);
+  if (!session.ok()) return WorkersCannotStart(language, session.status());
+  return session;
 }
 
 absl::StatusOr<ExecutionResult> Engine::Execute(const ExecuteCall& call,
@@ -443,6 +447,25 @@ bool Engine::Ready() const {
     if (pool->size() > 0 && pool->Stats().ready == 0) return false;
   }
   return true;
+}
+
+absl::Status Engine::Health() const {
+  for (const auto& [profile, pool] : pools_) RETURN_IF_ERROR(pool->Health());
+  return absl::OkStatus();
+}
+
+std::vector<SessionOptions> Engine::ConfiguredProfiles() const {
+  std::vector<SessionOptions> profiles;
+  const int64_t default_mb = options_.limits.defaults.memory_mb;
+  for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
+    for (const PoolOptions& pool : options_.pools) {
+      auto parsed = ParseLanguage(pool.language);
+      if (!parsed.ok() || *parsed != language) continue;
+      profiles.push_back(pools_.at({language, default_mb})->options());
+      break;
+    }
+  }
+  return profiles;
 }
 
 EngineStats Engine::Stats() const {

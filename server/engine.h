@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,6 +123,15 @@ class Engine {
 
   // Ready to serve: every configured pool has at least one warm worker.
   bool Ready() const;
+  // OK, or UNAVAILABLE naming the first pool that cannot start any worker
+  // ("python workers cannot start: <why>"; WarmPool::Health).
+  absl::Status Health() const;
+  // Called (on a pool's filler thread) whenever Health() may have changed.
+  // Set it before Start().
+  void SetHealthListener(std::function<void()> listener) { health_listener_ = std::move(listener); }
+  // The session options of each configured language's default profile, as
+  // its pool starts workers: what the start-up probe starts one of.
+  std::vector<SessionOptions> ConfiguredProfiles() const;
   EngineStats Stats() const;
   const DaemonOptions& options() const { return options_; }
 
@@ -145,6 +155,7 @@ class Engine {
   // configured: sessions start on demand).
   std::map<std::pair<Language, int64_t>, std::unique_ptr<WarmPool>> pools_;
   Disposer disposer_;
+  std::function<void()> health_listener_;
   CounterFamily* executions_ = nullptr;     // by language, mode, outcome
   HistogramFamily* latency_ = nullptr;      // seconds, by language and mode
   CounterFamily* rejections_ = nullptr;     // refused requests, by reason

@@ -41,8 +41,9 @@ constexpr char kUsage[] =
     "  --llm-base-url URL     the agent's OpenAI-compatible model server, e.g.\n"
     "                         http://127.0.0.1:8000/v1 (docs/agent.md)\n"
     "  --llm-model NAME       the model the agent asks for\n"
-    "  --check                print what this host supports and whether the configuration\n"
-    "                         can be honoured, then exit (non-zero if not)\n";
+    "  --check                print what this host supports, whether the configuration\n"
+    "                         can be honoured and whether a worker of each configured\n"
+    "                         language starts, then exit (non-zero if not)\n";
 
 int Usage(const std::string& error) {
   std::cerr << "wardend: " << error << "\n\n" << kUsage;
@@ -73,6 +74,21 @@ void PrintHowToReachIt(const std::string& address) {
             << "  " << cli << " --addr " << address
             << " exec - <<< 'print(\"hello from the sandbox\")'\n"
             << "Stop it with Ctrl-C (SIGINT) or SIGTERM.\n\n";
+}
+
+// A worker that cannot start at start-up is said on stderr, where whoever
+// started wardend looks, with the cause and the fix, and not only in the log.
+void ReportProbeFailures(const std::vector<warden::WorkerProbe>& probes, bool text) {
+  for (const warden::WorkerProbe& probe : probes) {
+    if (probe.status.ok()) continue;
+    spdlog::error("{} workers cannot start: {} (fix: {})", warden::LanguageName(probe.language),
+                  std::string(probe.status.message()), probe.fix);
+  }
+  if (!text) return;
+  std::cerr << "\nwardend cannot start every kind of worker:\n" << warden::FormatWorkerProbes(probes)
+            << "It serves, but requests for the failing languages get UNAVAILABLE with the cause,\n"
+            << "and readiness (/readyz, grpc.health.v1.Health) reports NOT_SERVING while a pool\n"
+            << "cannot start any worker. `wardend --check` repeats this probe.\n\n";
 }
 
 }  // namespace
@@ -139,7 +155,11 @@ int main(int argc, char** argv) {
     absl::Status valid = options.Validate();
     std::cout << (valid.ok() ? "configuration: ok" : "configuration: INVALID: " + std::string(valid.message()))
               << "\n";
-    if (host.ok()) {
+    if (!host.ok() || !valid.ok()) {
+      std::cout << "workers: not probed (fix the above first)\n";
+      return 1;
+    }
+    {
       // The refill path's ceiling: how many sandboxes this host builds and
       // tears down per second (the pools' capacity is this or less).
       // A subtree of its own, so that the check runs beside a live wardend.
@@ -155,7 +175,17 @@ int main(int argc, char** argv) {
         std::cout << "capacity: not measured: " << rate.status().message() << "\n";
       }
     }
-    return host.ok() && valid.ok() ? 0 : 1;
+    // The start-up probe itself: a daemon that does not listen, one worker
+    // of each configured language. Its log goes to stderr.
+    SetUpLogging(options.log);
+    auto daemon = warden::Daemon::Create(options, warden::Daemon::Mode::kProbe);
+    if (!daemon.ok()) {
+      std::cout << "workers: not probed: " << daemon.status().message() << "\n";
+      return 1;
+    }
+    const std::vector<warden::WorkerProbe> probes = (*daemon)->Probe();
+    std::cout << "workers:\n" << warden::FormatWorkerProbes(probes);
+    return warden::AllStarted(probes) ? 0 : 1;
   }
 
   SetUpLogging(options.log);
@@ -180,13 +210,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   (*daemon)->AddService(std::move(*agent));
+  const std::vector<warden::WorkerProbe> probes = (*daemon)->Probe();
   if (auto s = (*daemon)->Start(); !s.ok()) {
     spdlog::critical("{}", std::string(s.message()));
     return 1;
   }
   spdlog::info("wardend listening on {}", absl::StrJoin((*daemon)->listening(), ", "));
+  if ((*daemon)->admin_port() != 0) {
+    spdlog::info("admin HTTP (/metrics, /healthz, /readyz) on port {}", (*daemon)->admin_port());
+  }
   // With JSON logs stderr is for machines: no free text beside the lines.
-  if (options.log.format != "json") PrintHowToReachIt((*daemon)->listening().front());
+  const bool text = options.log.format != "json";
+  if (!warden::AllStarted(probes)) {
+    ReportProbeFailures(probes, text);
+  } else if (text) {
+    PrintHowToReachIt((*daemon)->listening().front());
+  }
 
   for (;;) {
     int sig = 0;

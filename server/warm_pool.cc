@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "sandbox/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {
@@ -42,9 +43,16 @@ void Disposer::Loop() {
   }
 }
 
-WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max_size, int max_waiting)
+absl::Status WorkersCannotStart(Language language, const absl::Status& why) {
+  return absl::UnavailableError(
+      absl::StrCat(LanguageName(language), " workers cannot start: ", why.message()));
+}
+
+WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max_size, int max_waiting,
+                   std::function<void()> on_health_change)
     : executor_(executor), options_(std::move(options)), size_(size),
-      max_size_(std::max(size, max_size)), max_waiting_(max_waiting) {}
+      max_size_(std::max(size, max_size)), max_waiting_(max_waiting),
+      on_health_change_(std::move(on_health_change)) {}
 
 double WarmPool::AcquireRate() const {
   // A pool nobody asked for a while cools down: the rate is at most one
@@ -84,7 +92,7 @@ void WarmPool::Start() {
 }
 
 void WarmPool::FillLoop() {
-  int consecutive_failures = 0;
+  int consecutive_failures = 0;  // this filler's, for its back-off
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -97,31 +105,46 @@ void WarmPool::FillLoop() {
     }
     const absl::Time start = absl::Now();
     auto session = Session::Start(executor_, options_);
+    bool health_changed = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --starting_;
+      if (session.ok()) {
+        health_changed = failures_in_a_row_ >= kFailuresToReport;
+        failures_in_a_row_ = 0;
+        consecutive_failures = 0;
+        last_start_ = absl::Now() - start;
+        if (!waiters_.empty()) {
+          waiters_.front()->session = std::move(*session);  // first come, first served
+          waiters_.pop_front();
+        } else {
+          ready_.push_back(std::move(*session));
+        }
+      } else {
+        ++stats_.start_failures;
+        last_failure_ = session.status();
+        health_changed = ++failures_in_a_row_ == kFailuresToReport;
+        spdlog::error("warm pool ({}): cannot start a kernel: {}", LanguageName(options_.language),
+                      std::string(session.status().message()));
+      }
+    }
+    // Outside the lock: the listener reads Health() (the daemon's gRPC health).
+    if (health_changed && on_health_change_) on_health_change_();
+    if (session.ok()) continue;
+    // Back off (up to 6.4 s) so a broken host does not spin; stop early on shutdown.
     absl::MutexLock lock(&mu_);
-    --starting_;
-    if (!session.ok()) {
-      ++stats_.start_failures;
-      spdlog::error("warm pool ({}): cannot start a kernel: {}", LanguageName(options_.language),
-                    std::string(session.status().message()));
-      // Back off (up to 5 s) so a broken host does not spin; stop early on shutdown.
-      const absl::Duration pause = absl::Milliseconds(100) * (1 << std::min(++consecutive_failures, 6));
-      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stopping), pause);
-      continue;
-    }
-    consecutive_failures = 0;
-    last_start_ = absl::Now() - start;
-    if (!waiters_.empty()) {
-      waiters_.front()->session = std::move(*session);  // first come, first served
-      waiters_.pop_front();
-    } else {
-      ready_.push_back(std::move(*session));
-    }
+    const absl::Duration pause = absl::Milliseconds(100) * (1 << std::min(++consecutive_failures, 6));
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), pause);
   }
 }
 
 absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) {
-  if (size_ == 0) return Session::Start(executor_, options_);
+  if (size_ == 0) {
+    auto session = Session::Start(executor_, options_);
+    if (!session.ok()) return WorkersCannotStart(options_.language, session.status());
+    return session;
+  }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   ++stats_.acquired;
@@ -131,6 +154,8 @@ absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) 
   last_acquire_ = now;
   if (ready_.empty()) {
     ++stats_.misses;
+    // Waiting would only end in a retry hint: say why instead.
+    RETURN_IF_ERROR(HealthLocked());
     if (stats_.waiting >= max_waiting_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "all ", size_, " warm ", LanguageName(options_.language), " workers are busy and ",
@@ -140,12 +165,15 @@ absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) 
     ++stats_.waiting;
     Waiter waiter;
     waiters_.push_back(&waiter);
-    auto handed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || waiter.session != nullptr; };
+    auto handed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || waiter.session != nullptr || failures_in_a_row_ >= kFailuresToReport;
+    };
     mu_.AwaitWithDeadline(absl::Condition(&handed), deadline);
     --stats_.waiting;
     if (waiter.session == nullptr) {
       waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &waiter));
       if (stopping_) return absl::UnavailableError("the server is shutting down");
+      RETURN_IF_ERROR(HealthLocked());
       return absl::ResourceExhaustedError(absl::StrCat(
           "no warm ", LanguageName(options_.language),
           " worker became free in time; retry in about ", absl::ToInt64Milliseconds(last_start_), " ms"));
@@ -164,7 +192,18 @@ absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) 
   mu_.Unlock();
   auto fresh = Session::Start(executor_, options_);  // the filler catches up meanwhile
   mu_.Lock();
+  if (!fresh.ok()) return WorkersCannotStart(options_.language, fresh.status());
   return fresh;
+}
+
+absl::Status WarmPool::HealthLocked() const {
+  if (failures_in_a_row_ < kFailuresToReport) return absl::OkStatus();
+  return WorkersCannotStart(options_.language, last_failure_);
+}
+
+absl::Status WarmPool::Health() const {
+  absl::MutexLock lock(&mu_);
+  return HealthLocked();
 }
 
 WarmPoolStats WarmPool::Stats() const {
@@ -174,6 +213,7 @@ WarmPoolStats WarmPool::Stats() const {
   stats.target = size_ == 0 ? 0 : Target();
   stats.acquire_per_s = AcquireRate();
   stats.capacity_per_s = fillers_started_ / std::max(1e-3, absl::ToDoubleSeconds(last_start_));
+  stats.failing = !HealthLocked().ok();
   return stats;
 }
 

@@ -13,7 +13,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "sandbox/unique_fd.h"
 #include "tests/test_util.h"
@@ -958,6 +961,47 @@ TEST_F(EscapeTest, WritesToTheReadOnlyTreesFailAndTheHostIsUnchanged) {
             "append /proc/self/root/usr/bin/env: EACCES\n");
   for (size_t i = 0; i < watched.size(); ++i) {
     EXPECT_TRUE(StateOf(watched[i]) == before[i]) << watched[i] << " changed on the host";
+  }
+}
+
+// The sandbox's binds are copies the supervisor made of host mounts. A copy
+// of a shared mount (systemd makes / shared) would join the host's peer
+// group: whatever the host mounts beneath the source would appear in the
+// sandbox, and what the sandbox's init mounts there would reach the host.
+// Here the source is a shared mount with a submount - in a private mount
+// namespace of this test process, so the host's table is never touched -
+// and the sandbox must see both binds with no propagation at all.
+TEST_F(EscapeTest, BindsOfSharedHostMountsShareNoMountEventsWithTheHost) {
+  ASSERT_EQ(unshare(CLONE_NEWNS), 0) << strerror(errno);
+  ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << strerror(errno);
+  TempDir dir;
+  const std::string sub = dir / "sub";
+  ASSERT_EQ(mount("none", dir.path().c_str(), "tmpfs", 0, "size=1m"), 0) << strerror(errno);
+  ASSERT_EQ(mount(nullptr, dir.path().c_str(), nullptr, MS_SHARED, nullptr), 0) << strerror(errno);
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  ASSERT_EQ(mount("none", sub.c_str(), "tmpfs", 0, "size=1m"), 0) << strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir.path()};
+  // The test must be able to fail: the source really is shared here.
+  std::string ours;
+  const std::vector<std::string> host = absl::StrSplit(ReadFile("/proc/self/mountinfo"), '\n');
+  for (const std::string& line : host) {
+    if (line.find(" " + dir.path() + " ") != std::string::npos) ours = line;
+  }
+  ASSERT_NE(ours.find(" shared:"), std::string::npos) << ours;
+
+  const Result r = RunSandbox(WithBind(
+      SpecFor({"/bin/sh", "-c", "grep ' /shared' /proc/self/mountinfo"}, SmallLimits()),
+      dir.path(), "/shared", false));
+  EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+  const std::vector<std::string> lines = absl::StrSplit(r.stdout_data, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << r.stdout_data;  // /shared and /shared/sub
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.find(" shared:"), std::string::npos) << line;
+    EXPECT_EQ(line.find(" master:"), std::string::npos) << line;
+    EXPECT_NE(line.find(" ro,"), std::string::npos) << line;
   }
 }
 

@@ -199,6 +199,47 @@ TEST(SandboxTest, ExtraBindsAreReadOnlyOrWritableAsConfigured) {
   system(absl::StrCat("rm -rf ", ro_dir, " ", rw_dir).c_str());
 }
 
+// A checkout under a home directory only its owner may enter (Debian 12's
+// default 0700), or under `mktemp -d`: the sandbox's unprivileged ids cannot
+// traverse the parents, yet every bind source - read-only, writable, the
+// workspace - is reachable, because the supervisor opens them. The sources'
+// own permissions still hold: a file the sandbox's ids may not read stays
+// unreadable.
+TEST(SandboxTest, BindSourcesAreReachableUnderDirectoriesOnlyTheirOwnerMayEnter) {
+  char top[] = "/tmp/warden-private-XXXXXX";
+  ASSERT_NE(mkdtemp(top), nullptr);  // 0700, root's
+  const std::string home = std::string(top) + "/home";
+  ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(chown(home.c_str(), 4242, 4242), 0);  // another user's home
+  const std::string in = home + "/in", out = home + "/out", ws = home + "/ws";
+  ASSERT_EQ(mkdir(in.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(out.c_str(), 0777), 0);
+  ASSERT_EQ(mkdir(ws.c_str(), 0777), 0);
+  chmod(out.c_str(), 0777);  // past the umask
+  chmod(ws.c_str(), 0777);
+  std::ofstream(in + "/data.txt") << "payload";
+  std::ofstream(in + "/secret.txt") << "root only";
+  chmod((in + "/data.txt").c_str(), 0644);
+  chmod((in + "/secret.txt").c_str(), 0600);
+
+  SandboxSpec spec = SpecFor({"/bin/sh", "-c",
+                              "cat /in/data.txt; echo; cat /in/secret.txt 2>/dev/null || echo denied; "
+                              "echo x > /in/new 2>/dev/null || echo ro; "
+                              "echo written > /out/result && echo rw; echo kept > w && echo ws"});
+  spec.filesystem.binds = {{in, "/in", false}, {out, "/out", true}};
+  spec.filesystem.workspace_source = ws;
+  Result r = testing::Run(spec);
+  EXPECT_EQ(r.outcome, Outcome::kOk) << Describe(r);
+  EXPECT_EQ(r.stdout_data, "payload\ndenied\nro\nrw\nws\n") << Describe(r);
+  std::string text;
+  std::getline(std::ifstream(out + "/result"), text);
+  EXPECT_EQ(text, "written");
+  std::getline(std::ifstream(ws + "/w"), text);
+  EXPECT_EQ(text, "kept");
+  EXPECT_NE(access((in + "/new").c_str(), F_OK), 0);
+  system(absl::StrCat("rm -rf ", top).c_str());
+}
+
 TEST(SandboxTest, BadSpecsAreSetupErrorsThatSayWhatIsWrong) {
   Result missing = testing::Run(SpecFor({"no-such-program-xyz"}));
   EXPECT_EQ(missing.outcome, Outcome::kSetupError);

@@ -130,6 +130,11 @@ TEST(WardendCheckTest, ReportsTheCgroupVersionAndAcceptsTheDefaults) {
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_NE(o.out.find("cgroup v1"), std::string::npos) << o.out;  // this host is v1
   EXPECT_NE(o.out.find("configuration: ok"), std::string::npos) << o.out;
+  // The start-up probe: a worker of each language of the default pools.
+  for (const char* language : {"python", "javascript", "bash"}) {
+    EXPECT_NE(o.out.find(absl::StrCat("\n  ", language, ": ok, started in ")), std::string::npos)
+        << language << " in:\n" << o.out;
+  }
 }
 
 TEST(WardendCheckTest, FailsOnAConfigurationItCannotHonour) {
