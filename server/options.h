@@ -43,6 +43,9 @@ struct PoolOptions {
   int size = 2;
   std::vector<std::string> warm;  // Python modules imported ahead of time
   int64_t memory_mb = 0;          // the profile's memory limit; 0: limits.defaults
+  // Host directory of wheels that `pip install` in this pool's sandboxes
+  // installs from (python and bash pools); empty: none (docs/runtime.md).
+  std::string wheelhouse;
 };
 
 struct QueueOptions {
