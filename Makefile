@@ -104,7 +104,7 @@ clean:
 #                                  and bin/ (Warden's pip)
 #   $(UNITDIR)/wardend.service     the systemd unit (deploy/wardend.service)
 #   /etc/warden/wardend.json       the configuration, only if there is none yet
-#   $(PREFIX)/share/doc/warden     operations.md, security.md, tokens.example.json
+#   $(PREFIX)/share/doc/warden     operations.md, security.md, runtime.md, tokens.example.json
 # DESTDIR stages it all under a directory (packaging); the unit then goes to
 # the vendor directory /lib/systemd/system instead of the admin's
 # /etc/systemd/system. Paths in the unit and the configuration follow PREFIX.
@@ -144,7 +144,7 @@ install:
 	sed 's|/usr/local/|$(PREFIX)/|g' deploy/wardend.service > "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
 	install -m 0644 "$(DESTDIR)$(UNITDIR)/wardend.service.tmp" "$(DESTDIR)$(UNITDIR)/wardend.service"
 	rm -f "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
-	install -m 0644 deploy/tokens.example.json docs/operations.md docs/security.md \
+	install -m 0644 deploy/tokens.example.json docs/operations.md docs/security.md docs/runtime.md \
 	  "$(DESTDIR)$(PREFIX)/share/doc/warden/"
 	@# The shipped file holds the built-in defaults; the installed one also
 	@# names where the kernels went. An existing configuration is the admin's.

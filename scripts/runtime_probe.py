@@ -86,7 +86,8 @@ def probe(libraries=LIBRARIES):
         else:
             row["ok"] = True
             # CPU time: on a busy host the wall clock says little. Libraries
-            # imported earlier (numpy first) are not counted again.
+            # imported earlier (numpy first) are not counted again, and only
+            # the top-level module is imported (some load the rest lazily).
             row["import_cpu_ms"] = round((time.process_time() - start) * 1000)
             row["version"] = _version(imported, dist)
         rows.append(row)
@@ -94,15 +95,18 @@ def probe(libraries=LIBRARIES):
 
 
 def _version(module, dist):
-    # Debian builds some packages without their version in the metadata
-    # (mpmath says 0.0.0, xarray 999): the module's own word comes first.
-    version = getattr(module, "__version__", None)
-    if isinstance(version, str) and version not in ("999", "0.0.0"):
-        return version
+    # Debian builds a few packages without their version in the metadata
+    # (mpmath says 0.0.0, xarray 999): then the module's own word, if any.
     try:
-        return importlib.metadata.version(dist)
+        version = importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return version if isinstance(version, str) else "?"
+        version = None
+    if version not in (None, "999", "0.0.0"):
+        return version
+    own = getattr(module, "__version__", None)
+    if isinstance(own, str) and own not in ("999", "0.0.0"):
+        return own
+    return "unknown (not recorded by Debian's build)"
 
 
 def report():

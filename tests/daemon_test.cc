@@ -735,8 +735,9 @@ TEST_P(WheelhouseKernelTest, PipInstallsFromTheWheelhouseAndImportsInTheSameSess
 
 TEST_P(WheelhouseKernelTest, ShellLinesAndMagicsInPythonCells) {
   const std::string session = CreateSession();
-  v1::ExecuteResponse r = Execute("!ls /opt/warden", session);
-  EXPECT_EQ(r.stdout(), "bin\nkernel\nwheelhouse\n") << r.DebugString();
+  // In the cell's own sandbox, as its user.
+  v1::ExecuteResponse r = Execute("!ls /opt/warden; id -un; grep NoNewPrivs /proc/self/status", session);
+  EXPECT_EQ(r.stdout(), "bin\nkernel\nwheelhouse\nsandbox\nNoNewPrivs:\t1\n") << r.DebugString();
   r = Execute("x = !echo hi\nx", session);
   ASSERT_EQ(r.results_size(), 1) << r.DebugString();
   EXPECT_EQ(r.results(0).data().at("text/plain"), "['hi']");
