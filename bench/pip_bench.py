@@ -23,7 +23,7 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "kernel" / "testing"))
 
-from wheels import build_wheel  # noqa: E402
+from wheels import build_wheel, pip_environment  # noqa: E402
 
 # Runs inside the sandbox: each case `repeat` times, printing JSON.
 INSIDE = r"""
@@ -69,10 +69,8 @@ def main():
         build_wheel(str(wheelhouse), "benchdep", "1.0")
         pathlib.Path(tmp).chmod(0o755)
         wheelhouse.chmod(0o755)
-        env = ["HOME=/workspace",
-               "PYTHONUSERBASE=/workspace/.local", "PIP_USER=1", "PIP_NO_INDEX=1",
-               "PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_DISABLE_PIP_VERSION_CHECK=1",
-               "PIP_FIND_LINKS=/opt/warden/wheelhouse", "XDG_CACHE_HOME=/tmp/.cache"]
+        env = ["HOME=/workspace", "XDG_CACHE_HOME=/tmp/.cache"] + [
+            "%s=%s" % item for item in pip_environment("/workspace/.local", "/opt/warden/wheelhouse").items()]
         command = [str(pathlib.Path(args.bin_dir) / "warden-run"), "--json", "--cpu-ms", "300000",
                    "--wall-ms", "600000", "--bind", "%s:/opt/warden/bin" % (REPO / "kernel" / "bin"),
                    "--bind", "%s:/opt/warden/wheelhouse" % wheelhouse]

@@ -651,16 +651,14 @@ class PipTest(KernelTest):
 
     def start_with_wheelhouse(self):
         sys.path.insert(0, os.path.join(HERE, "..", "testing"))
-        from wheels import build_wheel
+        from wheels import build_wheel, pip_environment
         self.wheelhouse = os.path.join(self.workdir, "wheelhouse")
         build_wheel(self.wheelhouse, "tinypkg", "1.0", init="VALUE = 42\n", requires=["depa>=0.5"])
         build_wheel(self.wheelhouse, "depa", "0.4")
         build_wheel(self.wheelhouse, "depa", "0.5", init="VERSION = '0.5'\n")
         env = {"MPLCONFIGDIR": self.mpl_dir,
                "PATH": "%s:/usr/bin:/bin" % os.path.join(HERE, "..", "bin"),
-               "PYTHONUSERBASE": os.path.join(self.workdir, ".local"),
-               "PIP_FIND_LINKS": self.wheelhouse, "PIP_NO_INDEX": "1", "PIP_USER": "1",
-               "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+               **pip_environment(os.path.join(self.workdir, ".local"), self.wheelhouse)}
         kernel = KernelProcess([PYTHON, KERNEL], env=env, cwd=self.workdir)
         self.addCleanup(kernel.close)
         return kernel

@@ -18,7 +18,7 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 
-from wheels import build_wheel  # noqa: E402
+from wheels import build_wheel, pip_environment  # noqa: E402
 
 BIN = os.path.abspath(os.path.join(HERE, "..", "bin"))
 PYTHON = "/usr/bin/python3"
@@ -34,9 +34,7 @@ class PipTest(unittest.TestCase):
         self.base = os.path.join(self.dir, "userbase")
         self.site = os.path.join(self.base, SITE)
         self.env = {"PATH": "%s:/usr/bin:/bin" % BIN, "HOME": self.dir, "LANG": "C.UTF-8",
-                    "PYTHONUSERBASE": self.base, "PIP_FIND_LINKS": self.wheelhouse,
-                    "PIP_NO_INDEX": "1", "PIP_USER": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1",
-                    "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+                    **pip_environment(self.base, self.wheelhouse)}
 
     def pip(self, *args, env=None):
         return subprocess.run(["pip"] + list(args), env=env or self.env, capture_output=True,

@@ -1,6 +1,7 @@
-"""Builds small wheels for the pip tests, by writing the zip by hand (no
-network, no setuptools run): a package `NAME` whose __init__.py is given,
-with the METADATA, WHEEL and RECORD files a wheel has.
+"""Builds small wheels for the pip tests and benchmark, by writing the zip by
+hand (no network, no setuptools run): a package `NAME` whose __init__.py is
+given, with the METADATA, WHEEL and RECORD files a wheel has. Also pip's
+environment as Warden sets it in sandboxes.
 
     build_wheel("/tmp/wh", "tinypkg", "1.0", init="VALUE = 42\\n",
                 requires=["otherpkg>=0.5"], console_scripts={"tiny": "tinypkg:main"})
@@ -15,6 +16,16 @@ import hashlib
 import os
 import sys
 import zipfile
+
+
+def pip_environment(user_base, wheelhouse=None):
+    """pip's settings in every Warden kernel's environment (kernel/zygote.cc,
+    docs/runtime.md), for a user base and wheelhouse outside a sandbox."""
+    env = {"PYTHONUSERBASE": user_base, "PIP_USER": "1", "PIP_NO_INDEX": "1",
+           "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    if wheelhouse:
+        env["PIP_FIND_LINKS"] = wheelhouse
+    return env
 
 
 def _record_hash(data):
