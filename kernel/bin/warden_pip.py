@@ -173,10 +173,18 @@ class Installer:
         self._scan = None
         self.plan = []               # (Wheel, dist-info dir, requested) in install order
         self.chosen = {}             # canonical name -> Wheel
+        # Lines are held until the request is known to be this program's:
+        # after a hand-over, pip's own output is the only output.
+        self.held = []
 
     def say(self, text):
         if not self.request.quiet:
-            sys.stdout.write(text + "\n")
+            self.held.append(text + "\n")
+
+    def flush(self):
+        sys.stdout.write("".join(self.held))
+        sys.stdout.flush()
+        self.held = []
 
     @property
     def scan(self):
@@ -187,19 +195,25 @@ class Installer:
     def run(self):
         if self.houses and not self.request.quiet:
             self.say("Looking in links: %s" % ", ".join(self.houses))
-        for requirement in self.request.requirements:
-            self.resolve(requirement, parent=None)
-        if not self.plan:
-            return 0
+        try:
+            for requirement in self.request.requirements:
+                self.resolve(requirement, parent=None)
+        except Failure:
+            self.flush()
+            raise
         # Every wheel is vetted before the first file is written, so a
         # hand-over to pip never finds half an installation.
         site = user_site_packages()
         unpacks = [Unpack(wheel, info_dir, requested, site) for wheel, info_dir, requested in self.plan]
-        self.say("Installing collected packages: %s" % ", ".join(u.wheel.name for u in unpacks))
+        if unpacks:
+            self.say("Installing collected packages: %s" % ", ".join(u.wheel.name for u in unpacks))
+        self.flush()
         for unpack in unpacks:
             unpack.install()
-        self.say("Successfully installed %s" % " ".join(
-            "%s-%s" % (u.wheel.name, u.wheel.version) for u in unpacks))
+        if unpacks:
+            self.say("Successfully installed %s" % " ".join(
+                "%s-%s" % (u.wheel.name, u.wheel.version) for u in unpacks))
+        self.flush()
         return 0
 
     def resolve(self, requirement, parent):

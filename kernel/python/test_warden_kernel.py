@@ -631,7 +631,7 @@ class LineSyntaxTest(KernelTest):
         self.assertNotIn("warden_magics", "\n".join(cell.error["traceback"]))
         self.assertEqual(cell.error["traceback"][-1], "UsageError: " + cell.error["evalue"])
         self.assertEqual(k.execute("x = %who").error["ename"], "UsageError")
-        cell = k.execute("%%bash\nls")
+        cell = k.execute("%%bash\nls -la /")
         self.assertEqual(cell.error["ename"], "UsageError")
         self.assertIn("%%bash", cell.error["evalue"])
         # What Warden always does may be asked for.

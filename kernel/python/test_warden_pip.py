@@ -131,12 +131,14 @@ class PipTest(unittest.TestCase):
         build_wheel(self.wheelhouse, "tinypkg", "1.0")
         done = self.pip("--version")
         self.assertRegex(done.stdout, r"^pip \d+\.\d+(\.\d+)? from /usr/lib/python3/dist-packages/pip")
-        # An upgrade is pip's: it answers from the same wheelhouse.
+        # An upgrade is pip's: it answers from the same wheelhouse, and
+        # alone (what this program had to say before it handed over is dropped).
         self.assertEqual(self.pip("install", "tinypkg").returncode, 0)
         build_wheel(self.wheelhouse, "tinypkg", "1.1")
-        done = self.pip("install", "--upgrade", "tinypkg")
+        done = self.pip("install", "tinypkg==1.1")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("Successfully installed tinypkg-1.1", done.stdout)
+        self.assertEqual(done.stdout.count("Looking in links"), 1, done.stdout)
 
     def test_unsafe_paths_in_a_wheel_are_refused(self):
         path = build_wheel(self.wheelhouse, "evil", "1.0")

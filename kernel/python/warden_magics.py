@@ -106,6 +106,8 @@ def transform(source):
             text = "\n".join(lines[i:end])[len(indent):]
             call = _call(text)
             if call is not None:
+                if body.startswith("%%"):
+                    end = len(lines)    # a cell magic's body is the rest of the cell
                 out[i] = indent + call
                 for j in range(i + 1, end):
                     out[j] = ""
