@@ -16,7 +16,10 @@ to (docs/kernel-protocol.md is the contract). It is responsible for:
 * errors: tracebacks of the user's frames only (`<cell N>`), exactly the
   raised type name and message, SystemExit reported rather than obeyed;
 * interrupts: SIGINT raises KeyboardInterrupt while user code runs and is
-  ignored while the kernel itself works or waits for the next cell.
+  ignored while the kernel itself works or waits for the next cell;
+* IPython's `!cmd` and `%pip` lines (warden_magics.py, loaded only for a
+  cell that does not compile as Python), and the user site pip installs
+  into (docs/runtime.md).
 
 Standard library only, and nothing imported per cell: a trivial cell costs a
 frame read, one parse, one exec and a frame write.
