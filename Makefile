@@ -29,7 +29,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
   python3 python3-pytest \
-  python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
+  python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd $(RUNTIME_PACKAGES)
 
 .PHONY: all deps build test test-unit test-sandbox run demo clean install bench bench-quick bench-deps

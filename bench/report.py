@@ -71,6 +71,11 @@ def figures(results):
     rows.append(_row("Throughput", "one-shot `print(1)` per second, 8 clients", "runs/s",
                      _get(thr, "warden_oneshot", "per_second"), "bwrap + `python3 -c`, 8 at a time",
                      _get(thr, "bwrap_oneshot", "per_second"), better="higher"))
+    for language, anchor in (("javascript", "bwrap + `node -e`, 8 at a time"),
+                             ("bash", "bwrap + `bash -c`, 8 at a time")):
+        rows.append(_row("Throughput", "one-shot %s per second, 8 clients" % language, "runs/s",
+                         _get(thr, "warden_oneshot_" + language, "per_second"), anchor,
+                         _get(thr, "bwrap_oneshot_" + language, "per_second"), better="higher"))
     rows.append(_row("Throughput", "session cells per second, 8 sessions", "cells/s",
                      _get(thr, "warden_cells", "per_second"),
                      "Jupyter, %s kernels, one client process each" % (_get(thr, "jupyter_cells", "kernels") or "?"),
@@ -171,6 +176,53 @@ def goals(results):
     return out
 
 
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
+def goals_11(results):
+    """Issue 11's goals (fresh sandboxes at the speed of the hardware)."""
+    s = results.get("sections", {})
+    one, ses, thr, he = s.get("oneshot", {}), s.get("session", {}), s.get("throughput", {}), s.get("humaneval", {})
+    mem, noisy, cold = s.get("memory", {}), s.get("noisy", {}), s.get("cold", {})
+    out = []
+
+    def goal(text, value, fmt, ok):
+        out.append({"goal": text, "measured": None if value is None else fmt % value,
+                    "met": None if value is None else bool(ok(value))})
+
+    per_s = _get(thr, "warden_oneshot", "per_second")
+    goal(">= 300 one-shot `print(1)` per second on 2 cores", per_s, "%.0f /s", lambda v: v >= 300)
+    goal("... and >= 10x bwrap in the same run", _ratio(per_s, _get(thr, "bwrap_oneshot", "per_second")),
+         "%.2fx", lambda v: v >= 10)
+    n = he.get("problems")
+    total = _get(he, "warden_python_canonical", "total_s")
+    scaled = total * 164 / n if total and n else None
+    goal("HumanEval's 164 problems in fresh sandboxes in < 1 s%s" % (
+        "" if n == 164 else " (%s problems, scaled to 164)" % n), scaled, "%.1f s", lambda v: v < 1)
+    goal("... >= 5x one plain `python3 -c` per problem",
+         _ratio(_get(he, "subprocess_python_canonical", "total_s"), total), "%.2fx", lambda v: v >= 5)
+    goal("HumanEval-X JavaScript >= 3x one `node -e` per problem",
+         _ratio(_get(he, "subprocess_js_canonical", "total_s"), _get(he, "warden_js_canonical", "total_s")),
+         "%.2fx", lambda v: v >= 3)
+    goal("one-shot `print(1)` <= 2 ms p50, pool warm", _get(one, "warden_warm", "p50_ms"), "%.1f ms",
+         lambda v: v <= 2)
+    goal("one-shot `print(1)` <= 5 ms p50 back to back, pool drained", _get(one, "warden_b2b", "p50_ms"),
+         "%.1f ms", lambda v: v <= 5)
+    goal("the pool refills >= 150 sandboxes per second", _get(mem, "scale", "per_second"), "%.1f /s",
+         lambda v: v >= 150)
+    goal("a new session ready for its first cell in <= 2 ms p50", _get(ses, "warden", "first_cell", "p50_ms"),
+         "%.1f ms", lambda v: v <= 2)
+    goal("an idle Python session <= 3 MiB PSS with 100 open", mem.get("idle_session_mib"), "%.1f MiB",
+         lambda v: v <= 3)
+    wq, wa = _get(noisy, "warden", "quiet", "p99_ms"), _get(noisy, "warden", "abused", "p99_ms")
+    goal("victim p99 moves < 2x beside fork bombs, memory hogs, CPU burners", _ratio(wa, wq), "%.2fx",
+         lambda v: v < 2)
+    goal("wardend launch to first one-shot result <= 300 ms", cold.get("first_result_ms"), "%.0f ms",
+         lambda v: v <= 300)
+    return out
+
+
 def _fmt(v, unit=""):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -199,12 +251,24 @@ def table(results):
     return "\n".join(lines)
 
 
-def goals_table(results):
-    lines = ["| goal (issue 6) | measured | met? |", "|---|---:|---|"]
-    for g in goals(results):
+def goals_table(results, which=goals, issue=6):
+    lines = ["| goal (issue %d) | measured | met? |" % issue, "|---|---:|---|"]
+    for g in which(results):
         met = "not measured" if g["met"] is None else ("**met**" if g["met"] else "**missed**")
         lines.append("| %s | %s | %s |" % (g["goal"], g["measured"] or "-", met))
     return "\n".join(lines)
+
+
+STAGE_NAMES = {
+    "plan": "plan (mount plan, seccomp program, rlimits)",
+    "cgroup": "cgroup: create and limit",
+    "clone": "clone into fresh namespaces (Python: a fork server round trip)",
+    "maps_go": "id maps, join the cgroup, \"go\"",
+    "containment": "containment in the child: mounts, pivot_root, caps, seccomp",
+    "kernel_ready": "kernel ready (interpreter start / clone's warm-up)",
+    "run": "run one cell (`print(1)`) and read the result",
+    "teardown": "teardown: kill, reap, remove the cgroup",
+}
 
 
 def details(results):
@@ -264,6 +328,22 @@ def details(results):
         out.append("| Warden warm session cell (gRPC + kernel round trip) | %s |"
                    % _fmt(_get(lat, "warden_x1", "p50_ms")))
         out.append("")
+    stages = s.get("stages", {})
+    langs = [l for l in ("python", "javascript", "bash") if isinstance(stages.get(l), dict)]
+    if langs:
+        order = stages[langs[0]].get("order", [])
+        out.append("The life of one sandbox, stage by stage (`build/bin/sandbox_stages`: %s sandboxes of each "
+                   "language one after the other, each started as a pool worker is, running one cell and torn "
+                   "down; p50 ms per stage; load average %s):\n" % (
+                       stages[langs[0]].get("n"), " ".join(stages.get("loadavg", []))))
+        out.append("| stage | %s |" % " | ".join(langs))
+        out.append("|---|%s" % ("---:|" * len(langs)))
+        for stage in order:
+            out.append("| %s | %s |" % (STAGE_NAMES.get(stage, stage),
+                                        " | ".join(_fmt(_get(stages, l, "p50_ms", stage)) for l in langs)))
+        out.append("| **whole life** (p50 of the totals) | %s |" % " | ".join(
+            _fmt(_get(stages, l, "total_p50_ms")) for l in langs))
+        out.append("")
     errors = results.get("errors") or {}
     for name, err in errors.items():
         out.append("Section `%s` failed in this run: %s\n" % (name, err))
@@ -279,7 +359,8 @@ def generated(results):
                 ", ".join("%s %s s" % kv for kv in (results.get("section_seconds") or {}).items())))
     return "\n".join([BEGIN, "", head, "Medians unless the row says otherwise. *Warden's advantage* is anchor ÷ "
                       "Warden for times and memory, Warden ÷ anchor for rates: above 1x Warden is better.\n",
-                      table(results), "", "### Goals\n", goals_table(results), "", "### Details\n",
+                      table(results), "", "### Goals\n", goals_table(results), "",
+                      goals_table(results, goals_11, 11), "", "### Details\n",
                       details(results), END])
 
 

@@ -13,7 +13,7 @@ and python3 -c), session (new session to first cell vs a kernel start),
 throughput, humaneval (Python and JavaScript, canonical and wrong), noisy
 (victim latency under abusive neighbours), memory (PSS per pool worker and
 idle session, how many idle sessions fit), profile (where one-shot time
-goes). Each runs against a wardend this script starts on its own socket
+goes), stages (a sandbox's life stage by stage, per language). Each runs against a wardend this script starts on its own socket
 under /tmp and always stops.
 """
 
@@ -46,7 +46,7 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "throughput", "humaneval", "noisy", "memory",
-            "profile"]
+            "profile", "stages"]
 
 # Sizes of each section: (quick, full). Quick stays under 3 minutes, full
 # under 15 on the 2-core machines.
@@ -66,6 +66,7 @@ SIZES = {
     "hold_sessions": (20, 100),
     "scale_max": (60, 1000),
     "scale_seconds": (25, 150),
+    "stages": (30, 100),
 }
 
 
@@ -261,6 +262,15 @@ class Bench:
                                          "--seconds", seconds),
                "bwrap_oneshot": self.ab("spawn-throughput", "--clients", 8, "--seconds", seconds,
                                         argv=BWRAP + [PYTHON, "-c", "print(1)"])}
+        # The same path for JavaScript and bash one-shots, beside their anchors.
+        for language, argv, code in (("javascript", [NODE, "-e", "console.log(1)"], "console.log(1)"),
+                                     ("bash", ["/bin/bash", "-c", "echo 1"], "echo 1")):
+            self.daemon.wait_pools_full()
+            out["warden_oneshot_" + language] = self.wb("throughput", "--mode", "oneshot", "--clients", 8,
+                                                        "--seconds", seconds, "--language", language,
+                                                        "--code", code)
+            out["bwrap_oneshot_" + language] = self.ab("spawn-throughput", "--clients", 8, "--seconds", seconds,
+                                                       argv=BWRAP + argv)
         self.daemon.wait_pools_full()
         out["warden_cells"] = self.wb("throughput", "--mode", "cells", "--clients", 8, "--seconds", seconds)
         out["jupyter_cells"] = self.jupyter("throughput", "--kernels", 2 if self.quick else 4,
@@ -393,6 +403,16 @@ class Bench:
             PYTHON, "-c", "import numpy, pandas"])
         warm = [p.get("warm", []) for p in self.daemon.config["pools"] if p["language"] == "python"]
         out["pool_warm_modules"] = warm[0] if warm else []
+        return out
+
+    def section_stages(self):
+        """The life of one sandbox, stage by stage (bench/sandbox_stages.cc),
+        for each language, one sandbox after the other, with the load
+        average it ran under."""
+        out = {"loadavg": open("/proc/loadavg").read().split()[:3]}
+        for language in ("python", "javascript", "bash"):
+            out[language] = run_json([str(self.bin / "sandbox_stages"), "--n", str(self.size("stages")),
+                                      "--language", language], timeout=600)
         return out
 
     # --- driver ---------------------------------------------------------

@@ -10,6 +10,7 @@
 //   warden_bench session-start --addr A [--n N] [--gap-ms G]
 //       CreateSession, then the first cell: how soon a new session answers.
 //   warden_bench throughput --addr A --mode oneshot|cells [--clients C] [--seconds S]
+//       [--language python|javascript|bash] [--code CODE]
 //       C concurrent clients for S seconds (cells: one session per client).
 //   warden_bench suite --addr A --file PROGRAMS.jsonl [--clients C]
 //       each program one-shot in a fresh sandbox, judged (HumanEval).
@@ -222,6 +223,7 @@ int Throughput(const Flags& flags) {
       auto stub = Connect(addr);
       pb::ExecuteRequest request;
       request.set_code(code);
+      request.set_language(LanguageOf(flags.Str("language", "python")));
       std::string id, error;
       if (cells && !NewSession(*stub, pb::CreateSessionRequest(), &id, &error)) {
         std::lock_guard<std::mutex> lock(mu);

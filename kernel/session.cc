@@ -140,7 +140,14 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     RETURN_IF_ERROR(worker_->Respawn());
   }
   channel_.Reset();
-  return AwaitReady();
+  RETURN_IF_ERROR(AwaitReady());
+  start_times_ = {worker_->stage_times(), absl::Now()};
+  return absl::OkStatus();
+}
+
+Session::StartTimes Session::start_times() const {
+  absl::MutexLock lock(&mu_);
+  return start_times_;
 }
 
 // Waits for the kernel's ready message; what it prints meanwhile is kept

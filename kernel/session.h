@@ -141,6 +141,13 @@ class Session {
   int execution_count() const;
   Language language() const { return options_.language; }
   const KernelInfo& info() const { return info_; }
+  // When the last start of this session's sandbox passed each stage, and
+  // when its kernel said it was ready (the bench's per-stage breakdown).
+  struct StartTimes {
+    Worker::StageTimes sandbox;
+    absl::Time kernel_ready;
+  };
+  StartTimes start_times() const;
   std::optional<CgroupUsage> Usage() const;
 
   // Workspace files. Paths are relative to the workspace, without "..";
@@ -166,6 +173,7 @@ class Session {
   // Owned by the thread running Execute/Restart; guarded for Interrupt().
   mutable absl::Mutex mu_;
   std::unique_ptr<Worker> worker_ ABSL_GUARDED_BY(mu_);
+  StartTimes start_times_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool interrupt_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<std::string> lost_ ABSL_GUARDED_BY(mu_);

@@ -58,6 +58,11 @@ absl::StatusOr<std::unique_ptr<ForkServer>> StartPythonZygote(const std::string&
   env.push_back("OPENBLAS_NUM_THREADS=1");
   env.push_back("OMP_NUM_THREADS=1");
   env.push_back("MKL_NUM_THREADS=1");
+  // Resolve every symbol of libpython and its libraries once, in the zygote:
+  // lazily bound, each clone would look up the same symbols again and write
+  // them into GOT pages it shares with the zygote, a copy-on-write fault each
+  // (do_lookup_x and _dl_fixup in a profile of clones).
+  env.push_back("LD_BIND_NOW=1");
   ForkServer::Program zygote;
   zygote.path = program;
   zygote.argv = KernelArgv(Language::kPython);

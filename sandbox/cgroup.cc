@@ -676,6 +676,61 @@ void RemoveSubtrees(
   }
 }
 
+// Checks a subtree name read back from a dead daemon's record before
+// anything in it is killed or removed.
+absl::Status ValidateReclaimable(absl::string_view name, absl::string_view own) {
+  RETURN_IF_ERROR(ValidateName("subtree_name", name));
+  if (!absl::StartsWith(name, "warden-") || absl::EndsWith(name, ".supervisor")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not the name of a Warden cgroup subtree; not reclaimed"));
+  }
+  if (name == own) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is this wardend's own cgroup subtree; not reclaimed"));
+  }
+  return absl::OkStatus();
+}
+
+// Shared by both managers' ReclaimSubtree. `subtrees` are the dead
+// subtree's directories that exist (one per v1 hierarchy), `extra` a group
+// beside them to empty and remove too (the v2 leaf; may be null), and
+// `make_group` builds one of the dead subtree's groups by name.
+absl::StatusOr<CgroupManager::Reclaimed> ReclaimDirectories(
+    const std::vector<std::string>& subtrees, std::unique_ptr<GroupBase> extra,
+    CgroupDirectoryOps& ops,
+    const std::function<std::unique_ptr<GroupBase>(const std::string&)>& make_group) {
+  std::vector<std::string> all;  // groups first, then the subtrees: the order of removal
+  for (const std::string& dir : subtrees) {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListSubdirectories(dir));
+    for (const std::string& name : names) all.push_back(JoinPath(dir, name));
+  }
+  all.insert(all.end(), subtrees.begin(), subtrees.end());
+  if (extra != nullptr) {
+    for (const std::string& dir : extra->Paths()) all.push_back(dir);
+  }
+  CgroupManager::Reclaimed reclaimed;
+  ASSIGN_OR_RETURN(std::set<pid_t> pids, ReadProcs(all));
+  if (pids.contains(::getpid())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this wardend runs inside the cgroup subtree it was asked to reclaim (",
+        absl::StrJoin(all, ", "), "); start it from its service's own cgroup instead"));
+  }
+  reclaimed.processes = static_cast<int>(pids.size());
+  if (extra != nullptr) {
+    absl::Status s = extra->Destroy();
+    if (!s.ok()) std::fprintf(stderr, "warden: reclaiming cgroup: %s\n", s.ToString().c_str());
+  }
+  RemoveSubtrees(subtrees, ops, make_group);
+  std::vector<std::string> left;
+  for (const std::string& dir : all) (Exists(dir) ? left : reclaimed.directories).push_back(dir);
+  if (!left.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "could not reclaim cgroup ", absl::StrJoin(left, ", "),
+        " (the log says why): remove it with rmdir once its processes are gone"));
+  }
+  return reclaimed;
+}
+
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 
 class CgroupManagerV1 : public CgroupManager {
@@ -686,6 +741,8 @@ class CgroupManagerV1 : public CgroupManager {
   }
 
   absl::Status Init(const std::map<std::string, std::string>& current, const std::string& subtree) {
+    current_by_controller_ = current;
+    subtree_name_ = subtree;
     for (const char* controller : kV1Controllers) {
       const std::string dir = JoinPath(current.at(controller), subtree);
       subtree_by_controller_[controller] = dir;
@@ -749,21 +806,45 @@ class CgroupManagerV1 : public CgroupManager {
 
   std::vector<std::string> SubtreePaths() const override { return created_; }
 
+  absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name) const override {
+    RETURN_IF_ERROR(ValidateReclaimable(subtree_name, subtree_name_));
+    std::map<std::string, std::string> dead_by_controller;
+    std::vector<std::string> existing;
+    for (const char* controller : kV1Controllers) {
+      const std::string dir = JoinPath(current_by_controller_.at(controller), subtree_name);
+      dead_by_controller[controller] = dir;
+      if (Exists(dir) && std::find(existing.begin(), existing.end(), dir) == existing.end()) {
+        existing.push_back(dir);
+      }
+    }
+    return ReclaimDirectories(existing, nullptr, *ops_, [&](const std::string& name) {
+      return MakeGroup(dead_by_controller, name, ops_);
+    });
+  }
+
  private:
   std::unique_ptr<CgroupV1> MakeGroup(const std::string& name) const {
+    return MakeGroup(subtree_by_controller_, name, ops_);
+  }
+  // A group named `name` in the subtree whose directories are `subtrees`.
+  static std::unique_ptr<CgroupV1> MakeGroup(const std::map<std::string, std::string>& subtrees,
+                                             const std::string& name,
+                                             const std::shared_ptr<CgroupDirectoryOps>& ops) {
     std::map<std::string, std::string> by_controller;
     std::vector<std::string> dirs;
-    for (const auto& [controller, subtree] : subtree_by_controller_) {
+    for (const auto& [controller, subtree] : subtrees) {
       by_controller[controller] = JoinPath(subtree, name);
     }
     for (const char* controller : kV1Controllers) {
       const std::string& dir = by_controller.at(controller);
       if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
     }
-    return std::make_unique<CgroupV1>(std::move(by_controller), std::move(dirs), ops_);
+    return std::make_unique<CgroupV1>(std::move(by_controller), std::move(dirs), ops);
   }
 
   const std::shared_ptr<CgroupDirectoryOps> ops_;
+  std::map<std::string, std::string> current_by_controller_;  // where we started
+  std::string subtree_name_;
   std::map<std::string, std::string> subtree_by_controller_;
   std::vector<std::string> created_;  // distinct subtree dirs, in kV1Controllers order
 };
@@ -789,6 +870,7 @@ class CgroupManagerV2 : public CgroupManager {
   absl::Status Init(const std::string& current, const std::string& root,
                     const std::string& subtree_name) {
     current_ = current;
+    subtree_name_ = subtree_name;
     subtree_ = JoinPath(current, subtree_name);
     std::set<std::string> available = ReadTokens(JoinPath(current, "cgroup.controllers"));
     for (const char* c : {"memory", "pids", "cpu"}) {
@@ -882,6 +964,20 @@ class CgroupManagerV2 : public CgroupManager {
     return {subtree_};
   }
 
+  absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name) const override {
+    RETURN_IF_ERROR(ValidateReclaimable(subtree_name, subtree_name_));
+    const std::string dead = JoinPath(current_, subtree_name);
+    std::vector<std::string> existing;
+    if (Exists(dead)) existing.push_back(dead);
+    // The leaf the dead daemon had moved itself (and so its helpers) into.
+    std::unique_ptr<GroupBase> leaf;
+    const std::string leaf_dir = absl::StrCat(dead, ".supervisor");
+    if (Exists(leaf_dir)) leaf = std::make_unique<CgroupV2>(leaf_dir, ops_);
+    return ReclaimDirectories(existing, std::move(leaf), *ops_, [&](const std::string& name) {
+      return std::make_unique<CgroupV2>(JoinPath(dead, name), ops_);
+    });
+  }
+
  private:
   std::unique_ptr<CgroupV2> MakeGroup(const std::string& name) const {
     return std::make_unique<CgroupV2>(JoinPath(subtree_, name), ops_);
@@ -914,6 +1010,7 @@ class CgroupManagerV2 : public CgroupManager {
 
   const std::shared_ptr<CgroupDirectoryOps> ops_;
   std::string current_;                          // the cgroup we started in
+  std::string subtree_name_;
   std::string subtree_;                          // current_/<subtree_name>
   std::string leaf_;                             // where we moved ourselves, if made
   std::vector<std::string> controllers_;         // enabled for sandboxes

@@ -107,6 +107,20 @@ class CgroupManager {
   virtual std::string Describe() const = 0;
   // The subtree directories (one per hierarchy in v1).
   virtual std::vector<std::string> SubtreePaths() const = 0;
+
+  // What ReclaimSubtree found and removed.
+  struct Reclaimed {
+    int processes = 0;                     // SIGKILLed (all were inside the subtree)
+    std::vector<std::string> directories;  // removed: groups, then the subtree itself
+  };
+  // Removes the subtree named `subtree_name` beside this manager's own, left
+  // by a wardend that died without cleaning up (kill -9): SIGKILLs every
+  // process in its groups (and, on v2, in the leaf that daemon had moved
+  // itself into), then removes the groups and the subtree. Only "warden-..."
+  // names other than this manager's own are accepted, so nothing but a
+  // Warden subtree is ever touched. A subtree that does not exist is not an
+  // error: nothing is reclaimed.
+  virtual absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name) const = 0;
 };
 
 }  // namespace warden

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,12 +29,14 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sandbox/testing/paused_child.h"
 
 namespace warden {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::warden::testing::PausedChild;
 
 // ---------------------------------------------------------------------------
 // The fake tree.
@@ -253,39 +256,6 @@ void LayOutPureV2(FakeCgroupTree& tree) {
   WriteText(service + "/cgroup.procs", absl::StrCat(::getpid(), "\n"));
 }
 
-// A child of the test that waits until killed; killed and reaped on scope exit.
-class PausedChild {
- public:
-  PausedChild() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (;;) ::pause();
-    }
-  }
-  ~PausedChild() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  // Blocks until the child exits; returns the signal that killed it (0 if none).
-  int WaitForTermSignal() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  }
-  // True if the child has not exited.
-  bool Alive() const {
-    siginfo_t info{};
-    return ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-  }
-
- private:
-  pid_t pid_;
-};
-
 // ---------------------------------------------------------------------------
 // Tests that run against both backends.
 
@@ -328,6 +298,24 @@ class CgroupBackendTest : public ::testing::TestWithParam<CgroupVersion> {
   // Plays the kernel's part once the listed processes have died.
   static void ForgetProcesses(const Cgroup& group) {
     for (const std::string& dir : group.Paths()) WriteText(dir + "/cgroup.procs", "");
+  }
+
+  // The manager of a daemon that will "die": another subtree beside ours.
+  std::unique_ptr<CgroupManager> NewDeadManager() {
+    CgroupOptions options = Options();
+    options.subtree_name = "warden-dead";
+    absl::StatusOr<std::unique_ptr<CgroupManager>> m = CgroupManager::Create(options);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::move(*m) : nullptr;
+  }
+
+  // On v2 the dead manager moved "itself" (this test) into its leaf; the
+  // kernel would list nobody there once that daemon was gone.
+  void ForgetDeadSupervisor() {
+    if (v1()) return;
+    WriteText(tree_->Path(absl::StrCat("/sys/fs/cgroup", kServiceCgroup,
+                                       "/warden-dead.supervisor/cgroup.procs")),
+              "");
   }
 
   std::shared_ptr<FakeCgroupTree> tree_;
@@ -534,6 +522,102 @@ TEST_P(CgroupBackendTest, KillAllNeverSignalsProcessesOutsideTheGroup) {
   PausedChild outsider;
   ASSERT_TRUE((*group)->KillAll().ok());
   EXPECT_TRUE(outsider.Alive());
+}
+
+TEST_P(CgroupBackendTest, ReclaimsADeadDaemonsSubtreeInEveryHierarchy) {
+  // The dead daemon: a manager of another subtree whose groups are left
+  // behind (Release() is what kill -9 amounts to for its destructors).
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  const std::vector<std::string> dead_subtrees = dead->SubtreePaths();
+  std::vector<std::string> group_dirs;
+  for (const char* name : {"run-1", "run-2"}) {
+    auto group = dead->CreateGroup(name, {});
+    ASSERT_TRUE(group.ok()) << group.status();
+    for (const std::string& dir : (*group)->Paths()) group_dirs.push_back(dir);
+    (void)group->release();
+  }
+  (void)dead.release();
+  ForgetDeadSupervisor();
+
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  absl::StatusOr<CgroupManager::Reclaimed> reclaimed = manager->ReclaimSubtree("warden-dead");
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  for (const std::string& dir : group_dirs) EXPECT_FALSE(IsDir(dir)) << dir;
+  for (const std::string& dir : dead_subtrees) EXPECT_FALSE(IsDir(dir)) << dir;
+  // v2: and the leaf the dead daemon had moved itself into.
+  EXPECT_EQ(reclaimed->directories.size(), group_dirs.size() + dead_subtrees.size() + (v1() ? 0 : 1));
+  if (!v1()) {
+    EXPECT_FALSE(IsDir(tree_->Path(
+        absl::StrCat("/sys/fs/cgroup", kServiceCgroup, "/warden-dead.supervisor"))));
+  }
+  // Its own subtree is untouched, and a second reclaim finds nothing.
+  for (const std::string& dir : manager->SubtreePaths()) EXPECT_TRUE(IsDir(dir)) << dir;
+  reclaimed = manager->ReclaimSubtree("warden-dead");
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_TRUE(reclaimed->directories.empty());
+}
+
+TEST_P(CgroupBackendTest, ReclaimKillsOnlyTheProcessesInTheDeadSubtree) {
+  if (!v1()) tree_->features().cgroup_kill = false;  // kill by pid, so the fake sees it
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  auto group = dead->CreateGroup("run-1", {});
+  ASSERT_TRUE(group.ok()) << group.status();
+  PausedChild inside, outsider;
+  for (const std::string& dir : (*group)->Paths()) {
+    WriteText(dir + "/cgroup.procs", absl::StrCat(inside.pid(), "\n"));
+    if (!v1()) WriteText(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
+  }
+  std::vector<std::string> group_dirs = (*group)->Paths();
+  (void)group->release();
+  (void)dead.release();
+  ForgetDeadSupervisor();
+
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  // The fake kernel does not empty cgroup.procs when a task dies: do it
+  // once the child is gone, as the drain loop polls.
+  std::thread forget([&] {
+    EXPECT_EQ(inside.WaitForTermSignal(), SIGKILL);
+    for (const std::string& dir : group_dirs) WriteText(dir + "/cgroup.procs", "");
+  });
+  absl::StatusOr<CgroupManager::Reclaimed> reclaimed = manager->ReclaimSubtree("warden-dead");
+  forget.join();
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_EQ(reclaimed->processes, 1);
+  EXPECT_TRUE(outsider.Alive());
+}
+
+TEST_P(CgroupBackendTest, ReclaimRefusesASubtreeThatHoldsThisProcess) {
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  auto group = dead->CreateGroup("run-1", {});
+  ASSERT_TRUE(group.ok()) << group.status();
+  for (const std::string& dir : (*group)->Paths()) {
+    WriteText(dir + "/cgroup.procs", absl::StrCat(::getpid(), "\n"));
+  }
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  absl::StatusOr<CgroupManager::Reclaimed> reclaimed = manager->ReclaimSubtree("warden-dead");
+  EXPECT_EQ(reclaimed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(reclaimed.status().message()), HasSubstr("runs inside"));
+  for (const std::string& dir : (*group)->Paths()) {
+    EXPECT_TRUE(IsDir(dir)) << dir;
+    WriteText(dir + "/cgroup.procs", "");
+  }
+  ForgetDeadSupervisor();
+}
+
+TEST_P(CgroupBackendTest, ReclaimRefusesAnythingButAnotherWardenSubtree) {
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  for (const char* name : {"warden-test", "system.slice", "warden-x.supervisor", "../warden-x", ""}) {
+    absl::StatusOr<CgroupManager::Reclaimed> reclaimed = manager->ReclaimSubtree(name);
+    EXPECT_EQ(reclaimed.status().code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  for (const std::string& dir : manager->SubtreePaths()) EXPECT_TRUE(IsDir(dir)) << dir;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CgroupBackendTest,

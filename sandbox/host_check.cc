@@ -12,11 +12,15 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {
@@ -114,6 +118,33 @@ HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded) {
     }
   }
   return check;
+}
+
+absl::StatusOr<SandboxRate> MeasureSandboxRate(const ExecutorOptions& options, absl::Duration duration) {
+  auto executor = Executor::Create(options);
+  if (!executor.ok()) return executor.status();
+  SandboxSpec spec;
+  spec.argv = {"/bin/true"};
+  SandboxRate rate;
+  rate.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  absl::Mutex mu;
+  int done = 0;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + duration;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < rate.threads; ++i) {
+    threads.emplace_back([&] {
+      while (absl::Now() < end) {
+        const bool ok = (*executor)->Run(spec).outcome == Outcome::kOk;
+        absl::MutexLock lock(&mu);
+        ++done;
+        if (!ok) ++rate.failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  rate.per_second = done / absl::ToDoubleSeconds(absl::Now() - start);
+  return rate;
 }
 
 }  // namespace warden

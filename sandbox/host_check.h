@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "sandbox/cgroup.h"
 
 namespace warden {
@@ -27,5 +29,18 @@ struct HostCheck {
 // controllers, cgroup.kill) through CgroupManager::Create with `options`.
 // `allow_degraded` makes cgroups optional.
 HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded);
+
+struct ExecutorOptions;
+
+// What this host sustains: empty sandboxes (/bin/true, every namespace,
+// mounts, cgroup, seccomp) built and torn down per second, one after the
+// other on each core, for `duration`. Programs a sandbox runs add their own
+// start-up; this is the ceiling the sandbox itself sets.
+struct SandboxRate {
+  double per_second = 0;
+  int threads = 0;
+  int failures = 0;
+};
+absl::StatusOr<SandboxRate> MeasureSandboxRate(const ExecutorOptions& options, absl::Duration duration);
 
 }  // namespace warden

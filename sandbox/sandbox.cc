@@ -139,6 +139,7 @@ Executor::~Executor() = default;
 absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
                                                         const SpawnOptions& options) {
   // ---- Prepare everything the child needs, before it exists. ----
+  const absl::Time begin = absl::Now();
   RETURN_IF_ERROR(spec.limits.Validate());
   if (spec.argv.empty()) return absl::InvalidArgumentError("no program given");
   ASSIGN_OR_RETURN(const std::string path, ResolveProgram(spec.argv[0]));
@@ -185,6 +186,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   }
 
   auto worker = std::unique_ptr<Worker>(new Worker());
+  worker->stage_times_.begin = begin;
+  worker->stage_times_.planned = absl::Now();
   for (const MountOp& op : plan.mounts.ops) worker->mount_targets_.push_back("/" + op.target);
 
   const uint64_t run = next_run_.fetch_add(1);
@@ -193,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
                      cgroups_->CreateGroup(absl::StrCat("run-", run),
                                            {limits.memory_bytes, limits.pids, limits.cpu_percent}));
   }
+  worker->stage_times_.cgroup = absl::Now();
 
   // Pipes and sockets: the child's ends are close-on-exec and stay open in
   // it only as far as the containment sequence keeps them.
@@ -254,6 +258,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   }
   worker->init_pid_ = static_cast<pid_t>(pid);
   worker->init_pidfd_.Reset(pidfd);
+  worker->stage_times_.cloned = absl::Now();
 
   // ---- Identity maps and cgroup, then let it go. ----
   const std::string proc = absl::StrCat("/proc/", pid);
@@ -278,6 +283,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     return absl::ErrnoToStatus(errno, "signalling the sandbox to start");
   }
   worker->started_ = absl::Now();
+  worker->stage_times_.released = worker->started_;
   for (int fd : {worker->stdout_.get(), worker->stderr_.get(), worker->stdin_.get()}) {
     fcntl(fd, F_SETFL, O_NONBLOCK);
   }

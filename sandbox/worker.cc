@@ -125,6 +125,7 @@ void Worker::HandleControl() {
   while (control_ && ReceiveControl(control_.get(), &msg, &first, &second)) {
     switch (msg.type) {
       case ControlMessage::kPayloadReady:
+        stage_times_.payload_ready = absl::Now();
         listener_ = std::move(first);
         program_pidfd_ = std::move(second);
         if (program_pidfd_) program_pid_ = PidOfPidfd(program_pidfd_.get());

@@ -92,6 +92,17 @@ class Worker {
   std::optional<CgroupUsage> Usage() const;
   bool has_cgroup() const { return cgroup_ != nullptr; }
   absl::Time started() const { return started_; }
+  // When each stage of building this sandbox ended (the bench's per-stage
+  // breakdown of a sandbox's life; a stage not reached is absl::Time()).
+  struct StageTimes {
+    absl::Time begin;          // Spawn called
+    absl::Time planned;        // mount plan, seccomp program, rlimits built
+    absl::Time cgroup;         // cgroup created and limited
+    absl::Time cloned;         // init cloned into its namespaces (by a fork server or here)
+    absl::Time released;       // id maps written, cgroup joined, "go" sent
+    absl::Time payload_ready;  // the containment sequence done (mounts ... seccomp), as seen here
+  };
+  const StageTimes& stage_times() const { return stage_times_; }
   // Host pid of the sandbox's init (tests and diagnostics).
   pid_t init_pid() const { return init_pid_; }
 
@@ -114,6 +125,7 @@ class Worker {
   uid_t program_host_uid_ = 0;
   gid_t program_host_gid_ = 0;
   absl::Time started_;
+  StageTimes stage_times_;
   std::vector<std::string> mount_targets_;  // for setup error messages
 
   bool main_exited_ = false;

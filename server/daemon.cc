@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,19 +13,12 @@
 #include "grpcpp/server_builder.h"
 #include "kernel/zygote.h"
 #include "sandbox/status_macros.h"
+#include "server/read_file.h"
 #include "server/auth.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {
 namespace {
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const std::string& address,
                                                                        const DaemonOptions& options) {
@@ -36,11 +27,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
     grpc::SslServerCredentialsOptions ssl(options.tls.client_ca_file.empty()
                                               ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ASSIGN_OR_RETURN(std::string cert, ReadWhole(options.tls.cert_file));
-    ASSIGN_OR_RETURN(std::string key, ReadWhole(options.tls.key_file));
+    ASSIGN_OR_RETURN(std::string cert, ReadWholeFile(options.tls.cert_file));
+    ASSIGN_OR_RETURN(std::string key, ReadWholeFile(options.tls.key_file));
     ssl.pem_key_cert_pairs.push_back({key, cert});
     if (!options.tls.client_ca_file.empty()) {
-      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWhole(options.tls.client_ca_file));
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWholeFile(options.tls.client_ca_file));
     }
     return grpc::SslServerCredentials(ssl);
   }
@@ -57,8 +48,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   auto daemon = std::unique_ptr<Daemon>(new Daemon(options));
+  RETURN_IF_ERROR(daemon->ClaimState());
   ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(options.executor));
+  daemon->ReclaimPrevious();
   if (options.zygote.enabled) daemon->StartPythonZygote();
+  RETURN_IF_ERROR(daemon->RecordState());
   daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_,
                                              daemon->python_zygote_.get());
 
@@ -76,6 +70,47 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
 }
 
 Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
+
+absl::Status Daemon::ClaimState() {
+  const std::string dir = options_.StateDirectory();
+  if (dir.empty()) {
+    spdlog::warn("no state_dir and no UNIX listener: nothing stops a second wardend, and what "
+                 "this one leaves after a crash is not reclaimed; set state_dir (e.g. /run/warden)");
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(state_, StateDir::Claim(dir));
+  return absl::OkStatus();
+}
+
+void Daemon::ReclaimPrevious() {
+  if (!state_ || !state_->previous()) return;
+  const ReclaimReport report = Reclaim(*state_->previous(), executor_->cgroups());
+  if (report.problems.empty()) {
+    spdlog::info("{}", report.Summary());
+  } else {
+    spdlog::warn("{}", report.Summary());
+  }
+}
+
+absl::Status Daemon::RecordState() {
+  if (!state_) return absl::OkStatus();
+  StateRecord record;
+  record.daemon_pid = getpid();
+  if (const CgroupManager* cgroups = executor_->cgroups(); cgroups != nullptr) {
+    const std::vector<std::string> subtrees = cgroups->SubtreePaths();
+    if (!subtrees.empty()) record.cgroup_subtree = subtrees.front().substr(subtrees.front().rfind('/') + 1);
+  }
+  if (python_zygote_) {
+    // Gone already: nothing of it for a successor to reclaim.
+    if (absl::StatusOr<uint64_t> start = ProcessStartTime(python_zygote_->pid()); start.ok()) {
+      record.processes.push_back({python_zygote_->pid(), *start, "python zygote"});
+    }
+  }
+  for (const std::string& address : options_.listen) {
+    if (absl::StartsWith(address, "unix:")) record.sockets.push_back(address.substr(5));
+  }
+  return state_->Write(record);
+}
 
 void Daemon::StartPythonZygote() {
   const std::string program =
@@ -172,6 +207,14 @@ void Daemon::Shutdown(absl::Duration grace) {
   engine_.reset();
   python_zygote_.reset();  // sandboxes cloned from it live on until killed above
   executor_.reset();  // removes Warden's cgroups
+  if (state_) {
+    // Everything the record names is gone: nothing for a successor to reclaim.
+    for (const std::string& address : options_.listen) {
+      if (absl::StartsWith(address, "unix:")) unlink(address.substr(5).c_str());
+    }
+    state_->RemoveRecord();
+    state_.reset();  // releases the lock last
+  }
 }
 
 }  // namespace warden

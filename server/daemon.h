@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/executor_service.h"
 #include "server/options.h"
+#include "server/state_dir.h"
 
 namespace warden {
 
@@ -44,9 +45,15 @@ class Daemon {
 
  private:
   explicit Daemon(const DaemonOptions& options) : options_(options) {}
+  // Locks the state directory and reclaims what a crashed predecessor left;
+  // before the executor exists, so nothing of ours is mistaken for it.
+  absl::Status ClaimState();
+  void ReclaimPrevious();
+  absl::Status RecordState();
   void StartPythonZygote();
 
   DaemonOptions options_;
+  std::unique_ptr<StateDir> state_;  // null: no state directory
   Metrics metrics_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold

@@ -72,7 +72,10 @@ std::string Wheelhouse(const DaemonOptions& options, Language language) {
 Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
                ForkServer* python_zygote)
     : options_(options), executor_(executor), python_zygote_(python_zygote),
-      sessions_(options.sessions) {
+      sessions_(options.sessions),
+      admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
+                  .max_running = options.queue.max_running,
+                  .max_waiting_per_tenant = options.queue.max_waiting_per_tenant}) {
   if (metrics) {
     // Registration only fails on a programming error (a bad or reused name).
     executions_ = metrics->Counter("warden_executions_total",
@@ -88,6 +91,16 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     (void)metrics->GaugeCallback("warden_executions_in_flight", "Executions running now", [this] {
       return std::vector<std::pair<MetricLabels, double>>{{{}, static_cast<double>(Stats().executing)}};
     });
+    (void)metrics->GaugeCallback("warden_admission_waiting",
+                                 "Executions waiting for their tenant's turn", [this] {
+      return std::vector<std::pair<MetricLabels, double>>{
+          {{}, static_cast<double>(admission_.Stats().waiting)}};
+    });
+    (void)metrics->GaugeCallback("warden_admission_queued_total",
+                                 "Executions that waited for their turn before running", [this] {
+      return std::vector<std::pair<MetricLabels, double>>{
+          {{}, static_cast<double>(admission_.Stats().queued)}};
+    });
     (void)metrics->GaugeCallback("warden_pool_ready", "Warm workers ready, by language", [this] {
       std::vector<std::pair<MetricLabels, double>> out;
       for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, double(pool.ready)});
@@ -96,6 +109,19 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     (void)metrics->GaugeCallback("warden_pool_waiting", "Requests queued for a warm worker", [this] {
       std::vector<std::pair<MetricLabels, double>> out;
       for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, double(pool.waiting)});
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_pool_target",
+                                 "Warm workers a pool keeps ready now, from the rate it is asked for them",
+                                 [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, double(pool.target)});
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_pool_capacity_per_second",
+                                 "Workers per second a pool's fillers start on this host (measured)", [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, pool.capacity_per_s});
       return out;
     });
     (void)metrics->GaugeCallback("warden_pool_misses", "Acquisitions that found the pool empty", [this] {
@@ -121,7 +147,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     session.warm = pool.warm.empty() ? WarmModules(options_, *language) : pool.warm;
     session.wheelhouse = pool.wheelhouse.empty() ? Wheelhouse(options_, *language) : pool.wheelhouse;
     pools_[{*language, memory_mb}] =
-        std::make_unique<WarmPool>(executor_, session, pool.size, options_.queue.max_depth);
+        std::make_unique<WarmPool>(executor_, session, pool.size, pool.max_size, options_.queue.max_depth);
   }
   for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
     if (!pools_.count({language, default_mb})) {
@@ -130,7 +156,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
       session.warm = WarmModules(options_, language);
       session.wheelhouse = Wheelhouse(options_, language);
       pools_[{language, default_mb}] =
-          std::make_unique<WarmPool>(executor_, session, 0, options_.queue.max_depth);
+          std::make_unique<WarmPool>(executor_, session, 0, 0, options_.queue.max_depth);
     }
   }
 }
@@ -148,6 +174,7 @@ void Engine::Stop() {
     if (stopped_) return;
     stopped_ = true;
   }
+  admission_.Stop();
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (auto& entry : sessions_.TakeAll()) {
@@ -193,23 +220,6 @@ absl::StatusOr<CellLimits> Engine::ResolveLimits(const CellLimitsOptions& asked,
   return limits;
 }
 
-absl::Status Engine::BeginExecution(const std::string& tenant) {
-  absl::MutexLock lock(&mu_);
-  if (stopped_) return absl::UnavailableError("the server is shutting down");
-  int& mine = executing_[tenant];
-  if (mine >= options_.max_concurrent_per_tenant) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "you already run ", mine, " executions at once, your maximum; retry when one finishes"));
-  }
-  ++mine;
-  return absl::OkStatus();
-}
-
-void Engine::EndExecution(const std::string& tenant) {
-  absl::MutexLock lock(&mu_);
-  if (--executing_[tenant] <= 0) executing_.erase(tenant);
-}
-
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(Language language, int64_t memory_mb,
                                                               absl::Time deadline) {
   const int64_t default_mb = options_.limits.defaults.memory_mb;
@@ -251,12 +261,15 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
                                                    " bytes; the server's maximum is ",
                                                    options_.limits.max_code_bytes));
   }
-  RETURN_IF_ERROR(BeginExecution(call.tenant));
-  struct End {
-    Engine* engine;
-    const std::string& tenant;
-    ~End() { engine->EndExecution(tenant); }
-  } end{this, call.tenant};
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return absl::UnavailableError("the server is shutting down");
+  }
+  // Both waits below (for this tenant's turn, then for a warm worker) end at
+  // this request's own deadline.
+  const absl::Time deadline =
+      std::min(call.deadline, absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  ASSIGN_OR_RETURN(TenantQueue::Slot slot, admission_.Enter(call.tenant, deadline));
 
   ExecutionResult out;
   std::shared_ptr<ManagedSession> entry;
@@ -273,7 +286,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
       return absl::InvalidArgumentError("a session's memory is fixed when it is created");
     }
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, entry->cell_defaults));
-    RETURN_IF_ERROR(entry->Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));
+    RETURN_IF_ERROR(entry->Begin(deadline));
     session = entry->session.get();
     language = entry->language;
     out.session_id = entry->id;
@@ -287,8 +300,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
                                                        options_.limits.max_file_bytes, " bytes"));
       }
     }
-    ASSIGN_OR_RETURN(one_shot, StartSession(language, call.limits.memory_mb,
-                                            absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));
+    ASSIGN_OR_RETURN(one_shot, StartSession(language, call.limits.memory_mb, deadline));
     for (const auto& [path, content] : call.files) {
       if (auto s = one_shot->WriteFile(path, content); !s.ok()) {
         disposer_.Dispose(std::move(one_shot));
@@ -447,10 +459,8 @@ bool Engine::Ready() const {
 EngineStats Engine::Stats() const {
   EngineStats stats;
   stats.sessions = sessions_.size();
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [tenant, n] : executing_) stats.executing += n;
-  }
+  stats.admission = admission_.Stats();
+  stats.executing = stats.admission.running;
   for (const auto& [profile, pool] : pools_) {
     const auto& [language, memory_mb] = profile;
     std::string name = LanguageName(language);

@@ -22,6 +22,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/session_manager.h"
+#include "server/tenant_queue.h"
 #include "server/warm_pool.h"
 
 namespace warden {
@@ -50,6 +51,8 @@ struct ExecuteCall {
   std::string session_id;            // empty: one-shot
   CellLimitsOptions limits;          // 0: the default (the session's, or the server's)
   std::vector<std::pair<std::string, std::string>> files;  // one-shot: path, content
+  // The client's: waiting for a turn or a worker ends here at the latest.
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 struct ExecutionResult {
@@ -70,6 +73,7 @@ struct CreateSessionCall {
 struct EngineStats {
   int sessions = 0;
   int executing = 0;
+  TenantQueueStats admission;
   // By pool: "python" for a language's default profile, "python:1024mb"
   // for another memory limit.
   std::map<std::string, WarmPoolStats> pools;
@@ -130,8 +134,6 @@ class Engine {
                                                    Cancellation* cancellation);
   absl::StatusOr<CellLimits> ResolveLimits(const CellLimitsOptions& asked,
                                            const CellLimitsOptions& defaults) const;
-  absl::Status BeginExecution(const std::string& tenant);
-  void EndExecution(const std::string& tenant);
   SessionOptions SessionOptionsFor(Language language, int64_t memory_mb) const;
   absl::StatusOr<std::unique_ptr<Session>> StartSession(Language language, int64_t memory_mb,
                                                         absl::Time deadline);
@@ -150,8 +152,8 @@ class Engine {
   HistogramFamily* latency_ = nullptr;      // seconds, by language and mode
   CounterFamily* rejections_ = nullptr;     // refused requests, by reason
 
+  TenantQueue admission_;  // executions running and waiting, by tenant
   mutable absl::Mutex mu_;
-  std::map<std::string, int> executing_ ABSL_GUARDED_BY(mu_);  // by tenant
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification stop_reaper_;
   std::thread reaper_;

@@ -267,6 +267,9 @@ absl::StatusOr<ExecuteCall> ExecutorService::ToCall(grpc::CallbackServerContext*
   call.limits.memory_mb = request.limits().memory_mb();
   call.limits.output_bytes = request.limits().output_bytes();
   for (const v1::File& file : request.files()) call.files.emplace_back(file.path(), file.content());
+  if (ctx->deadline() != std::chrono::system_clock::time_point::max()) {
+    call.deadline = absl::FromChrono(ctx->deadline());
+  }
   return call;
 }
 

@@ -35,6 +35,8 @@ constexpr char kUsage[] =
     "  --admin-listen H:P     serve /metrics, /healthz and /readyz over HTTP\n"
     "  --allow-insecure-loopback  allow plain-text TCP on loopback (testing)\n"
     "  --allow-degraded       run without writable cgroups (rlimits only; not for hostile code)\n"
+    "  --state-dir DIR        lock and crash-recovery record (default: the UNIX socket's\n"
+    "                         directory, /run/warden)\n"
     "  --log-format F         text (default) or json\n"
     "  --llm-base-url URL     the agent's OpenAI-compatible model server, e.g.\n"
     "                         http://127.0.0.1:8000/v1 (docs/agent.md)\n"
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> listen;
   std::string admin_listen;
   bool check = false, degraded = false, insecure_loopback = false;
-  std::string log_format, llm_base_url, llm_model;
+  std::string log_format, llm_base_url, llm_model, state_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--allow-insecure-loopback") {
       insecure_loopback = true;
     } else if (arg == "--config" || arg == "--listen" || arg == "--admin-listen" || arg == "--log-format" ||
-               arg == "--llm-base-url" || arg == "--llm-model") {
+               arg == "--llm-base-url" || arg == "--llm-model" || arg == "--state-dir") {
       const char* v = value(arg.c_str());
       if (!v) return Usage(arg + " needs a value");
       if (arg == "--config") config = v;
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
       if (arg == "--log-format") log_format = v;
       if (arg == "--llm-base-url") llm_base_url = v;
       if (arg == "--llm-model") llm_model = v;
+      if (arg == "--state-dir") state_dir = v;
     } else {
       return Usage("unknown option " + arg);
     }
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
   if (insecure_loopback) options.allow_insecure_loopback = true;
   if (!llm_base_url.empty()) options.agent.llm.base_url = llm_base_url;
   if (!llm_model.empty()) options.agent.llm.model = llm_model;
+  if (!state_dir.empty()) options.state_dir = state_dir;
 
   if (check) {
     warden::HostCheck host = warden::CheckHost(options.executor.cgroup, options.executor.allow_degraded);
@@ -135,6 +139,22 @@ int main(int argc, char** argv) {
     absl::Status valid = options.Validate();
     std::cout << (valid.ok() ? "configuration: ok" : "configuration: INVALID: " + std::string(valid.message()))
               << "\n";
+    if (host.ok()) {
+      // The refill path's ceiling: how many sandboxes this host builds and
+      // tears down per second (the pools' capacity is this or less).
+      // A subtree of its own, so that the check runs beside a live wardend.
+      warden::ExecutorOptions probe = options.executor;
+      if (!probe.cgroup.subtree_name.empty()) probe.cgroup.subtree_name += "-check";
+      auto rate = warden::MeasureSandboxRate(probe, absl::Seconds(1));
+      if (rate.ok()) {
+        std::cout << "capacity: about " << static_cast<int>(rate->per_second)
+                  << " empty sandboxes per second built and torn down on " << rate->threads
+                  << " cores" << (rate->failures ? " (some failed: see warden-run --check)" : "")
+                  << "; a pool refills at most this fast, less the interpreter's start\n";
+      } else {
+        std::cout << "capacity: not measured: " << rate.status().message() << "\n";
+      }
+    }
     return host.ok() && valid.ok() ? 0 : 1;
   }
 

@@ -293,6 +293,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
         if (!p.Has("language")) pool.language.clear();
         p.String("language", &pool.language);
         p.Int("size", &pool.size);
+        p.Int("max_size", &pool.max_size);
         p.StringList("warm", &pool.warm);
         p.Int("memory_mb", &pool.memory_mb);
         p.String("wheelhouse", &pool.wheelhouse);
@@ -300,6 +301,8 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.Object("queue", [o](ObjectReader& q) {
     q.Int("max_depth", &o->queue.max_depth);
     q.Int("max_wait_ms", &o->queue.max_wait_ms);
+    q.Int("max_waiting_per_tenant", &o->queue.max_waiting_per_tenant);
+    q.Int("max_running", &o->queue.max_running);
   });
   r.Int("max_concurrent_per_tenant", &o->max_concurrent_per_tenant);
   r.Int("shutdown_grace_ms", &o->shutdown_grace_ms);
@@ -340,6 +343,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     a.Int("max_tokens", &o->agent.max_tokens);
     a.Int("max_observation_bytes", &o->agent.max_observation_bytes);
   });
+  r.String("state_dir", &o->state_dir);
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] parse
@@ -806,6 +810,10 @@ absl::Status DaemonOptions::Validate() const {
       p.Add(
           absl::StrCat(name, ".size is ", pool.size, "; it must be 0 to 64 (0: no warm workers)"));
     }
+    if (pool.max_size != 0 && (pool.max_size < pool.size || pool.max_size > 256)) {
+      p.Add(absl::StrCat(name, ".max_size is ", pool.max_size, "; it must be 0 (a fixed pool of `size`) or ",
+                         pool.size, " (the size) to 256"));
+    }
     if (!pool.warm.empty() && pool.language != "python") {
       p.Add(absl::StrCat(name, ".warm lists modules for a ", pool.language,
                          " pool; only python pools import modules ahead of time: remove it"));
@@ -830,6 +838,11 @@ absl::Status DaemonOptions::Validate() const {
   // Admission.
   CheckPositive(p, "queue.max_depth", queue.max_depth);
   CheckPositive(p, "queue.max_wait_ms", queue.max_wait_ms);
+  CheckPositive(p, "queue.max_waiting_per_tenant", queue.max_waiting_per_tenant);
+  if (queue.max_running < 0) {
+    p.Add(absl::StrCat("queue.max_running is ", queue.max_running,
+                       "; it must be 0 (no limit but max_concurrent_per_tenant) or positive"));
+  }
   CheckPositive(p, "max_concurrent_per_tenant", max_concurrent_per_tenant);
   if (shutdown_grace_ms < 0 || shutdown_grace_ms > 3'600'000) {
     p.Add(absl::StrCat("shutdown_grace_ms is ", shutdown_grace_ms,
@@ -882,7 +895,21 @@ absl::Status DaemonOptions::Validate() const {
   }
 
   ValidateAgent(p, agent);
+  if (!state_dir.empty() && state_dir.front() != '/') {
+    p.Add(absl::StrCat("state_dir is '", state_dir, "': use an absolute path, e.g. /run/warden"));
+  }
   return p.ToStatus("the configuration");
+}
+
+std::string DaemonOptions::StateDirectory() const {
+  if (!state_dir.empty()) return state_dir;
+  for (const std::string& address : listen) {
+    if (!absl::StartsWith(address, "unix:")) continue;
+    const std::string path = address.substr(5);
+    const size_t slash = path.rfind('/');
+    return slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return "";
 }
 
 bool IsLoopbackListenAddress(const std::string& address) {

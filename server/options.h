@@ -40,17 +40,24 @@ struct SessionsOptions {
 // one-shot executions and new sessions asking for that profile.
 struct PoolOptions {
   std::string language = "python";
-  int size = 2;
+  int size = 2;                   // workers kept ready at the least
   std::vector<std::string> warm;  // Python modules imported ahead of time
   int64_t memory_mb = 0;          // the profile's memory limit; 0: limits.defaults
+  int max_size = 0;               // ready at the most, as demand grows (0: `size`, a fixed pool)
   // Host directory of wheels that `pip install` in this pool's sandboxes
   // installs from (python and bash pools); empty: none (docs/runtime.md).
   std::string wheelhouse;
 };
 
 struct QueueOptions {
-  int max_depth = 64;          // waiting one-shot requests; beyond: RESOURCE_EXHAUSTED
+  int max_depth = 64;          // one-shot requests waiting for a warm worker; beyond: RESOURCE_EXHAUSTED
   int64_t max_wait_ms = 10'000;
+  // Executions of one tenant waiting for their turn (past
+  // max_concurrent_per_tenant); beyond: RESOURCE_EXHAUSTED with a retry hint.
+  int max_waiting_per_tenant = 1024;
+  // Executions of all tenants at once; those past it wait, tenants served in
+  // turn. 0: only the per-tenant limit.
+  int max_running = 0;
 };
 
 struct TlsOptions {
@@ -125,11 +132,18 @@ struct DaemonOptions {
   std::string kernels_dir;   // empty: the built-in location
   ZygoteOptions zygote;
   AgentOptions agent;
+  // Where wardend keeps its lock and its crash-recovery record (StateDir).
+  // Empty: the directory of the first UNIX listen socket (/run/warden by
+  // default); with only TCP listeners and no state_dir there is no lock and
+  // nothing is reclaimed after a crash.
+  std::string state_dir;
 
   // Reads a JSON configuration file over the defaults; unknown keys are
   // errors (a typo must not silently fall back to a default).
   static absl::StatusOr<DaemonOptions> FromFile(const std::string& path);
   absl::Status Validate() const;
+  // state_dir, or what it defaults to (empty: none).
+  std::string StateDirectory() const;
 };
 
 // True for a TCP listen address ("HOST:PORT") whose host is loopback, by the

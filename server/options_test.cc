@@ -66,6 +66,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
                      {"size", p.size},
                      {"warm", p.warm},
                      {"memory_mb", p.memory_mb},
+                     {"max_size", p.max_size},
                      {"wheelhouse", p.wheelhouse}});
   }
   return {
@@ -91,7 +92,11 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"max_ttl_seconds", o.sessions.max_ttl_seconds},
         {"default_idle_timeout_seconds", o.sessions.default_idle_timeout_seconds}}},
       {"pools", pools},
-      {"queue", {{"max_depth", o.queue.max_depth}, {"max_wait_ms", o.queue.max_wait_ms}}},
+      {"queue",
+       {{"max_depth", o.queue.max_depth},
+        {"max_wait_ms", o.queue.max_wait_ms},
+        {"max_waiting_per_tenant", o.queue.max_waiting_per_tenant},
+        {"max_running", o.queue.max_running}}},
       {"max_concurrent_per_tenant", o.max_concurrent_per_tenant},
       {"shutdown_grace_ms", o.shutdown_grace_ms},
       {"log", {{"format", o.log.format}, {"level", o.log.level}}},
@@ -120,6 +125,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"default_max_tokens", o.agent.default_max_tokens},
         {"max_tokens", o.agent.max_tokens},
         {"max_observation_bytes", o.agent.max_observation_bytes}}},
+      {"state_dir", o.state_dir},
   };
 }
 
@@ -172,10 +178,10 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"default_idle_timeout_seconds", 17}}},
       {"pools",
        {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}, {"memory_mb", 0},
-         {"wheelhouse", ""}},
+         {"max_size", 0}, {"wheelhouse", ""}},
         {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}, {"memory_mb", 7},
-         {"wheelhouse", "/srv/wheels"}}}},
-      {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}}},
+         {"max_size", 40}, {"wheelhouse", "/srv/wheels"}}}},
+      {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}, {"max_waiting_per_tenant", 35}, {"max_running", 36}}},
       {"max_concurrent_per_tenant", 22},
       {"shutdown_grace_ms", 23},
       {"log", {{"format", "json"}, {"level", "debug"}}},
@@ -201,6 +207,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"default_max_tokens", 32},
         {"max_tokens", 33},
         {"max_observation_bytes", 34}}},
+      {"state_dir", "/run/warden-test"},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -535,6 +542,12 @@ const Rule kRules[] = {
     // Admission, shutdown, logs.
     {"ZeroQueue", [](DaemonOptions& o) { o.queue.max_depth = 0; }, "queue.max_depth is 0"},
     {"ZeroQueueWait", [](DaemonOptions& o) { o.queue.max_wait_ms = 0; }, "queue.max_wait_ms is 0"},
+    {"ZeroTenantLine", [](DaemonOptions& o) { o.queue.max_waiting_per_tenant = 0; },
+     "queue.max_waiting_per_tenant is 0"},
+    {"NegativeMaxRunning", [](DaemonOptions& o) { o.queue.max_running = -1; },
+     "queue.max_running is -1; it must be 0"},
+    {"PoolMaxBelowSize", [](DaemonOptions& o) { o.pools = {{"python", 4, {}, 0, 2}}; },
+     "pools[0].max_size is 2; it must be 0 (a fixed pool of `size`) or 4 (the size) to 256"},
     {"ZeroPerTenant", [](DaemonOptions& o) { o.max_concurrent_per_tenant = 0; },
      "max_concurrent_per_tenant is 0"},
     {"NegativeGrace", [](DaemonOptions& o) { o.shutdown_grace_ms = -1; },
@@ -559,7 +572,7 @@ const Rule kRules[] = {
      "pools[0].wheelhouse is 'wheels': use an absolute path"},
     {"MissingWheelhouse", [](DaemonOptions& o) { o.pools[0].wheelhouse = "/nonexistent/wheels"; },
      "pools[0].wheelhouse is '/nonexistent/wheels', which is not a directory"},
-    {"WheelhouseForJavascript", [](DaemonOptions& o) { o.pools = {{"javascript", 1, {}, 0, "/tmp"}}; },
+    {"WheelhouseForJavascript", [](DaemonOptions& o) { o.pools = {{"javascript", 1, {}, 0, 0, "/tmp"}}; },
      "pools[0].wheelhouse is set for a javascript pool"},
     {"RelativeKernelsDir", [](DaemonOptions& o) { o.kernels_dir = "kernels"; },
      "kernels_dir is 'kernels': use an absolute path"},
@@ -569,6 +582,8 @@ const Rule kRules[] = {
      "zygote.program is 'warden-python-zygote', which is not an executable absolute path"},
     {"MissingZygoteProgram", [](DaemonOptions& o) { o.zygote.program = "/nonexistent/zygote"; },
      "zygote.program is '/nonexistent/zygote', which is not an executable absolute path"},
+    {"RelativeStateDir", [](DaemonOptions& o) { o.state_dir = "run/warden"; },
+     "state_dir is 'run/warden': use an absolute path"},
 };
 
 class ValidateRuleTest : public ::testing::TestWithParam<Rule> {};
@@ -602,6 +617,17 @@ TEST(ValidateTest, TlsFilesThatExistSatisfyEveryTcpListener) {
   options.tls.client_ca_file.clear();
   options.auth.tokens_file = "/etc/warden/tokens.json";  // or bearer tokens do
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
+
+TEST(DaemonOptionsTest, StateDirDefaultsToTheDirectoryOfTheFirstUnixSocket) {
+  DaemonOptions options;
+  EXPECT_EQ(options.StateDirectory(), "/run/warden");
+  options.listen = {"127.0.0.1:7000", "unix:/tmp/t/w.sock", "unix:/var/x.sock"};
+  EXPECT_EQ(options.StateDirectory(), "/tmp/t");
+  options.listen = {"127.0.0.1:7000"};
+  EXPECT_EQ(options.StateDirectory(), "");  // TCP only: no lock, no reclaim
+  options.state_dir = "/srv/warden-state";
+  EXPECT_EQ(options.StateDirectory(), "/srv/warden-state");
 }
 
 TEST(ValidateTest, KernelsDirThatExistsIsAccepted) {

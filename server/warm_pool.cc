@@ -1,20 +1,24 @@
 #include "server/warm_pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {
 
-Disposer::Disposer() : thread_([this] { Loop(); }) {}
+Disposer::Disposer() {
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
 
 Disposer::~Disposer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  thread_.join();
+  for (std::thread& thread : threads_) thread.join();
 }
 
 void Disposer::Dispose(std::unique_ptr<Session> session) {
@@ -38,8 +42,21 @@ void Disposer::Loop() {
   }
 }
 
-WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max_waiting)
-    : executor_(executor), options_(std::move(options)), size_(size), max_waiting_(max_waiting) {}
+WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max_size, int max_waiting)
+    : executor_(executor), options_(std::move(options)), size_(size),
+      max_size_(std::max(size, max_size)), max_waiting_(max_waiting) {}
+
+double WarmPool::AcquireRate() const {
+  // A pool nobody asked for a while cools down: the rate is at most one
+  // acquisition per the time since the last.
+  const double idle_s = absl::ToDoubleSeconds(absl::Now() - last_acquire_);
+  return idle_s <= 0 ? acquire_rate_ : std::min(acquire_rate_, 1.0 / idle_s);
+}
+
+int WarmPool::Target() const {
+  const double want = 2 * AcquireRate() * absl::ToDoubleSeconds(last_start_);
+  return std::clamp(static_cast<int>(std::ceil(want)), size_, max_size_);
+}
 
 WarmPool::~WarmPool() { Stop(); }
 
@@ -59,8 +76,10 @@ void WarmPool::Stop() {
 
 void WarmPool::Start() {
   // Starting a kernel is mostly CPU (page faults of the clone, the
-  // interpreter's start); one filler per core refills that much faster.
-  const int fillers = std::min<int>(size_, std::max(1u, std::thread::hardware_concurrency()));
+  // interpreter's start); one filler per core refills that much faster, and
+  // more than that only contend for the same cores.
+  const int fillers = std::min<int>(max_size_, std::max(1u, std::thread::hardware_concurrency()));
+  fillers_started_ = fillers;
   for (int i = 0; i < fillers; ++i) fillers_.emplace_back([this] { FillLoop(); });
 }
 
@@ -70,7 +89,7 @@ void WarmPool::FillLoop() {
     {
       absl::MutexLock lock(&mu_);
       auto needed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || static_cast<int>(ready_.size()) + starting_ < size_;
+        return stopping_ || static_cast<int>(ready_.size()) + starting_ < Target();
       };
       mu_.Await(absl::Condition(&needed));
       if (stopping_) return;
@@ -92,7 +111,12 @@ void WarmPool::FillLoop() {
     }
     consecutive_failures = 0;
     last_start_ = absl::Now() - start;
-    ready_.push_back(std::move(*session));
+    if (!waiters_.empty()) {
+      waiters_.front()->session = std::move(*session);  // first come, first served
+      waiters_.pop_front();
+    } else {
+      ready_.push_back(std::move(*session));
+    }
   }
 }
 
@@ -101,6 +125,10 @@ absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) 
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   ++stats_.acquired;
+  const absl::Time now = absl::Now();
+  const double gap_s = std::max(1e-3, absl::ToDoubleSeconds(now - last_acquire_));
+  acquire_rate_ = 0.8 * AcquireRate() + 0.2 / gap_s;
+  last_acquire_ = now;
   if (ready_.empty()) {
     ++stats_.misses;
     if (stats_.waiting >= max_waiting_) {
@@ -110,15 +138,20 @@ absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) 
           absl::ToInt64Milliseconds(last_start_), " ms"));
     }
     ++stats_.waiting;
-    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !ready_.empty(); };
-    mu_.AwaitWithDeadline(absl::Condition(&available), deadline);
+    Waiter waiter;
+    waiters_.push_back(&waiter);
+    auto handed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || waiter.session != nullptr; };
+    mu_.AwaitWithDeadline(absl::Condition(&handed), deadline);
     --stats_.waiting;
-    if (stopping_) return absl::UnavailableError("the server is shutting down");
-    if (ready_.empty()) {
+    if (waiter.session == nullptr) {
+      waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &waiter));
+      if (stopping_) return absl::UnavailableError("the server is shutting down");
       return absl::ResourceExhaustedError(absl::StrCat(
           "no warm ", LanguageName(options_.language),
           " worker became free in time; retry in about ", absl::ToInt64Milliseconds(last_start_), " ms"));
     }
+    if (waiter.session->Alive()) return std::move(waiter.session);
+    ready_.push_front(std::move(waiter.session));  // dropped as dead just below
   }
   // A ready session may have died while it waited (killed from outside, say).
   while (!ready_.empty()) {
@@ -138,6 +171,9 @@ WarmPoolStats WarmPool::Stats() const {
   absl::MutexLock lock(&mu_);
   WarmPoolStats stats = stats_;
   stats.ready = static_cast<int>(ready_.size());
+  stats.target = size_ == 0 ? 0 : Target();
+  stats.acquire_per_s = AcquireRate();
+  stats.capacity_per_s = fillers_started_ / std::max(1e-3, absl::ToDoubleSeconds(last_start_));
   return stats;
 }
 

@@ -2,8 +2,8 @@
 // imported), so that a one-shot execution or a new session does not wait
 // for an interpreter to start. Background threads (one per core) keep
 // `size` of them ready; Acquire hands one out (each is used once, by one
-// caller) and waits in a bounded queue when the pool is empty. Disposer tears sessions down
-// off the request path.
+// caller) and waits in a bounded queue when the pool is empty, served first
+// come, first served. Disposer tears sessions down off the request path.
 #pragma once
 
 #include <atomic>
@@ -21,8 +21,10 @@
 
 namespace warden {
 
-// Destroys sessions on its own thread: killing a sandbox and removing its
-// cgroup takes milliseconds nobody should wait for.
+// Destroys sessions on threads of its own (one per core): killing a sandbox
+// and removing its cgroup takes milliseconds nobody should wait for, and one
+// thread alone falls behind a burst of one-shots (the kill waits for the
+// kernel to tear the namespaces down).
 class Disposer {
  public:
   Disposer();
@@ -34,12 +36,15 @@ class Disposer {
   absl::Mutex mu_;
   std::deque<std::unique_ptr<Session>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 struct WarmPoolStats {
   int ready = 0;
   int waiting = 0;
+  int target = 0;                 // workers it keeps ready now, from demand
+  double acquire_per_s = 0;       // recent rate of acquisitions
+  double capacity_per_s = 0;      // starts per second its fillers sustain (measured)
   int64_t acquired = 0;
   int64_t misses = 0;  // acquisitions that found the pool empty
   int64_t start_failures = 0;
@@ -48,7 +53,9 @@ struct WarmPoolStats {
 class WarmPool {
  public:
   // `executor` is not owned. `size` 0 means: start each session on demand.
-  WarmPool(Executor& executor, SessionOptions options, int size, int max_waiting);
+  // The pool keeps between `size` and `max_size` ready (at least `size`),
+  // as many as the recent acquisitions consume while one worker starts.
+  WarmPool(Executor& executor, SessionOptions options, int size, int max_size, int max_waiting);
   ~WarmPool();
 
   // Starts the filling thread.
@@ -64,17 +71,31 @@ class WarmPool {
 
  private:
   void FillLoop();
+  // Workers to keep ready: the acquisitions expected while one starts,
+  // twice over, within [size_, max_size_].
+  int Target() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double AcquireRate() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Someone waiting for a worker; the filler hands it one in place.
+  struct Waiter {
+    std::unique_ptr<Session> session;
+  };
 
   Executor& executor_;
   const SessionOptions options_;
   const int size_;
+  const int max_size_;
   const int max_waiting_;
+  int fillers_started_ = 0;
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<Session>> ready_ ABSL_GUARDED_BY(mu_);
+  std::deque<Waiter*> waiters_ ABSL_GUARDED_BY(mu_);  // oldest first; not owned
   WarmPoolStats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration last_start_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(100);
   int starting_ ABSL_GUARDED_BY(mu_) = 0;  // kernels the fillers are starting now
+  // Acquisitions per second, smoothed over the last few gaps between them.
+  double acquire_rate_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_acquire_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::vector<std::thread> fillers_;
 };
 

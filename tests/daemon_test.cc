@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -398,6 +399,35 @@ TEST_F(DaemonTest, OneShotsTakeTheWarmPoolOfTheirLimitsProfile) {
   // The default profile's pool serves the default limits.
   EXPECT_EQ(Execute("block = bytearray(200 << 20)\nprint(len(block))").stdout(), "209715200\n");
   EXPECT_EQ(daemon_->engine().Stats().pools["python"].acquired, 1);
+}
+
+TEST_F(DaemonTest, WarmPoolGrowsWithDemandWithinItsBoundsAndCoolsDown) {
+  daemon_->Shutdown(absl::Seconds(5));
+  DaemonOptions options = TestOptions();
+  options.pools = {{"python", 1, {}, 0, /*max_size=*/3}};
+  StartDaemon(options);
+  auto stats = [&] { return daemon_->engine().Stats().pools["python"]; };
+  auto wait_for = [](const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_for([&] { return stats().ready == 1; }));
+  EXPECT_EQ(stats().target, 1);
+  // Back to back, each one-shot drains the pool of one: the rate of
+  // acquisitions times the time a worker takes to start asks for more.
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(Execute("print(1)").stdout(), "1\n");
+  const WarmPoolStats busy = stats();
+  EXPECT_GE(busy.target, 2) << busy.acquire_per_s << " acquisitions per second";
+  EXPECT_LE(busy.target, 3);
+  EXPECT_GT(busy.capacity_per_s, 0);
+  EXPECT_TRUE(wait_for([&] { return stats().ready >= 2; })) << stats().ready;
+  // Nobody asks any more: it cools back to its size.
+  EXPECT_TRUE(wait_for([&] { return stats().target == 1; })) << stats().target;
+  EXPECT_LE(stats().ready, 3);
 }
 
 TEST(TasksTest, ReusesIdleThreadsAndNeverQueuesBehindBusyOnes) {

@@ -496,7 +496,7 @@ class InterruptTest(KernelTest):
         k = self.start()
         k.execute("class Big:\n    def _repr_html_(self): return 'b' * (4 << 20)")
         cell_id = k.send_execute("display(Big())\nafter = True")
-        time.sleep(0.3)
+        k.wait_unread(64 << 10)  # the kernel is inside the 4 MiB frame's write
         for _ in range(3):
             k.interrupt()
             time.sleep(0.02)

@@ -6,13 +6,16 @@ outside any sandbox, for the kernels' own protocol tests.
         assert cell.result["data"]["text/plain"] == "2"
 """
 
+import fcntl
 import json
 import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -141,6 +144,20 @@ class KernelProcess:
 
     def interrupt(self):
         os.killpg(self.proc.pid, signal.SIGINT)
+
+    def wait_unread(self, at_least, timeout=30):
+        """Waits until at least `at_least` bytes the kernel wrote sit unread
+        in the channel (FIONREAD): proof that it is inside a write we have
+        not drained, whatever the machine's load."""
+        deadline = time.monotonic() + timeout
+        while True:
+            raw = fcntl.ioctl(self.parent.fileno(), termios.FIONREAD, b"\0\0\0\0")
+            unread = struct.unpack("i", raw)[0]
+            if unread >= at_least:
+                return unread
+            if time.monotonic() > deadline:
+                raise TimeoutError("only %d unread bytes after %ss" % (unread, timeout))
+            time.sleep(0.005)
 
     def send_execute(self, code, split=None, between=None):
         """Sends one execute frame. With split, the frame goes out in two

@@ -1,0 +1,82 @@
+"""A smolagents executor backed by one Warden session.
+
+    from warden.integrations.smolagents import WardenExecutor
+    agent = CodeAgent(tools=[], model=model, executor=WardenExecutor(additional_imports=[], logger=agent.logger))
+
+WardenExecutor subclasses smolagents' RemotePythonExecutor and implements
+run_code_raise_errors(code) -> CodeOutput, the way its E2B executor does
+(smolagents/remote_executors.py); send_tools and send_variables come from
+the base class. The final answer arrives as the FinalAnswerException that
+the base class makes final_answer() raise. Not run against smolagents
+itself: it is not installable where Warden is built.
+"""
+from __future__ import annotations
+
+from io import BytesIO
+from typing import Any, Optional
+
+from warden.integrations._lazy import lazy_attribute
+
+
+def _build() -> Any:
+    from smolagents.local_python_executor import CodeOutput
+    from smolagents.remote_executors import RemotePythonExecutor
+    from smolagents.utils import AgentError
+
+    import warden
+    from warden.integrations._text import execution_text
+
+    class WardenExecutor(RemotePythonExecutor):  # type: ignore[misc, valid-type]
+        """Runs a CodeAgent's code in one Warden session, closed by cleanup().
+
+        client: a warden.Client (default: a new one from WARDEN_ADDR and
+        WARDEN_TOKEN); timeout: each cell's wall-clock limit in seconds.
+        """
+
+        def __init__(self, additional_imports: list, logger: Any, client: Optional[warden.Client] = None,
+                     timeout: Optional[float] = None, allow_pickle: bool = False, **session_options: Any) -> None:
+            super().__init__(additional_imports, logger, allow_pickle)
+            self.client = client or warden.Client()
+            self.timeout = timeout
+            self.session = self.client.session("python", labels={"client": "smolagents"}, **session_options)
+            try:
+                self.installed_packages = self.install_packages(additional_imports)
+            except BaseException:
+                self.cleanup()  # do not leave the session behind
+                raise
+
+        def run_code_raise_errors(self, code: str) -> Any:
+            execution = self.session.run(code, timeout=self.timeout)
+            logs = execution.stdout
+            if execution.error is not None and execution.error.name == self.FINAL_ANSWER_EXCEPTION:
+                answer = self._deserialize_final_answer(execution.error.value, self.allow_pickle)
+                return CodeOutput(output=answer, logs=logs, is_final_answer=True)
+            if not execution.ok:
+                raise AgentError("%s\nExecuting code yielded an error:\n%s" % (logs, execution_text(execution)),
+                                 self.logger)
+            main = execution.result
+            if main is None:
+                return CodeOutput(output=None, logs=logs, is_final_answer=False)
+            for image in (main.png, main.jpeg):
+                if image is not None:
+                    import PIL.Image
+                    return CodeOutput(output=PIL.Image.open(BytesIO(image)), logs=logs, is_final_answer=False)
+            return CodeOutput(output=main.text, logs=logs, is_final_answer=False)
+
+        def install_packages(self, additional_imports: list) -> list:
+            # pip runs in the sandbox when the pool has a wheelhouse; without
+            # one, check that the modules import, which fails clearly.
+            if additional_imports:
+                self.run_code_raise_errors("import " + ", ".join(additional_imports))
+            return additional_imports
+
+        def cleanup(self) -> None:
+            try:
+                self.session.close()
+            except warden.NotFound:  # already expired or closed
+                pass
+
+    return WardenExecutor
+
+
+__getattr__ = lazy_attribute("WardenExecutor", _build)

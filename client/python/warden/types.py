@@ -1,0 +1,315 @@
+"""What calls return: plain Python objects over the proto messages.
+
+`Execution` is an execution's result (Jupyter's shape plus what the sandbox
+measured), `Result` one MIME bundle, `ErrorInfo` the traceback of code that
+raised, `FileInfo` a workspace entry, `SessionInfo` a session's state and
+`AgentEvent` one event of an agent run. The proto stays the source of the
+names: outcomes and states are its enum names without the prefix.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+from warden.v1 import agent_pb2, executor_pb2 as pb
+
+__all__ = ["Result", "ErrorInfo", "Execution", "FileInfo", "SessionInfo", "AgentEvent"]
+
+# MIME types whose bytes are UTF-8 text (docs/api.md, "The result shape");
+# every other type (image/png, application/pdf, ...) stays raw bytes.
+_TEXT_MIME = ("text/", "application/json", "image/svg+xml", "application/javascript")
+
+
+def _is_text(mime: str) -> bool:
+    return mime.startswith(_TEXT_MIME) or mime.endswith("+json")
+
+
+def _enum_name(enum: Any, value: int, prefix: str) -> str:
+    try:
+        return enum.Name(value)[len(prefix):]
+    except ValueError:
+        return str(value)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Result:
+    """One MIME bundle: displayed output (a plot) or the trailing expression's value.
+
+    `data` maps a MIME type to str for text types and to raw bytes for
+    binary ones (`image/png` is the PNG itself, not base64).
+    """
+
+    data: Dict[str, Union[str, bytes]]
+    is_result: bool = False
+
+    @classmethod
+    def from_proto(cls, message: pb.Result) -> "Result":
+        data: Dict[str, Union[str, bytes]] = {}
+        for mime, raw in message.data.items():
+            data[mime] = raw.decode("utf-8", errors="replace") if _is_text(mime) else bytes(raw)
+        return cls(data=data, is_result=message.is_result)
+
+    def _text(self, mime: str) -> Optional[str]:
+        value = self.data.get(mime)
+        return value if isinstance(value, str) else None
+
+    def _bytes(self, mime: str) -> Optional[bytes]:
+        value = self.data.get(mime)
+        return value if isinstance(value, bytes) else None
+
+    @property
+    def text(self) -> Optional[str]:
+        """text/plain, or None."""
+        return self._text("text/plain")
+
+    @property
+    def html(self) -> Optional[str]:
+        return self._text("text/html")
+
+    @property
+    def markdown(self) -> Optional[str]:
+        return self._text("text/markdown")
+
+    @property
+    def json(self) -> Any:
+        """application/json, parsed; None when absent."""
+        value = self._text("application/json")
+        return json.loads(value) if value is not None else None
+
+    @property
+    def png(self) -> Optional[bytes]:
+        """image/png as raw bytes, or None."""
+        return self._bytes("image/png")
+
+    @property
+    def jpeg(self) -> Optional[bytes]:
+        """image/jpeg as raw bytes, or None."""
+        return self._bytes("image/jpeg")
+
+    @property
+    def svg(self) -> Optional[str]:
+        return self._text("image/svg+xml")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Dict[str, Any]:
+        """The bundle as Jupyter wants it: binary types base64-encoded."""
+        return {mime: base64.b64encode(value).decode("ascii") if isinstance(value, bytes) else value
+                for mime, value in self.data.items()}
+
+    def __repr__(self) -> str:
+        kind = "result" if self.is_result else "display"
+        shown = self.text if self.text is not None else ""
+        return "Result(%s, %s%s)" % (kind, sorted(self.data), ", text=%r" % _short(shown) if shown else "")
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """What the sandboxed code raised: exception name, message and traceback lines."""
+
+    name: str
+    value: str
+    traceback: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_proto(cls, message: pb.Error) -> "ErrorInfo":
+        return cls(name=message.name, value=message.value, traceback=list(message.traceback))
+
+    def __str__(self) -> str:
+        return "\n".join(self.traceback) if self.traceback else "%s: %s" % (self.name, self.value)
+
+    def __repr__(self) -> str:
+        return "ErrorInfo(%s: %s)" % (self.name, _short(self.value))
+
+
+class Execution:
+    """One execution's result. The call succeeded; `outcome` says how the code ended.
+
+    outcome: "OK", "ERROR", "WALL_TIMEOUT", "CPU_TIMEOUT", "MEMORY_LIMIT",
+    "OUTPUT_LIMIT", "VIOLATION", "INTERRUPTED", "SESSION_LOST", "INTERNAL"
+    (the proto's Outcome names without "OUTCOME_"); `message` says why for
+    limits and failures. stdout/stderr are text (undecodable bytes replaced);
+    the exact bytes are on stdout_bytes/stderr_bytes.
+    """
+
+    def __init__(self, response: pb.ExecuteResponse) -> None:
+        self._proto = response
+        self.outcome: str = _enum_name(pb.Outcome, response.outcome, "OUTCOME_")
+        self.stdout_bytes: bytes = bytes(response.stdout)
+        self.stderr_bytes: bytes = bytes(response.stderr)
+        self.stdout_truncated: bool = response.stdout_truncated
+        self.stderr_truncated: bool = response.stderr_truncated
+        self.results: List[Result] = [Result.from_proto(r) for r in response.results]
+        self.error: Optional[ErrorInfo] = (ErrorInfo.from_proto(response.error)
+                                           if response.HasField("error") else None)
+        self.execution_count: int = response.execution_count
+        self.exit_code: int = response.exit_code
+        self.wall_ms: int = response.wall_ms
+        self.cpu_ms: int = response.cpu_ms
+        self.peak_memory_bytes: int = response.peak_memory_bytes
+        self.violation: Optional[str] = response.violation or None
+        self.message: str = response.message
+        self.session_id: Optional[str] = response.session_id or None
+
+    @property
+    def ok(self) -> bool:
+        """True when the code finished normally (outcome "OK")."""
+        return self.outcome == "OK"
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def result(self) -> Optional[Result]:
+        """The trailing expression's value (the bundle with is_result), or None."""
+        for result in self.results:
+            if result.is_result:
+                return result
+        return None
+
+    @property
+    def text(self) -> Optional[str]:
+        """text/plain of the trailing expression's value, or None."""
+        result = self.result
+        return result.text if result is not None else None
+
+    @property
+    def proto(self) -> pb.ExecuteResponse:
+        """The ExecuteResponse this was made from."""
+        return self._proto
+
+    def __repr__(self) -> str:
+        parts = ["outcome=%s" % self.outcome]
+        if self.stdout_bytes:
+            parts.append("stdout=%r" % _short(self.stdout))
+        if self.stderr_bytes:
+            parts.append("stderr=%r" % _short(self.stderr))
+        if self.text is not None:
+            parts.append("text=%r" % _short(self.text))
+        displays = sum(1 for r in self.results if not r.is_result)
+        if displays:
+            parts.append("displays=%d" % displays)
+        if self.error is not None:
+            parts.append("error=%s: %s" % (self.error.name, _short(self.error.value)))
+        if self.message:
+            parts.append("message=%r" % _short(self.message))
+        parts.append("wall_ms=%d" % self.wall_ms)
+        return "Execution(%s)" % ", ".join(parts)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Dict[str, Any]:
+        """What Jupyter shows: the last plot (or the value's rich form) and a text summary."""
+        bundle: Dict[str, Any] = {}
+        for result in self.results:  # displays first, then the value: later ones win
+            for mime, value in result._repr_mimebundle_().items():
+                if mime != "text/plain":
+                    bundle[mime] = value
+        lines = [self.stdout.rstrip("\n")] if self.stdout_bytes else []
+        if self.stderr_bytes:
+            lines.append(self.stderr.rstrip("\n"))
+        if self.text is not None:
+            lines.append(self.text)
+        if self.error is not None:
+            lines.append(str(self.error))
+        if not self.ok:
+            lines.append("[%s] %s" % (self.outcome, self.message) if self.message else "[%s]" % self.outcome)
+        bundle["text/plain"] = "\n".join(lines) if lines else repr(self)
+        return bundle
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A workspace entry: path relative to /workspace, size (files), type."""
+
+    path: str
+    size: int
+    type: str  # "file", "directory", "symlink", "other"
+
+    @classmethod
+    def from_proto(cls, message: pb.FileInfo) -> "FileInfo":
+        return cls(path=message.path, size=message.size, type=message.type)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as the server reports it (GetSession, ListSessions, RestartSession)."""
+
+    id: str
+    language: str        # "python", "javascript", "bash"
+    state: str           # "IDLE", "BUSY", "LOST"
+    labels: Dict[str, str]
+    execution_count: int
+    memory_bytes: int
+    created_unix_ms: int
+    expires_unix_ms: int
+    age_ms: int
+    idle_ms: int
+    lost_reason: str
+
+    @classmethod
+    def from_proto(cls, message: pb.Session) -> "SessionInfo":
+        return cls(id=message.id, language=_enum_name(pb.Language, message.language, "LANGUAGE_").lower(),
+                   state=_enum_name(pb.SessionState, message.state, "SESSION_STATE_"),
+                   labels=dict(message.labels), execution_count=message.execution_count,
+                   memory_bytes=message.memory_bytes, created_unix_ms=message.created_unix_ms,
+                   expires_unix_ms=message.expires_unix_ms, age_ms=message.age_ms,
+                   idle_ms=message.idle_ms, lost_reason=message.lost_reason)
+
+
+class AgentEvent:
+    """One event of an agent run (docs/agent.md), in the order the server sent it.
+
+    `kind` is the proto's oneof name: "message", "delta", "execution",
+    "error", "function_call", "file_change" or "final"; `data` is that
+    message (warden.v1 agent_pb2), whose fields are also readable on the
+    event itself (`event.text`, `event.answer`, ...). An "execution" event
+    also carries `execution`, its result as a `warden.Execution`.
+    """
+
+    def __init__(self, message: agent_pb2.AgentEvent) -> None:
+        self.kind: str = message.WhichOneof("event") or ""
+        self.data: Any = getattr(message, self.kind) if self.kind else None
+        self.proto = message
+        self.execution: Optional[Execution] = (Execution(self.data.result)
+                                               if self.kind == "execution" else None)
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        """For "final": DONE, MAX_ITERATIONS, ... (the proto's names without the prefix)."""
+        if self.kind != "final":
+            return None
+        return _enum_name(agent_pb2.StopReason, self.data.stop_reason, "STOP_REASON_")
+
+    def __getattr__(self, name: str) -> Any:
+        data = self.__dict__.get("data")
+        if data is None or name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return getattr(data, name)
+        except AttributeError:
+            raise AttributeError("%s event has no field %r" % (self.__dict__.get("kind"), name)) from None
+
+    def __repr__(self) -> str:
+        if self.kind == "delta":
+            return "AgentEvent(delta, %r)" % _short(self.data.text)
+        if self.kind == "message":
+            return "AgentEvent(message, iteration=%d, tool_calls=%d)" % (
+                self.data.iteration, len(self.data.tool_calls))
+        if self.kind == "execution":
+            return "AgentEvent(execution, %s, %r)" % (self.execution.outcome if self.execution else "",
+                                                      _short(self.data.code))
+        if self.kind == "function_call":
+            return "AgentEvent(function_call, %s(%s))" % (self.data.name, _short(self.data.arguments))
+        if self.kind == "final":
+            return "AgentEvent(final, %s, answer=%r)" % (self.stop_reason, _short(self.data.answer))
+        if self.kind == "error":
+            return "AgentEvent(error, %r)" % _short(self.data.message)
+        return "AgentEvent(%s)" % self.kind
