@@ -5,6 +5,22 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# The Python runtime inside sandboxes (docs/runtime.md): what Gemini's code
+# execution and E2B's code-interpreter preinstall, where Debian packages it,
+# and pip for pools' wheelhouses. scripts/runtime_probe.py lists the same
+# packages with their import names; a daemon test checks the two agree.
+RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
+  python3-scipy python3-sklearn python3-sympy python3-seaborn python3-statsmodels \
+  python3-networkx python3-pil python3-skimage python3-imageio \
+  python3-openpyxl python3-xlrd python3-xlsxwriter python3-odf \
+  python3-lxml python3-bs4 python3-html5lib python3-markdown python3-tabulate \
+  python3-dateutil python3-tz python3-jinja2 python3-jsonschema python3-yaml \
+  python3-requests python3-aiohttp python3-tornado \
+  python3-reportlab python3-docx python3-pypdf python3-pypdf2 \
+  python3-joblib python3-toolz python3-mpmath python3-tqdm python3-plotly \
+  python3-xarray python3-nltk python3-soundfile python3-h5py python3-numexpr \
+  python3-pip python3-wheel python3-setuptools python3-packaging
+
 # Everything Warden needs to build, test and run, from Debian 12
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs).
@@ -12,10 +28,9 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
-  python3 python3-numpy python3-pandas python3-matplotlib python3-pytest \
-  python3-grpcio python3-protobuf python3-grpc-tools python3-venv python3-pip \
-  python3-setuptools python3-wheel nodejs iproute2 \
-  openssl passwd
+  python3 python3-pytest \
+  python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
+  openssl passwd $(RUNTIME_PACKAGES)
 
 .PHONY: all deps build test test-unit test-sandbox run demo clean install bench bench-quick bench-deps
 
@@ -85,10 +100,11 @@ clean:
 
 # `make install` puts what `make build` built where a system finds it:
 #   $(PREFIX)/bin                  wardend, warden, warden-run
-#   $(PREFIX)/lib/warden/kernels   the kernel programs, one directory per language
+#   $(PREFIX)/lib/warden/kernels   the kernel programs, one directory per language,
+#                                  and bin/ (Warden's pip)
 #   $(UNITDIR)/wardend.service     the systemd unit (deploy/wardend.service)
 #   /etc/warden/wardend.json       the configuration, only if there is none yet
-#   $(PREFIX)/share/doc/warden     operations.md, security.md, tokens.example.json
+#   $(PREFIX)/share/doc/warden     operations.md, security.md, runtime.md, tokens.example.json
 # DESTDIR stages it all under a directory (packaging); the unit then goes to
 # the vendor directory /lib/systemd/system instead of the admin's
 # /etc/systemd/system. Paths in the unit and the configuration follow PREFIX.
@@ -118,12 +134,17 @@ install:
 	    install -m 0644 "$$f" "$$dir/" || exit 1; \
 	  done; \
 	done
+	@# Warden's pip, first on every sandbox's PATH (docs/runtime.md).
+	install -d -m 0755 "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin"
+	install -m 0755 kernel/bin/warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/"
+	ln -sf warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/pip"
+	ln -sf warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/pip3"
 	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)/etc/warden" \
 	  "$(DESTDIR)$(PREFIX)/share/doc/warden"
 	sed 's|/usr/local/|$(PREFIX)/|g' deploy/wardend.service > "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
 	install -m 0644 "$(DESTDIR)$(UNITDIR)/wardend.service.tmp" "$(DESTDIR)$(UNITDIR)/wardend.service"
 	rm -f "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
-	install -m 0644 deploy/tokens.example.json docs/operations.md docs/security.md \
+	install -m 0644 deploy/tokens.example.json docs/operations.md docs/security.md docs/runtime.md \
 	  "$(DESTDIR)$(PREFIX)/share/doc/warden/"
 	@# The shipped file holds the built-in defaults; the installed one also
 	@# names where the kernels went. An existing configuration is the admin's.

@@ -19,6 +19,12 @@ absl::StatusOr<Language> ParseLanguage(absl::string_view name);
 
 // Where the kernel program's directory is bound inside the sandbox.
 inline constexpr char kKernelMountPoint[] = "/opt/warden/kernel";
+// Where the kernels dir's bin/ (Warden's `pip`, kernel/bin/) is bound, first
+// on every kernel's PATH.
+inline constexpr char kToolsSubdirectory[] = "bin";
+inline constexpr char kToolsMountPoint[] = "/opt/warden/bin";
+// Where a pool's wheelhouse (a host directory of wheels) is bound read-only.
+inline constexpr char kWheelhouseMountPoint[] = "/opt/warden/wheelhouse";
 
 // The language's kernel subdirectory of the kernels dir ("python", ...).
 const char* KernelSubdirectory(Language language);

@@ -104,6 +104,12 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     spec.filesystem.binds.push_back(
         {absl::StrCat(options_.kernels_dir, "/", KernelSubdirectory(options_.language)),
          kKernelMountPoint, false});
+    spec.filesystem.binds.push_back(
+        {absl::StrCat(options_.kernels_dir, "/", kToolsSubdirectory), kToolsMountPoint, false});
+    if (!options_.wheelhouse.empty()) {
+      spec.filesystem.binds.push_back({options_.wheelhouse, kWheelhouseMountPoint, false});
+      spec.env.push_back(absl::StrCat("PIP_FIND_LINKS=", kWheelhouseMountPoint));
+    }
     worker_.reset();  // the old sandbox, if any, dies first
     ForkServer* fork_server =
         options_.language == Language::kPython ? options_.fork_server : nullptr;

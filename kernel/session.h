@@ -52,6 +52,9 @@ struct SessionOptions {
   // Cap on a single file moved in or out of the workspace.
   int64_t max_file_bytes = 64LL << 20;
   std::vector<BindMount> binds;  // extra binds, as for one-shot runs
+  // Host directory of wheels that `pip install` in the sandbox installs
+  // from (bound read-only at kWheelhouseMountPoint); empty: none.
+  std::string wheelhouse;
   // Python only: clone the kernel's sandbox from this fork server (not
   // owned; warden-python-zygote), whose interpreter already holds the
   // kernel and its warm modules, instead of starting the interpreter anew.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -23,8 +24,24 @@ std::string DefaultPythonZygoteProgram() {
 }
 
 std::vector<std::string> PythonKernelEnvironment() {
-  std::vector<std::string> env = SandboxSpec::DefaultEnvironment();
+  std::vector<std::string> env;
+  for (const std::string& entry : SandboxSpec::DefaultEnvironment()) {
+    if (!absl::StartsWith(entry, "PATH=")) env.push_back(entry);
+  }
+  // Warden's pip first; console scripts of what it installed last.
+  env.push_back(absl::StrCat("PATH=", kToolsMountPoint,
+                             ":/usr/local/bin:/usr/bin:/bin:/workspace/.local/bin"));
   env.push_back("WARDEN_CHANNEL_FD=3");
+  // pip installs into a user site in the workspace (the kernel keeps it on
+  // sys.path), from the pool's wheelhouse if it has one ($PIP_FIND_LINKS,
+  // added per session), never from an index: with no network, pip would
+  // otherwise retry for a minute before failing. The system's packages are
+  // read-only, so PEP 668's guard has nothing to protect.
+  for (const char* setting :
+       {"PYTHONUSERBASE=/workspace/.local", "PIP_USER=1", "PIP_NO_INDEX=1",
+        "PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1"}) {
+    env.push_back(setting);
+  }
   // Caches (matplotlib's font list, fontconfig) go to /tmp, not into the
   // user's workspace where they would show up as files.
   env.push_back("MPLCONFIGDIR=/tmp/.config/matplotlib");

@@ -18,6 +18,8 @@ std::string DefaultPythonZygoteProgram();
 // The environment every Python kernel starts with (before per-session
 // additions such as WARDEN_WARM); the zygote gets it too, so that what its
 // imports cache (matplotlib's config dir, ...) is right inside sandboxes.
+// The other kernels get it too: it also makes `pip` install into the
+// workspace from a wheelhouse, never from the network (docs/runtime.md).
 std::vector<std::string> PythonKernelEnvironment();
 
 // Starts the zygote with the kernel from `kernels_dir` and `warm` imported,

@@ -60,6 +60,15 @@ std::vector<std::string> WarmModules(const DaemonOptions& options, Language lang
   return warm;
 }
 
+std::string Wheelhouse(const DaemonOptions& options, Language language) {
+  std::string wheelhouse;
+  for (const PoolOptions& pool : options.pools) {
+    auto parsed = ParseLanguage(pool.language);
+    if (parsed.ok() && *parsed == language && !pool.wheelhouse.empty()) wheelhouse = pool.wheelhouse;
+  }
+  return wheelhouse;
+}
+
 Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
                ForkServer* python_zygote)
     : options_(options), executor_(executor), python_zygote_(python_zygote),
@@ -136,6 +145,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : default_mb;
     SessionOptions session = SessionOptionsFor(*language, memory_mb);
     session.warm = pool.warm.empty() ? WarmModules(options_, *language) : pool.warm;
+    session.wheelhouse = pool.wheelhouse.empty() ? Wheelhouse(options_, *language) : pool.wheelhouse;
     pools_[{*language, memory_mb}] = std::make_unique<WarmPool>(
         executor_, session, pool.size, pool.max_size, options_.queue.max_depth, [this] {
           if (health_listener_) health_listener_();
@@ -146,6 +156,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
       // No warm pool configured: start on demand.
       SessionOptions session = SessionOptionsFor(language, default_mb);
       session.warm = WarmModules(options_, language);
+      session.wheelhouse = Wheelhouse(options_, language);
       pools_[{language, default_mb}] =
           std::make_unique<WarmPool>(executor_, session, 0, 0, options_.queue.max_depth);
     }

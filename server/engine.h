@@ -83,6 +83,9 @@ struct EngineStats {
 // The modules a language's sandboxes import ahead of time: the last
 // non-empty `warm` list among its pools (the zygote imports Python's).
 std::vector<std::string> WarmModules(const DaemonOptions& options, Language language);
+// The wheelhouse of a language's sandboxes whose pool names none, the same
+// way: the last non-empty `wheelhouse` among its pools.
+std::string Wheelhouse(const DaemonOptions& options, Language language);
 
 class Engine {
  public:

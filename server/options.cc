@@ -6,6 +6,7 @@
 #include "server/options.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -295,6 +296,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
         p.Int("max_size", &pool.max_size);
         p.StringList("warm", &pool.warm);
         p.Int("memory_mb", &pool.memory_mb);
+        p.String("wheelhouse", &pool.wheelhouse);
       });
   r.Object("queue", [o](ObjectReader& q) {
     q.Int("max_depth", &o->queue.max_depth);
@@ -528,6 +530,47 @@ std::string CheckReadableFile(const std::string& setting, const std::string& pat
   if (::access(path.c_str(), R_OK) != 0) {
     return absl::StrCat(setting, " is '", path, "': ", std::strerror(errno),
                         "; make it readable by wardend's user");
+  }
+  return "";
+}
+
+// An empty string when `path` is a wheelhouse sandboxes can read, else the
+// problem. As root, sandboxes run as unprivileged host ids: the directory
+// and its wheels must be readable by others.
+std::string CheckWheelhouse(const std::string& setting, const std::string& path) {
+  struct stat st;
+  if (path.front() != '/') {
+    return absl::StrCat(setting, " is '", path, "': use an absolute path");
+  }
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::StrCat(setting, " is '", path,
+                        "', which is not a directory: point it at a directory of .whl files");
+  }
+  const bool as_root = ::geteuid() == 0;
+  if (as_root ? (st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH)
+              : ::access(path.c_str(), R_OK | X_OK) != 0) {
+    return absl::StrCat(setting, " is '", path,
+                        "', which sandboxes cannot read: chmod o+rx it (and o+r its wheels)");
+  }
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return absl::StrCat(setting, " is '", path, "': ", std::strerror(errno));
+  std::string unreadable;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (!absl::EndsWith(name, ".whl")) continue;
+    const std::string file = absl::StrCat(path, "/", name);
+    struct stat wheel;
+    if (::lstat(file.c_str(), &wheel) != 0 || !S_ISREG(wheel.st_mode) ||
+        (as_root ? (wheel.st_mode & S_IROTH) == 0 : ::access(file.c_str(), R_OK) != 0)) {
+      unreadable = name;
+      break;
+    }
+  }
+  ::closedir(dir);
+  if (!unreadable.empty()) {
+    return absl::StrCat(setting, " has ", unreadable,
+                        ", which sandboxes cannot read: wheels must be regular files (not "
+                        "symlinks) that others may read (chmod o+r)");
   }
   return "";
 }
@@ -779,6 +822,15 @@ absl::Status DaemonOptions::Validate() const {
       if (!IsModuleName(module)) {
         p.Add(absl::StrCat(name, ".warm has '", module,
                            "', which is not a Python module name (e.g. numpy, matplotlib.pyplot)"));
+      }
+    }
+    if (!pool.wheelhouse.empty()) {
+      if (pool.language == "javascript") {
+        p.Add(absl::StrCat(name, ".wheelhouse is set for a javascript pool; only python and bash "
+                           "pools install Python packages: remove it"));
+      } else if (std::string problem = CheckWheelhouse(name + ".wheelhouse", pool.wheelhouse);
+                 !problem.empty()) {
+        p.Add(std::move(problem));
       }
     }
   }

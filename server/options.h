@@ -44,6 +44,9 @@ struct PoolOptions {
   std::vector<std::string> warm;  // Python modules imported ahead of time
   int64_t memory_mb = 0;          // the profile's memory limit; 0: limits.defaults
   int max_size = 0;               // ready at the most, as demand grows (0: `size`, a fixed pool)
+  // Host directory of wheels that `pip install` in this pool's sandboxes
+  // installs from (python and bash pools); empty: none (docs/runtime.md).
+  std::string wheelhouse;
 };
 
 struct QueueOptions {

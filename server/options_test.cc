@@ -62,8 +62,12 @@ nlohmann::json Dump(const DaemonOptions& o) {
   };
   nlohmann::json pools = nlohmann::json::array();
   for (const PoolOptions& p : o.pools) {
-    pools.push_back({{"language", p.language}, {"size", p.size}, {"warm", p.warm}, {"memory_mb", p.memory_mb},
-                     {"max_size", p.max_size}});
+    pools.push_back({{"language", p.language},
+                     {"size", p.size},
+                     {"warm", p.warm},
+                     {"memory_mb", p.memory_mb},
+                     {"max_size", p.max_size},
+                     {"wheelhouse", p.wheelhouse}});
   }
   return {
       {"listen", o.listen},
@@ -174,9 +178,9 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"default_idle_timeout_seconds", 17}}},
       {"pools",
        {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}, {"memory_mb", 0},
-         {"max_size", 0}},
+         {"max_size", 0}, {"wheelhouse", ""}},
         {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}, {"memory_mb", 7},
-         {"max_size", 40}}}},
+         {"max_size", 40}, {"wheelhouse", "/srv/wheels"}}}},
       {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}, {"max_waiting_per_tenant", 35}, {"max_running", 36}}},
       {"max_concurrent_per_tenant", 22},
       {"shutdown_grace_ms", 23},
@@ -564,6 +568,12 @@ const Rule kRules[] = {
        o.executor.host_id_count = 0x10000;
      },
      "the range must end below 4294967295"},
+    {"RelativeWheelhouse", [](DaemonOptions& o) { o.pools[0].wheelhouse = "wheels"; },
+     "pools[0].wheelhouse is 'wheels': use an absolute path"},
+    {"MissingWheelhouse", [](DaemonOptions& o) { o.pools[0].wheelhouse = "/nonexistent/wheels"; },
+     "pools[0].wheelhouse is '/nonexistent/wheels', which is not a directory"},
+    {"WheelhouseForJavascript", [](DaemonOptions& o) { o.pools = {{"javascript", 1, {}, 0, 0, "/tmp"}}; },
+     "pools[0].wheelhouse is set for a javascript pool"},
     {"RelativeKernelsDir", [](DaemonOptions& o) { o.kernels_dir = "kernels"; },
      "kernels_dir is 'kernels': use an absolute path"},
     {"MissingKernelsDir", [](DaemonOptions& o) { o.kernels_dir = "/nonexistent/kernels"; },
@@ -625,6 +635,28 @@ TEST(ValidateTest, KernelsDirThatExistsIsAccepted) {
   DaemonOptions options;
   options.kernels_dir = dir.path();
   EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+}
+
+TEST(ValidateTest, WheelhouseMustBeReadableBySandboxes) {
+  TempDir dir;
+  const std::string wheels = dir.path() + "/wheels";
+  ASSERT_EQ(::mkdir(wheels.c_str(), 0700), 0);
+  DaemonOptions options;
+  options.pools[0].wheelhouse = wheels;
+  auto problem = [&options] { return std::string(options.Validate().message()); };
+  if (::geteuid() == 0) {  // as root, sandboxes are other users
+    EXPECT_THAT(problem(), HasSubstr("which sandboxes cannot read: chmod o+rx it"));
+    ASSERT_EQ(::chmod(wheels.c_str(), 0755), 0);
+    const std::string wheel = wheels + "/tiny-1.0-py3-none-any.whl";
+    std::ofstream(wheel) << "zip";
+    ASSERT_EQ(::chmod(wheel.c_str(), 0600), 0);
+    EXPECT_THAT(problem(), HasSubstr("has tiny-1.0-py3-none-any.whl, which sandboxes cannot read"));
+    ASSERT_EQ(::chmod(wheel.c_str(), 0644), 0);
+  }
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+  // A symlink would dangle inside the sandbox.
+  ASSERT_EQ(::symlink("/etc/hostname", (wheels + "/link-1.0-py3-none-any.whl").c_str()), 0);
+  EXPECT_THAT(problem(), HasSubstr("wheels must be regular files (not symlinks)"));
 }
 
 TEST(ValidateTest, EveryProblemIsReportedAtOnce) {

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/daemon.h"
 #include "server/executor_service.h"
 #include "warden/v1/executor.grpc.pb.h"
@@ -635,6 +638,161 @@ TEST(DaemonAdminTest, MetricsAndReadinessAreServed) {
   }
   EXPECT_NE(ready.find("200"), std::string::npos) << ready;
   (*daemon)->Shutdown(absl::Seconds(5));
+}
+
+// ---------------------------------------------------------------------------
+// The Python runtime inside the sandbox (docs/runtime.md): the libraries, pip
+// from a pool's wheelhouse, IPython's line syntax in Python cells.
+
+std::string ReadSourceFile(const std::string& relative) {
+  std::ifstream in(std::string(WARDEN_SOURCE_DIR) + "/" + relative);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(DaemonTest, RuntimeLibrariesImportInASandbox) {
+  // scripts/runtime_probe.py, as a cell of a zygote-cloned kernel: seccomp,
+  // read-only root, no network, the kernels' environment.
+  v1::ExecuteRequest request;
+  request.set_code(ReadSourceFile("scripts/runtime_probe.py"));
+  request.mutable_limits()->set_wall_ms(300'000);
+  request.mutable_limits()->set_cpu_ms(300'000);
+  v1::ExecuteResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(320));
+  grpc::Status s = stub_->Execute(&ctx, request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.outcome(), v1::OUTCOME_OK) << response.DebugString();
+  const nlohmann::json report = nlohmann::json::parse(response.stdout());
+  std::set<std::string> makefile_words;
+  std::istringstream makefile(ReadSourceFile("Makefile"));
+  for (std::string word; makefile >> word;) makefile_words.insert(word);
+  ASSERT_GE(report["libraries"].size(), 40u);
+  for (const nlohmann::json& library : report["libraries"]) {
+    const std::string module = library["module"];
+    EXPECT_TRUE(library["ok"].get<bool>()) << module << ": " << library.value("error", "");
+    // `make deps` installs what the runtime promises.
+    const std::string debian = library["debian"];
+    EXPECT_TRUE(makefile_words.count(debian))
+        << debian << " (for " << module << ") is missing from the Makefile's DEB_PACKAGES";
+  }
+}
+
+TEST_F(DaemonTest, PipWithoutAWheelhouseFailsAtOnceSayingHowToGetOne) {
+  v1::ExecuteResponse r = Execute("!pip install nosuchpkg\n_exit_code");
+  ASSERT_EQ(r.outcome(), v1::OUTCOME_OK) << r.DebugString();
+  EXPECT_EQ(r.results(0).data().at("text/plain"), "1");
+  EXPECT_NE(r.stderr().find("no network and its pool has no wheelhouse"), std::string::npos) << r.stderr();
+  EXPECT_NE(r.stderr().find("pools[].wheelhouse"), std::string::npos) << r.stderr();
+}
+
+// A daemon whose python and bash pools have a wheelhouse with wardentiny 1.0
+// (which requires wardendep>=0.5) and wardendep 0.4 and 0.5, built by
+// kernel/testing/wheels.py into a directory sandboxes can read.
+class WheelhouseTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/warden-wheelhouse-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    wheelhouse_ = dir;
+    ASSERT_EQ(chmod(dir, 0755), 0);
+    for (const std::string& args : {"wardentiny 1.0 'VALUE = 42' 'wardendep>=0.5'",
+                                    "wardendep 0.4", "wardendep 0.5 'VERSION = \"0.5\"'"}) {
+      const std::string command = absl::StrCat("/usr/bin/python3 ", WARDEN_SOURCE_DIR,
+                                               "/kernel/testing/wheels.py ", wheelhouse_, " ", args,
+                                               " > /dev/null");
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    }
+    DaemonOptions options = TestOptions();
+    for (PoolOptions& pool : options.pools) {
+      if (pool.language != "javascript") pool.wheelhouse = wheelhouse_;
+    }
+    options.zygote.enabled = zygote();
+    StartDaemon(options);
+  }
+  void TearDown() override {
+    DaemonTest::TearDown();
+    std::filesystem::remove_all(wheelhouse_);
+  }
+  virtual bool zygote() const { return true; }
+
+  std::string wheelhouse_;
+};
+
+// Python kernels both cloned from the zygote and exec'd.
+class WheelhouseKernelTest : public WheelhouseTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool zygote() const override { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Kernels, WheelhouseKernelTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Zygote" : "Exec";
+                         });
+
+TEST_P(WheelhouseKernelTest, PipInstallsFromTheWheelhouseAndImportsInTheSameSession) {
+  const std::string session = CreateSession();
+  v1::ExecuteResponse r = Execute("%pip install wardentiny", session);
+  ASSERT_EQ(r.outcome(), v1::OUTCOME_OK) << r.DebugString();
+  EXPECT_NE(r.stdout().find("Successfully installed wardendep-0.5 wardentiny-1.0"), std::string::npos)
+      << r.stdout() << r.stderr();
+  r = Execute("import wardentiny, wardendep\nwardentiny.VALUE, wardendep.VERSION, wardentiny.__file__",
+              session);
+  ASSERT_EQ(r.outcome(), v1::OUTCOME_OK) << r.DebugString();
+  EXPECT_EQ(r.results(0).data().at("text/plain"),
+            "(42, '0.5', '/workspace/.local/lib/python3.11/site-packages/wardentiny/__init__.py')");
+
+  r = Execute("!pip install wardentiny numpy", session);
+  EXPECT_NE(r.stdout().find("Requirement already satisfied: wardentiny in "
+                            "/workspace/.local/lib/python3.11/site-packages (1.0)"),
+            std::string::npos) << r.stdout();
+  EXPECT_NE(r.stdout().find("Requirement already satisfied: numpy in /usr/lib/python3/dist-packages"),
+            std::string::npos) << r.stdout();
+
+  r = Execute("!pip install nosuchpkg\n_exit_code", session);
+  ASSERT_EQ(r.outcome(), v1::OUTCOME_OK) << r.DebugString();
+  EXPECT_EQ(r.results(0).data().at("text/plain"), "1");
+  EXPECT_NE(r.stderr().find("No matching distribution found for nosuchpkg: it is not in the wheelhouse "
+                            "/opt/warden/wheelhouse, and this sandbox has no network"),
+            std::string::npos) << r.stderr();
+
+  // The wheelhouse is the operator's: read-only inside.
+  r = Execute("open('/opt/warden/wheelhouse/planted.whl', 'wb')", session);
+  EXPECT_EQ(r.error().name(), "OSError") << r.DebugString();
+  EXPECT_NE(r.error().value().find("Read-only file system"), std::string::npos) << r.error().value();
+}
+
+TEST_P(WheelhouseKernelTest, ShellLinesAndMagicsInPythonCells) {
+  const std::string session = CreateSession();
+  // In the cell's own sandbox, as its user.
+  v1::ExecuteResponse r = Execute("!ls /opt/warden; id -un; grep NoNewPrivs /proc/self/status", session);
+  EXPECT_EQ(r.stdout(), "bin\nkernel\nwheelhouse\nsandbox\nNoNewPrivs:\t1\n") << r.DebugString();
+  r = Execute("x = !echo hi\nx", session);
+  ASSERT_EQ(r.results_size(), 1) << r.DebugString();
+  EXPECT_EQ(r.results(0).data().at("text/plain"), "['hi']");
+  r = Execute("y = 2\ny != 1 and '!y' == '!' + 'y'", session);
+  ASSERT_EQ(r.results_size(), 1) << r.DebugString();
+  EXPECT_EQ(r.results(0).data().at("text/plain"), "True");
+  r = Execute("%timeit y", session);
+  EXPECT_EQ(r.outcome(), v1::OUTCOME_ERROR);
+  EXPECT_EQ(r.error().name(), "UsageError");
+  EXPECT_NE(r.error().value().find("%timeit"), std::string::npos) << r.error().value();
+}
+
+TEST_F(WheelhouseTest, BashSessionsPipInstallFromTheWheelhouseAndNeverWaitForANetwork) {
+  const std::string session = CreateSession(v1::LANGUAGE_BASH);
+  v1::ExecuteResponse r = Execute(
+      "pip install -q wardentiny && python3 -c 'import wardentiny; print(wardentiny.VALUE)'", session,
+      v1::LANGUAGE_BASH);
+  EXPECT_EQ(r.stdout(), "42\n") << r.DebugString();
+  // Debian's pip itself, configured by the same environment: no index, so
+  // no minute of retries before it gives up.
+  r = Execute("python3 -m pip install nosuchpkg", session, v1::LANGUAGE_BASH);
+  EXPECT_EQ(r.exit_code(), 1) << r.DebugString();
+  EXPECT_NE(r.stderr().find("No matching distribution found for nosuchpkg"), std::string::npos)
+      << r.stderr();
+  EXPECT_EQ(r.stderr().find("Retrying"), std::string::npos) << r.stderr();
 }
 
 }  // namespace

@@ -418,6 +418,10 @@ class InterruptTest(KernelTest):
         k = self.start()
         self.check_interrupted(k, "import subprocess\nprint('started')\nsubprocess.run(['sleep', '100'])")
 
+    def test_interrupt_shell_line(self):
+        k = self.start()
+        self.check_interrupted(k, "print('started')\n!sleep 100")
+
     def test_interrupt_await(self):
         k = self.start()
         k.execute("import asyncio\nticks = 0\nasync def tick():\n    global ticks\n"
@@ -561,6 +565,126 @@ class ProcessTest(KernelTest):
         stderr = b"".join(seen) + k.proc.stderr.read()
         self.assertIn(b"Fatal Python error: Segmentation fault", stderr)
         self.assertIn(b'File "<cell 1>", line 2', stderr)
+
+
+class LineSyntaxTest(KernelTest):
+    """IPython's `!cmd`, `x = !cmd` and `%magic` lines (warden_magics.py)."""
+
+    def test_shell_line_streams_its_output_and_sets_exit_code(self):
+        k = self.start()
+        opener = GateOpener(self.workdir, [("gate", [("stdout", b"first")])])
+        cell = k.execute("!echo first; for i in $(seq 2000); do [ -e gate ] && break; sleep 0.01; done; "
+                         "echo second; echo err >&2; exit 3", on_chunk=opener)
+        self.assertEqual(cell.done["status"], "ok", cell.frames)
+        self.assertEqual(cell.stdout, b"first\nsecond\n")
+        self.assertEqual(cell.stderr, b"err\n")
+        self.assertEqual(self.plain(k.execute("_exit_code")), "3")
+
+    def test_captured_output_is_a_list_of_lines(self):
+        k = self.start()
+        cell = k.execute("x = !echo hi; echo there >&2\nx, x.s, x.n, x.l, _exit_code")
+        self.assertEqual(self.plain(cell), "(['hi', 'there'], 'hi there', 'hi\\nthere', ['hi', 'there'], 0)")
+        self.assertEqual(cell.stdout, b"")
+        self.assertEqual(self.plain(k.execute("!!echo a")), "['a']")
+        cell = k.execute("def f():\n    lines = !echo inner\n    return lines\nf()")
+        self.assertEqual(self.plain(cell), "['inner']")
+
+    def test_python_variables_expand_in_commands(self):
+        k = self.start()
+        cell = k.execute("n = 6\n!echo {n * 7} $n\n!awk 'BEGIN { print 1 + 1 }'")
+        self.assertEqual(cell.stdout, b"42 6\n2\n")
+
+    def test_escapes_begin_statements_anywhere_in_blocks(self):
+        k = self.start()
+        cell = k.execute("for i in range(2):\n    !echo {i}\nif True:\n    r = !echo in\n"
+                         "!echo a \\\n   b\nr")
+        self.assertEqual(cell.stdout, b"0\n1\na b\n")
+        self.assertEqual(self.plain(cell), "['in']")
+
+    def test_python_with_bangs_and_percents_is_left_alone(self):
+        k = self.start()
+        cell = k.execute("!true\nx = 1\ny = x != 1\ns = \"!foo\"\nt = \'\'\'\n!bar\n%baz\n\'\'\'\n"
+                         "u = (10\n     % 3,\n     2)\nv = {'a': 1}\nw = v['a'] != 2\n(y, s, t, u, w, 7 % 3)")
+        self.assertEqual(self.plain(cell), "(False, '!foo', '\\n!bar\\n%baz\\n', (1, 2), True, 1)")
+
+    def test_real_syntax_errors_stay_syntax_errors(self):
+        k = self.start()
+        cell = k.execute("x = (1,\n!2)")
+        self.assertEqual(cell.error["ename"], "SyntaxError")
+        self.assertIn('File "<cell 1>", line 2', "\n".join(cell.error["traceback"]))
+        cell = k.execute("s = '!x'\ndef (")
+        self.assertEqual(cell.error["ename"], "SyntaxError")
+        self.assertIn("line 2", "\n".join(cell.error["traceback"]))
+        cell = k.execute("!echo never\n1 +")
+        self.assertEqual(cell.error["ename"], "SyntaxError")
+        self.assertEqual(cell.stdout, b"")   # nothing ran
+        self.assertNotIn("During handling", "\n".join(cell.error["traceback"]))
+
+    def test_unknown_magics_are_usage_errors(self):
+        k = self.start()
+        cell = k.execute("print('before')\n%timeit 1")
+        self.assertEqual(cell.stdout, b"before\n")
+        self.assertEqual(cell.error["ename"], "UsageError")
+        self.assertIn("%timeit", cell.error["evalue"])
+        self.assertIn("%pip", cell.error["evalue"])
+        self.assertClean(cell.error, 1)
+        self.assertNotIn("warden_magics", "\n".join(cell.error["traceback"]))
+        self.assertEqual(cell.error["traceback"][-1], "UsageError: " + cell.error["evalue"])
+        self.assertEqual(k.execute("x = %who").error["ename"], "UsageError")
+        cell = k.execute("%%bash\nls -la /")
+        self.assertEqual(cell.error["ename"], "UsageError")
+        self.assertIn("%%bash", cell.error["evalue"])
+        # What Warden always does may be asked for.
+        self.assertEqual(self.plain(k.execute("%matplotlib inline\n1")), "1")
+
+    def test_shell_line_output_follows_a_redirected_stdout(self):
+        k = self.start()
+        cell = k.execute("import contextlib, io\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n"
+                         "    !echo caught\nbuf.getvalue()")
+        self.assertEqual(self.plain(cell), "'caught\\n'")
+        self.assertEqual(cell.stdout, b"")
+
+
+class PipTest(KernelTest):
+    """`%pip install` and `!pip install` from a wheelhouse, as in a sandbox
+    (the environment Warden gives kernels, kernel/zygote.cc)."""
+
+    def start_with_wheelhouse(self):
+        sys.path.insert(0, os.path.join(HERE, "..", "testing"))
+        from wheels import build_wheel, pip_environment
+        self.wheelhouse = os.path.join(self.workdir, "wheelhouse")
+        build_wheel(self.wheelhouse, "tinypkg", "1.0", init="VALUE = 42\n", requires=["depa>=0.5"])
+        build_wheel(self.wheelhouse, "depa", "0.4")
+        build_wheel(self.wheelhouse, "depa", "0.5", init="VERSION = '0.5'\n")
+        env = {"MPLCONFIGDIR": self.mpl_dir,
+               "PATH": "%s:/usr/bin:/bin" % os.path.join(HERE, "..", "bin"),
+               **pip_environment(os.path.join(self.workdir, ".local"), self.wheelhouse)}
+        kernel = KernelProcess([PYTHON, KERNEL], env=env, cwd=self.workdir)
+        self.addCleanup(kernel.close)
+        return kernel
+
+    def test_install_then_import_in_the_same_session(self):
+        k = self.start_with_wheelhouse()
+        # Imported (and missed) before the install: the import system must
+        # look at the user site afresh afterwards.
+        self.assertEqual(k.execute("import tinypkg").error["ename"], "ModuleNotFoundError")
+        cell = k.execute("%pip install tinypkg")
+        self.assertEqual(cell.done["status"], "ok", cell.stderr)
+        self.assertIn(b"Successfully installed depa-0.5 tinypkg-1.0", cell.stdout)
+        self.assertEqual(self.plain(k.execute("import tinypkg, depa\n(tinypkg.VALUE, depa.VERSION)")),
+                         "(42, '0.5')")
+        site = os.path.join(self.workdir, ".local", "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+        cell = k.execute("!pip install tinypkg numpy")
+        self.assertIn(b"Requirement already satisfied: tinypkg in %s (1.0)" % site.encode(), cell.stdout)
+        self.assertIn(b"Requirement already satisfied: numpy in /usr/lib/python3/dist-packages", cell.stdout)
+
+    def test_missing_package_fails_naming_the_wheelhouse(self):
+        k = self.start_with_wheelhouse()
+        cell = k.execute("!pip install nosuchpkg\n_exit_code")
+        self.assertEqual(self.plain(cell), "1")
+        self.assertIn(b"nosuchpkg", cell.stderr)
+        self.assertIn(b"not in the wheelhouse %s" % self.wheelhouse.encode(), cell.stderr)
+        self.assertIn(b"no network", cell.stderr)
 
 
 class CountTest(KernelTest):

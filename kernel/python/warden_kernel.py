@@ -16,7 +16,10 @@ to (docs/kernel-protocol.md is the contract). It is responsible for:
 * errors: tracebacks of the user's frames only (`<cell N>`), exactly the
   raised type name and message, SystemExit reported rather than obeyed;
 * interrupts: SIGINT raises KeyboardInterrupt while user code runs and is
-  ignored while the kernel itself works or waits for the next cell.
+  ignored while the kernel itself works or waits for the next cell;
+* IPython's `!cmd` and `%pip` lines (warden_magics.py, loaded only for a
+  cell that does not compile as Python), and the user site pip installs
+  into (docs/runtime.md).
 
 Standard library only, and nothing imported per cell: a trivial cell costs a
 frame read, one parse, one exec and a frame write.
@@ -435,9 +438,10 @@ def pyplot_show(*args, **kwargs):
 # Tracebacks
 
 
-def error_message(exc, kernel_file):
-    """ename/evalue/traceback of an exception, without the kernel's frames."""
-    _strip_kernel_frames(exc, kernel_file, set())
+def error_message(exc, kernel_files):
+    """ename/evalue/traceback of an exception, without the kernel's frames
+    (those of the files in kernel_files)."""
+    _strip_kernel_frames(exc, kernel_files, set())
     if isinstance(exc, SyntaxError) and exc.text is None and exc.filename and exc.lineno:
         # Errors found compiling the AST ('return' outside function) carry
         # no source line; the cell's lines are in linecache.
@@ -461,7 +465,7 @@ def error_message(exc, kernel_file):
     return {"ename": ename, "evalue": evalue, "traceback": [cap_text(line) for line in text.splitlines()]}
 
 
-def _strip_kernel_frames(exc, kernel_file, seen):
+def _strip_kernel_frames(exc, kernel_files, seen):
     """Rebuilds the traceback of exc (and of its causes) without kernel frames.
 
     A cell that awaits runs under the kernel's asyncio loop, so an exception
@@ -473,9 +477,9 @@ def _strip_kernel_frames(exc, kernel_file, seen):
         seen.add(id(exc))
         entries = []
         tb = exc.__traceback__
-        from_kernel = tb is not None and tb.tb_frame.f_code.co_filename == kernel_file
+        from_kernel = tb is not None and tb.tb_frame.f_code.co_filename in kernel_files
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename != kernel_file:
+            if tb.tb_frame.f_code.co_filename not in kernel_files:
                 entries.append(tb)
             tb = tb.tb_next
         if from_kernel and entries and entries[0].tb_frame.f_code.co_filename.startswith(asyncio_dir):
@@ -486,7 +490,7 @@ def _strip_kernel_frames(exc, kernel_file, seen):
             rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         exc.__traceback__ = rebuilt
         if exc.__cause__ is not None:
-            _strip_kernel_frames(exc.__cause__, kernel_file, seen)
+            _strip_kernel_frames(exc.__cause__, kernel_files, seen)
         exc = exc.__context__
 
 
@@ -503,6 +507,8 @@ class Kernel:
         self.loop = None              # asyncio loop for cells that `await`
         self.last_result = None       # what `_` was last set to
         self.kernel_file = call_user.__code__.co_filename
+        # Frames of these files are the kernel's, never shown in tracebacks.
+        self.kernel_files = (self.kernel_file, magics_file(self.kernel_file))
         self.namespace = self._make_namespace()
         self.stdout = open_stdio(1)
         self.stderr = open_stdio(2)
@@ -566,7 +572,21 @@ class Kernel:
         # Registered before compiling, so SyntaxErrors and later tracebacks
         # (and inspect.getsource) show the cell's lines.
         linecache.cache[filename] = (len(source), None, lines, filename)
-        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | COMPILE_FLAGS)
+        transformed = None
+        try:
+            tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | COMPILE_FLAGS)
+        except SyntaxError:
+            # `!cmd`, `x = !cmd` and `%magic` lines are never Python, so only
+            # a cell that fails to compile is searched for them.
+            if "!" not in source and "%" not in source:
+                raise
+            transformed = load_magics().transform(source)
+            if transformed is None:
+                raise
+        if transformed is not None:
+            # Line for line the cell, so errors and tracebacks point at its lines.
+            tree = compile(transformed, filename, "exec", ast.PyCF_ONLY_AST | COMPILE_FLAGS)
+            lines = [line + "\n" for line in transformed.split("\n")]
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(lines, tree.body[-1]):
             expr = tree.body.pop()
@@ -704,7 +724,7 @@ class Kernel:
 
     def report_error(self, cell_id, exc):
         try:
-            message = error_message(exc, self.kernel_file)
+            message = error_message(exc, self.kernel_files)
         except Exception as failure:      # never lose the done frame over this
             message = {"ename": type(exc).__name__, "evalue": "",
                        "traceback": ["(warden: formatting the error failed: %r)" % failure]}
@@ -734,6 +754,64 @@ def _ends_with_semicolon(lines, node):
     """Jupyter's rule: `expr;` at the end of a cell shows no result."""
     tail = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:]
     return tail.lstrip().startswith(b";")
+
+
+# --------------------------------------------------------------------------
+# IPython's line syntax and pip
+
+
+def magics_file(kernel_file):
+    return os.path.join(os.path.dirname(kernel_file), "warden_magics.py")
+
+
+def load_magics():
+    """warden_magics.py from beside this file, loaded on first use (a cell
+    with `!cmd` or `%pip`): most sessions never pay for it."""
+    module = sys.modules.get("_warden_magics")
+    if module is None:
+        path = magics_file(KERNEL.kernel_file)
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+        module = types.ModuleType("_warden_magics")
+        module.__file__ = path
+        exec(code, module.__dict__)
+        module.install(refresh_imports)
+        sys.modules["_warden_magics"] = module
+    return module
+
+
+def user_site():
+    """Where pip installs inside a sandbox: the user site in the workspace
+    ($PYTHONUSERBASE, set by Warden), as site.getusersitepackages() says."""
+    base = os.environ.get("PYTHONUSERBASE") or os.path.join(os.path.expanduser("~"), ".local")
+    return os.path.join(base, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+
+
+_PTH_SEEN = set()
+
+
+def refresh_imports():
+    """Keeps the user site on sys.path, ahead of the system's packages as
+    site.py puts it (also before it exists: a later pip install creates
+    it), and makes what was installed there since importable: its .pth
+    files run, and its directory is looked at afresh. The kernel runs it at
+    start-up and after every `!cmd` and `%pip`."""
+    site_dir = user_site()
+    if site_dir not in sys.path:
+        at = next((i for i, p in enumerate(sys.path) if p.endswith(("-packages", "-packages/"))), len(sys.path))
+        sys.path.insert(at, site_dir)
+    # Only this directory's finder: invalidating every cache would make a
+    # zygote's clone list the system's package directories again.
+    sys.path_importer_cache.pop(site_dir, None)
+    try:
+        pth_files = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth") and n not in _PTH_SEEN)
+    except OSError:
+        return
+    if pth_files:
+        import site
+        for name in pth_files:
+            _PTH_SEEN.add(name)
+            site.addpackage(site_dir, name, None)
 
 
 # --------------------------------------------------------------------------
@@ -791,6 +869,7 @@ def main():
     if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
     sys.path.insert(0, "")
+    refresh_imports()
     sys.argv = [""]
     sys.meta_path.insert(0, _PyplotHook())
     builtins.display = display
