@@ -264,9 +264,16 @@ absl::StatusOr<std::shared_ptr<WebSocket>> Exchange::AcceptWebSocket(
   }));
   impl->ws.read_message_max(connection_.options().max_body_bytes);
   beast::error_code ec = net::error::operation_aborted;
-  impl->ws.async_accept(request_.raw, [&ec](beast::error_code e) { ec = e; });
+  bool accepted = false;
+  impl->ws.async_accept(request_.raw, [&](beast::error_code e) {
+    ec = e;
+    accepted = true;
+  });
+  // Only until the handshake is done: the WebSocket's ping timer, armed by
+  // now, would otherwise keep run() going until it fires.
   connection_.io().restart();
-  connection_.io().run();
+  while (!accepted && connection_.io().run_one() > 0) {
+  }
   if (ec) return absl::UnavailableError(absl::StrCat("WebSocket handshake failed: ", ec.message()));
   return std::shared_ptr<WebSocket>(new WebSocket(std::move(impl), chosen));
 }

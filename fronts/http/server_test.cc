@@ -289,9 +289,8 @@ TEST_F(HttpServerTest, WebSocketRefusesUnknownSubprotocolsAndPlainRequests) {
 }
 
 TEST_F(HttpServerTest, WebSocketNeedsTheToken) {
+  // (With the token the handshake succeeds: WebSocketHandshakeNegotiatesTheSubprotocol.)
   EXPECT_THAT(Raw(Upgrade("")), ::testing::StartsWith("HTTP/1.1 401 Unauthorized"));
-  EXPECT_THAT(Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\n")), /*head_only=*/true),
-              ::testing::StartsWith("HTTP/1.1 101 Switching Protocols"));
 }
 
 TEST_F(HttpServerTest, StopEndsOpenWebSocketsAndIdleConnections) {
