@@ -17,10 +17,10 @@
 #include "absl/time/time.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
-#include "server/admin_http.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/executor_service.h"
+#include "server/http_fronts.h"
 #include "server/options.h"
 #include "server/state_dir.h"
 #include "server/startup_probe.h"
@@ -48,8 +48,9 @@ class Daemon {
 
   // The addresses actually bound ("127.0.0.1:0" resolved to its port).
   const std::vector<std::string>& listening() const { return listening_; }
-  // The admin HTTP port actually bound (0 when off).
-  int admin_port() const { return admin_ ? admin_->port() : 0; }
+  // The HTTP front's port and the admin-only port actually bound (0: off).
+  int http_port() const { return http_ ? http_->http_port() : 0; }
+  int admin_port() const { return http_ ? http_->admin_port() : 0; }
   Engine& engine() { return *engine_; }
 
   // Starts one worker of each configured language, as its pool would, and
@@ -77,7 +78,7 @@ class Daemon {
   Authenticator authenticate_;
   std::vector<std::unique_ptr<grpc::Service>> extra_services_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<AdminHttpServer> admin_;
+  std::unique_ptr<HttpFronts> http_;
   std::atomic<bool> draining_{false};
   absl::Mutex health_mu_;
   // The server's health service while it serves; null before and after.
