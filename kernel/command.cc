@@ -149,6 +149,7 @@ void Command::Supervise(std::unique_ptr<Worker> worker) {
   std::string pending;  // stdin taken from stdin_pending_, not yet written
   size_t offset = 0;
   bool closing = false;
+  std::vector<int> deferred;  // signals sent before the program reported in
   auto emit = [this](CommandEvent::Kind kind) {
     return [this, kind](std::string data) { Push(CommandEvent{kind, std::move(data), {}}); };
   };
@@ -189,13 +190,25 @@ void Command::Supervise(std::unique_ptr<Worker> worker) {
       closing = stdin_close_;
       signals.swap(signals_);
     }
-    for (int sig : signals) (void)worker->Signal(sig);
+    // SIGKILL takes everything in the sandbox, through its init, which works
+    // even before the program has reported in. Other signals wait for that.
+    signals.insert(signals.begin(), deferred.begin(), deferred.end());
+    deferred.clear();
+    for (int sig : signals) {
+      if (sig == SIGKILL) {
+        (void)worker->KillProgram();
+      } else if (absl::IsFailedPrecondition(worker->Signal(sig)) && !worker->ended()) {
+        deferred.push_back(sig);
+      }
+    }
     if (worker->stdin_fd() >= 0 && closing && offset >= pending.size()) worker->CloseStdin();
 
     const bool have_pending = worker->stdin_fd() >= 0 && offset < pending.size();
-    const unsigned ready = worker->Wait(
-        worker->has_cgroup() ? std::min(wall_deadline, next_cpu_check) : wall_deadline, have_pending,
-        wake_.get());
+    absl::Time deadline = worker->has_cgroup() ? std::min(wall_deadline, next_cpu_check) : wall_deadline;
+    // A deferred signal is retried shortly: the program reports in within
+    // milliseconds of starting.
+    if (!deferred.empty()) deadline = std::min(deadline, absl::Now() + absl::Milliseconds(5));
+    const unsigned ready = worker->Wait(deadline, have_pending, wake_.get());
     if ((ready & Worker::kStdout) &&
         !Drain(worker->stdout_fd(), spec_.output_bytes, &out_taken, emit(CommandEvent::Kind::kStdout))) {
       stop = Stop::kOutput;
