@@ -3,7 +3,7 @@
 // only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY. Run by ctest
 // (e2b_sdk) with WARDEN_BIN_DIR; needs root, like every sandbox test.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -56,7 +56,11 @@ before(async () => {
   process.env.E2B_API_URL = base;
   process.env.E2B_SANDBOX_URL = base;
   process.env.E2B_API_KEY = KEY;
-  ({ Sandbox } = await import('@e2b/code-interpreter'));
+  try {
+    ({ Sandbox } = await import('@e2b/code-interpreter'));
+  } catch (e) {
+    throw new Error(`the E2B SDK is not installed in tests/e2b: run \`make test-deps\` (${e.message})`);
+  }
 });
 
 after(async () => {
