@@ -344,6 +344,8 @@ absl::StatusOr<Command> BuildAgent(const ParsedArgs& args, const CliEnvironment&
   return command;
 }
 
+absl::StatusOr<Command> BuildMcp(const ParsedArgs&, const CliEnvironment&) { return McpCommand{}; }
+
 // One row per command; kept by hand in this layout for reading.
 // clang-format off
 const std::vector<CommandSpec>& Commands() {
@@ -427,6 +429,14 @@ const std::vector<CommandSpec>& Commands() {
         {"--keep-session", "", "leave the session open and print its ID"},
         {"--json", "", "print one JSON object per event per line"}},
        BuildAgent},
+      {"mcp", "", 0, 0, "Serve MCP (Model Context Protocol) on stdin and stdout.",
+       "For desktop MCP hosts (Claude Desktop, Cursor, VS Code): they start\n"
+       "`warden mcp` and speak JSON-RPC over its stdin and stdout, one message per\n"
+       "line. The tools (execute_code, create_session, ...) run on the daemon at\n"
+       "WARDEN_ADDR with WARDEN_TOKEN, like every other command. Logs go to stderr;\n"
+       "it exits when stdin closes (docs/integrations.md).\n",
+       {},
+       BuildMcp},
   };
   return *commands;
 }

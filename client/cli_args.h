@@ -90,11 +90,14 @@ struct AgentCommand {
   bool json = false;
 };
 
+// `warden mcp`: serve MCP on stdin/stdout for a desktop host (docs/integrations.md).
+struct McpCommand {};
+
 using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand,
                  SessionRestartCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand,
-                 AgentCommand>;
+                 AgentCommand, McpCommand>;
 
 struct Invocation {
   std::string address;  // --addr, else WARDEN_ADDR, else the default socket

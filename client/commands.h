@@ -64,6 +64,7 @@ class CommandRunner {
   int operator()(const FilesGetCommand& command);
   int operator()(const FilesLsCommand& command);
   int operator()(const AgentCommand& command);  // client/agent_command.cc
+  int operator()(const McpCommand& command);    // client/mcp_command.cc
 
   // The Agent service's stub (not owned); `warden agent` needs it.
   void set_agent_stub(v1::Agent::StubInterface* stub) { agent_stub_ = stub; }

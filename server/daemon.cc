@@ -141,15 +141,15 @@ absl::Status Daemon::Start() {
     }
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
-  if (!options_.admin_listen.empty()) {
-    AdminHttpOptions admin;
-    admin.listen = options_.admin_listen;
-    ASSIGN_OR_RETURN(admin_, AdminHttpServer::Start(admin, &metrics_, [this]() -> absl::Status {
-                       if (draining_) return absl::UnavailableError("shutting down");
-                       if (!engine_->Ready()) return absl::UnavailableError("warm pools are still filling");
-                       return absl::OkStatus();
-                     }));
-  }
+  fronts::AdminEndpoints admin;
+  admin.render_metrics = [this] { return metrics_.Render(); };
+  admin.readiness = [this]() -> absl::Status {
+    if (draining_) return absl::UnavailableError("shutting down");
+    if (!engine_->Ready()) return absl::UnavailableError("warm pools are still filling");
+    return absl::OkStatus();
+  };
+  ASSIGN_OR_RETURN(http_, HttpFronts::Start(options_, *server_, authenticate_, std::move(admin)));
+  if (http_->http_port() != 0) spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
   return absl::OkStatus();
 }
 
@@ -168,7 +168,7 @@ void Daemon::Shutdown(absl::Duration grace) {
     spdlog::warn("{} calls were still running at shutdown", service_->tasks().running());
   }
   if (server_) server_->Wait();
-  admin_.reset();  // its gauges read the engine
+  http_.reset();  // after the calls it forwarded have ended; /metrics reads the engine
   engine_.reset();
   python_zygote_.reset();  // sandboxes cloned from it live on until killed above
   executor_.reset();  // removes Warden's cgroups

@@ -14,10 +14,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
-#include "server/admin_http.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/executor_service.h"
+#include "server/http_fronts.h"
 #include "server/options.h"
 
 namespace warden {
@@ -38,8 +38,9 @@ class Daemon {
 
   // The addresses actually bound ("127.0.0.1:0" resolved to its port).
   const std::vector<std::string>& listening() const { return listening_; }
-  // The admin HTTP port actually bound (0 when off).
-  int admin_port() const { return admin_ ? admin_->port() : 0; }
+  // The HTTP front's port and the admin-only port actually bound (0: off).
+  int http_port() const { return http_ ? http_->http_port() : 0; }
+  int admin_port() const { return http_ ? http_->admin_port() : 0; }
   Engine& engine() { return *engine_; }
 
  private:
@@ -55,7 +56,7 @@ class Daemon {
   Authenticator authenticate_;
   std::vector<std::unique_ptr<grpc::Service>> extra_services_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<AdminHttpServer> admin_;
+  std::unique_ptr<HttpFronts> http_;
   std::atomic<bool> draining_{false};
   std::vector<std::string> listening_;
   bool shut_down_ = false;

@@ -2,7 +2,8 @@
 // DaemonOptions, then Daemon::Create / Start, and waits for SIGTERM or
 // SIGINT to shut down gracefully.
 //
-//   wardend [--config FILE] [--listen ADDR ...] [--admin-listen HOST:PORT]
+//   wardend [--config FILE] [--listen ADDR ...] [--http-listen HOST:PORT]
+//           [--admin-listen HOST:PORT]
 //           [--allow-degraded] [--log-format text|json] [--check]
 //           [--llm-base-url URL --llm-model NAME]
 #include <signal.h>
@@ -32,7 +33,9 @@ constexpr char kUsage[] =
     "\n"
     "  --config FILE          JSON configuration (docs/operations.md); flags override it\n"
     "  --listen ADDR          unix:PATH or HOST:PORT; repeatable; replaces the configured list\n"
-    "  --admin-listen H:P     serve /metrics, /healthz and /readyz over HTTP\n"
+    "  --http-listen H:P      the HTTP front: MCP at /mcp, and /metrics, /healthz and /readyz\n"
+    "                         (docs/integrations.md)\n"
+    "  --admin-listen H:P     only /metrics, /healthz and /readyz, on a port of their own\n"
     "  --allow-insecure-loopback  allow plain-text TCP on loopback (testing)\n"
     "  --allow-degraded       run without writable cgroups (rlimits only; not for hostile code)\n"
     "  --log-format F         text (default) or json\n"
@@ -78,7 +81,7 @@ void PrintHowToReachIt(const std::string& address) {
 int main(int argc, char** argv) {
   std::string config;
   std::vector<std::string> listen;
-  std::string admin_listen;
+  std::string admin_listen, http_listen;
   bool check = false, degraded = false, insecure_loopback = false;
   std::string log_format, llm_base_url, llm_model;
   for (int i = 1; i < argc; ++i) {
@@ -97,13 +100,15 @@ int main(int argc, char** argv) {
       degraded = true;
     } else if (arg == "--allow-insecure-loopback") {
       insecure_loopback = true;
-    } else if (arg == "--config" || arg == "--listen" || arg == "--admin-listen" || arg == "--log-format" ||
+    } else if (arg == "--config" || arg == "--listen" || arg == "--admin-listen" || arg == "--http-listen" ||
+               arg == "--log-format" ||
                arg == "--llm-base-url" || arg == "--llm-model") {
       const char* v = value(arg.c_str());
       if (!v) return Usage(arg + " needs a value");
       if (arg == "--config") config = v;
       if (arg == "--listen") listen.push_back(v);
       if (arg == "--admin-listen") admin_listen = v;
+      if (arg == "--http-listen") http_listen = v;
       if (arg == "--log-format") log_format = v;
       if (arg == "--llm-base-url") llm_base_url = v;
       if (arg == "--llm-model") llm_model = v;
@@ -123,6 +128,7 @@ int main(int argc, char** argv) {
   }
   if (!listen.empty()) options.listen = listen;
   if (!admin_listen.empty()) options.admin_listen = admin_listen;
+  if (!http_listen.empty()) options.http_listen = http_listen;
   if (!log_format.empty()) options.log.format = log_format;
   if (degraded) options.executor.allow_degraded = true;
   if (insecure_loopback) options.allow_insecure_loopback = true;

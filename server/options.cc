@@ -262,6 +262,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.StringList("listen", &o->listen);
   r.Bool("allow_insecure_loopback", &o->allow_insecure_loopback);
   r.String("admin_listen", &o->admin_listen);
+  r.String("http_listen", &o->http_listen);
   r.Object("tls", [o](ObjectReader& t) {
     t.String("cert_file", &o->tls.cert_file);
     t.String("key_file", &o->tls.key_file);
@@ -423,8 +424,8 @@ bool IsHostName(absl::string_view host) {
 }
 
 // `what` names the setting for messages ("listen[0]", "admin_listen").
-// gRPC listeners may be UNIX sockets and host names; the admin endpoint
-// (server/admin_http.h) binds IP literals and "localhost" only.
+// gRPC listeners may be UNIX sockets and host names; the HTTP front
+// (fronts/http/server.h) binds IP literals and "localhost" only.
 absl::StatusOr<ListenAddress> ParseAddress(const std::string& what, const std::string& address,
                                            bool allow_unix, bool allow_host_names) {
   ListenAddress out;
@@ -700,6 +701,29 @@ absl::Status DaemonOptions::Validate() const {
         ParseAddress("admin_listen", admin_listen, /*allow_unix=*/false,
                      /*allow_host_names=*/false);
     if (!parsed.ok()) p.Add(std::string(parsed.status().message()));
+  }
+  if (!http_listen.empty()) {
+    absl::StatusOr<ListenAddress> parsed =
+        ParseAddress("http_listen", http_listen, /*allow_unix=*/false, /*allow_host_names=*/false);
+    if (!parsed.ok()) {
+      p.Add(std::string(parsed.status().message()));
+    } else if (auth.tokens_file.empty() && !parsed->loopback) {
+      // The HTTP front has no TLS and no mTLS: bearer tokens are its only way
+      // to know who calls.
+      p.Add(absl::StrCat("http_listen ", http_listen,
+                         " is reachable from the network but nothing authenticates callers: set "
+                         "auth.tokens_file, and put a TLS-terminating proxy in front (the HTTP "
+                         "front speaks plain HTTP)"));
+    } else if (auth.tokens_file.empty() && !allow_insecure_loopback) {
+      p.Add(absl::StrCat("http_listen ", http_listen,
+                         " would run code for anyone on this host without a token: set "
+                         "auth.tokens_file, or set allow_insecure_loopback for loopback-only use"));
+    }
+    if (http_listen == admin_listen) {
+      p.Add(absl::StrCat("http_listen and admin_listen are both ", http_listen,
+                         ": the HTTP front serves /metrics, /healthz and /readyz too; drop admin_listen "
+                         "or give it another port"));
+    }
   }
 
   // TLS.

@@ -107,7 +107,13 @@ struct DaemonOptions {
   // allow_insecure_loopback is set.
   std::vector<std::string> listen = {"unix:/run/warden/wardend.sock"};
   bool allow_insecure_loopback = false;
-  std::string admin_listen;  // "HOST:PORT" for /metrics, /healthz, /readyz; empty: off
+  // "HOST:PORT" for the HTTP front (fronts/): MCP at /mcp and /metrics,
+  // /healthz, /readyz, all on one port; empty: off. Plain HTTP: off
+  // loopback it needs auth.tokens_file (and a TLS proxy in front).
+  std::string http_listen;
+  // "HOST:PORT" for /metrics, /healthz and /readyz alone (no protocol
+  // fronts, no token), e.g. for a scrape port apart from http_listen.
+  std::string admin_listen;
   TlsOptions tls;
   AuthOptions auth;
   LimitsOptions limits;

@@ -68,6 +68,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
       {"listen", o.listen},
       {"allow_insecure_loopback", o.allow_insecure_loopback},
       {"admin_listen", o.admin_listen},
+      {"http_listen", o.http_listen},
       {"tls",
        {{"cert_file", o.tls.cert_file},
         {"key_file", o.tls.key_file},
@@ -151,6 +152,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
       {"listen", {"unix:/run/w.sock", "[::1]:7001", "127.0.0.1:7000"}},
       {"allow_insecure_loopback", true},
       {"admin_listen", "127.0.0.1:9090"},
+      {"http_listen", "127.0.0.1:8080"},
       {"tls", {{"cert_file", "/c.pem"}, {"key_file", "/k.pem"}, {"client_ca_file", "/ca.pem"}}},
       {"auth", {{"tokens_file", "/etc/warden/tokens.json"}}},
       {"limits",
@@ -243,7 +245,7 @@ TEST(FromFileTest, UnknownTopLevelKeyIsNamedWithTheKnownKeys) {
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(options.status().message()),
               AllOf(HasSubstr("unknown key 'limts' at the top level of " + file +
-                              "; known keys: listen, allow_insecure_loopback, admin_listen, tls, "
+                              "; known keys: listen, allow_insecure_loopback, admin_listen, http_listen, tls, "
                               "auth, limits, sessions, pools, queue, max_concurrent_per_tenant, "
                               "shutdown_grace_ms, log, executor, kernels_dir"),
                     HasSubstr("Did you mean 'limits'?")));
@@ -434,6 +436,37 @@ const Rule kRules[] = {
      "admin_listen is 'metrics.internal:9464': use an IP address or localhost"},
     {"AdminListenLocalhostAndIpv6", [](DaemonOptions& o) { o.admin_listen = "localhost:9464"; },
      ""},
+    {"HttpListenLoopbackWithInsecureFlag",
+     [](DaemonOptions& o) {
+       o.http_listen = "127.0.0.1:8080";
+       o.allow_insecure_loopback = true;
+     },
+     ""},
+    {"HttpListenNetworkWithTokens",
+     [](DaemonOptions& o) {
+       o.http_listen = "0.0.0.0:8080";
+       o.auth.tokens_file = "/etc/warden/tokens.json";
+     },
+     ""},
+    {"HttpListenLoopbackWithoutTokensOrFlag", [](DaemonOptions& o) { o.http_listen = "127.0.0.1:8080"; },
+     "http_listen 127.0.0.1:8080 would run code for anyone on this host without a token: set "
+     "auth.tokens_file, or set allow_insecure_loopback"},
+    {"HttpListenNetworkWithoutTokens",
+     [](DaemonOptions& o) {
+       o.http_listen = "[::]:8080";
+       o.allow_insecure_loopback = true;
+     },
+     "http_listen [::]:8080 is reachable from the network but nothing authenticates callers: set "
+     "auth.tokens_file"},
+    {"HttpListenUnix", [](DaemonOptions& o) { o.http_listen = "unix:/run/http.sock"; },
+     "http_listen is 'unix:/run/http.sock': it must be HOST:PORT"},
+    {"HttpListenSameAsAdmin",
+     [](DaemonOptions& o) {
+       o.http_listen = "127.0.0.1:8080";
+       o.admin_listen = "127.0.0.1:8080";
+       o.allow_insecure_loopback = true;
+     },
+     "http_listen and admin_listen are both 127.0.0.1:8080"},
 
     // TLS.
     {"CertWithoutKey", [](DaemonOptions& o) { o.tls.cert_file = "/etc/ssl/certs"; },

@@ -1,0 +1,69 @@
+#include "server/http_fronts.h"
+
+#include "absl/strings/str_cat.h"
+#include "fronts/e2b/e2b_front.h"
+#include "fronts/mcp/mcp_http.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "sandbox/status_macros.h"
+
+namespace warden {
+
+absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOptions& options, grpc::Server& server,
+                                                             const Authenticator& authenticate,
+                                                             fronts::AdminEndpoints admin) {
+  auto fronts = std::unique_ptr<HttpFronts>(new HttpFronts());
+  // The same credential check as gRPC's "authorization" header, so a token
+  // means the same tenant on every front.
+  http::Authenticate by_token = [&authenticate](absl::string_view token) {
+    return authenticate(token.empty() ? std::string() : absl::StrCat("Bearer ", token));
+  };
+  const int64_t largest_file = options.limits.max_file_bytes;
+  http::HttpServerOptions http_options;
+  // Code and files come in JSON, files base64-encoded (4/3 of their size).
+  http_options.max_body_bytes = static_cast<size_t>(options.limits.max_code_bytes + largest_file * 4 / 3 + (1 << 20));
+
+  if (!options.http_listen.empty()) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    fronts->executor_ = v1::Executor::NewStub(server.InProcessChannel(args));
+    mcp::McpToolsOptions tools_options;
+    tools_options.max_download_bytes = largest_file;
+    fronts->mcp_tools_ = std::make_unique<mcp::McpTools>(fronts->executor_.get(), tools_options);
+    fronts->mcp_ = std::make_unique<mcp::McpServer>(*fronts->mcp_tools_);
+
+    auto router = std::make_shared<http::Router>();
+    fronts::AddAdminRoutes(*router, admin);
+    mcp::McpHttpOptions mcp_options;
+    mcp_options.require_loopback_host = options.auth.tokens_file.empty();
+    mcp_options.max_body_bytes = http_options.max_body_bytes;
+    mcp::AddMcpRoutes(*router, *fronts->mcp_, mcp_options);
+    e2b::E2bOptions e2b_options;
+    e2b_options.max_body_bytes = http_options.max_body_bytes;
+    e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
+
+    http_options.listen = options.http_listen;
+    ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));
+  }
+  if (!options.admin_listen.empty()) {
+    auto router = std::make_shared<http::Router>();
+    fronts::AddAdminRoutes(*router, admin);
+    http::HttpServerOptions admin_options;
+    admin_options.listen = options.admin_listen;
+    admin_options.name = "admin";
+    admin_options.head_timeout = absl::Seconds(5);
+    admin_options.max_header_bytes = 8 * 1024;
+    admin_options.max_connections = 32;
+    ASSIGN_OR_RETURN(fronts->admin_, http::HttpServer::Start(admin_options, router, by_token));
+  }
+  return fronts;
+}
+
+HttpFronts::~HttpFronts() { Stop(); }
+
+void HttpFronts::Stop() {
+  if (http_) http_->Stop();
+  if (admin_) admin_->Stop();
+}
+
+}  // namespace warden

@@ -1,0 +1,48 @@
+// HttpFronts: the HTTP front as wardend hosts it. One HttpServer on
+// http_listen carries every protocol front (MCP at /mcp; the admin
+// endpoints) and, if admin_listen is set, a second one carries the admin
+// endpoints alone. The fronts reach the engine only through warden.v1 over
+// the gRPC server's in-process channel, with the client's token, so they
+// see the same tenants, quotas and limits as gRPC callers.
+//
+// A new front (fronts/e2b, fronts/jupyter) adds its routes in Start().
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "fronts/admin/admin_front.h"
+#include "fronts/http/server.h"
+#include "fronts/mcp/mcp_server.h"
+#include "grpcpp/server.h"
+#include "server/executor_service.h"
+#include "server/options.h"
+#include "warden/v1/executor.grpc.pb.h"
+
+namespace warden {
+
+class HttpFronts {
+ public:
+  // `server` is the started gRPC server; `authenticate` the daemon's.
+  // Neither is owned; both outlive the fronts.
+  static absl::StatusOr<std::unique_ptr<HttpFronts>> Start(const DaemonOptions& options, grpc::Server& server,
+                                                          const Authenticator& authenticate,
+                                                          fronts::AdminEndpoints admin);
+  ~HttpFronts();  // Stop()
+
+  int http_port() const { return http_ ? http_->port() : 0; }
+  int admin_port() const { return admin_ ? admin_->port() : 0; }
+  // Closes the listeners and every connection, and joins their threads.
+  void Stop();
+
+ private:
+  HttpFronts() = default;
+
+  std::unique_ptr<v1::Executor::Stub> executor_;  // over the in-process channel
+  std::unique_ptr<mcp::McpTools> mcp_tools_;
+  std::unique_ptr<mcp::McpServer> mcp_;
+  std::unique_ptr<http::HttpServer> http_;
+  std::unique_ptr<http::HttpServer> admin_;
+};
+
+}  // namespace warden
