@@ -60,14 +60,17 @@ test: build test-deps
 # The third-party protocol clients the tests drive (tests/protocols/
 # package.json, pinned by its package-lock.json): test tools, never part of
 # the product. npm ci runs only when the lock changed since the last install.
-PROTOCOL_TESTS := tests/protocols
+# tests/e2b holds the E2B SDKs (@e2b/code-interpreter, e2b) on their own lock.
+PROTOCOL_TESTS := tests/protocols tests/e2b
 test-deps: deps
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
-	@if [ ! -f $(PROTOCOL_TESTS)/node_modules/.package-lock.json ] || \
-	    [ $(PROTOCOL_TESTS)/package-lock.json -nt $(PROTOCOL_TESTS)/node_modules/.package-lock.json ]; then \
-	  cd $(PROTOCOL_TESTS) && npm ci --no-audit --no-fund; \
-	fi
+	@for d in $(PROTOCOL_TESTS); do \
+	  if [ ! -f $$d/node_modules/.package-lock.json ] || \
+	      [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+	    (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+	  fi; \
+	done
 
 test-unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L unit

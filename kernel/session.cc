@@ -110,13 +110,20 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
       spec.filesystem.binds.push_back({options_.wheelhouse, kWheelhouseMountPoint, false});
       spec.env.push_back(absl::StrCat("PIP_FIND_LINKS=", kWheelhouseMountPoint));
     }
+    spec.filesystem.workspace_source = options_.workspace_dir;
+    for (const std::string& alias : options_.workspace_aliases) {
+      spec.filesystem.binds.push_back({options_.workspace_dir, alias, true});
+    }
     worker_.reset();  // the old sandbox, if any, dies first
     ForkServer* fork_server =
         options_.language == Language::kPython ? options_.fork_server : nullptr;
-    auto spawned = executor_.Spawn(spec, SpawnOptions{.channel = true, .fork_server = fork_server});
+    SpawnOptions spawn{.channel = true, .fork_server = fork_server,
+                       .identity_slot = options_.identity_slot};
+    auto spawned = executor_.Spawn(spec, spawn);
     if (fork_server != nullptr && absl::IsUnavailable(spawned.status())) {
       // The zygote is gone: the interpreter starts anew, in the same kind of sandbox.
-      spawned = executor_.Spawn(spec, SpawnOptions{.channel = true});
+      spawn.fork_server = nullptr;
+      spawned = executor_.Spawn(spec, spawn);
     }
     if (!spawned.ok()) return spawned.status();
     worker_ = *std::move(spawned);
@@ -473,6 +480,11 @@ absl::Status Session::Restart(bool clear_workspace) {
   {
     absl::MutexLock lock(&mu_);
     if (busy_) return absl::FailedPreconditionError("a cell is running: interrupt it first");
+  }
+  if (clear_workspace && !options_.workspace_dir.empty()) {
+    return absl::FailedPreconditionError(
+        "this session's workspace is shared with its other contexts and commands; remove the "
+        "files instead of clearing the workspace");
   }
   bool in_place = !clear_workspace;
   {

@@ -59,6 +59,13 @@ struct SessionOptions {
   // owned; warden-python-zygote), whose interpreter already holds the
   // kernel and its warm modules, instead of starting the interpreter anew.
   ForkServer* fork_server = nullptr;
+  // A workspace shared with other sandboxes (kernel/shared_workspace.h):
+  // this host directory is bound as /workspace, and at each of
+  // `workspace_aliases` too (E2B's /home/user), and the sandbox runs as the
+  // identity slot's host ids. Empty: a private tmpfs, as usual.
+  std::string workspace_dir;
+  std::vector<std::string> workspace_aliases;
+  std::optional<uint64_t> identity_slot;
 
   static Limits DefaultSessionLimits();
   static std::string DefaultKernelsDir();

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -279,15 +280,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   const std::string proc = absl::StrCat("/proc/", pid);
   std::string uid_map = absl::StrCat(fs.sandbox_uid, " ", geteuid(), " 1\n");
   std::string gid_map = absl::StrCat(fs.sandbox_gid, " ", getegid(), " 1\n");
-  worker->program_host_uid_ = geteuid();
-  worker->program_host_gid_ = getegid();
+  std::tie(worker->program_host_uid_, worker->program_host_gid_) =
+      ProgramHostIds(options.identity_slot.value_or(run));
   if (!rootless_) {
-    // Two consecutive host ids per run: the init's (inside 0) and the program's.
-    const uint32_t pairs = std::max<uint32_t>(options_.host_id_count / 2, 1);
-    const uid_t host = options_.host_id_base + 2 * static_cast<uid_t>(run % pairs);
+    // Two consecutive host ids per slot: the init's (inside 0) and the program's.
+    const uid_t host = worker->program_host_uid_ - 1;
     uid_map = absl::StrCat("0 ", host, " 1\n", fs.sandbox_uid, " ", host + 1, " 1\n");
-    worker->program_host_uid_ = host + 1;
-    worker->program_host_gid_ = host + 1;
     gid_map = absl::StrCat("0 ", host, " 1\n", fs.sandbox_gid, " ", host + 1, " 1\n");
   }
   RETURN_IF_ERROR(WriteFile(proc + "/uid_map", uid_map));
@@ -303,6 +301,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     fcntl(fd, F_SETFL, O_NONBLOCK);
   }
   return worker;
+}
+
+std::pair<uid_t, gid_t> Executor::ProgramHostIds(uint64_t slot) const {
+  if (rootless_) return {geteuid(), getegid()};
+  const uint32_t pairs = std::max<uint32_t>(options_.host_id_count / 2, 1);
+  const uid_t host = options_.host_id_base + 2 * static_cast<uid_t>(slot % pairs);
+  return {host + 1, host + 1};
 }
 
 Result Executor::Run(const SandboxSpec& spec) {

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,10 @@ struct SpawnOptions {
   // this process: the program then runs the server's pre-initialised code
   // in place of execve (spec.argv only names it).
   ForkServer* fork_server = nullptr;
+  // Run as the host ids of this slot (Executor::ReserveIdentity) instead of
+  // fresh ones: sandboxes that share a workspace directory must also share
+  // the owner of its files.
+  std::optional<uint64_t> identity_slot;
 };
 
 class Executor {
@@ -86,6 +92,11 @@ class Executor {
   // inside the sandbox's setup are reported by the Worker.
   absl::StatusOr<std::unique_ptr<Worker>> Spawn(const SandboxSpec& spec,
                                                 const SpawnOptions& options = {});
+
+  // A slot of host ids for sandboxes that are to run as one user
+  // (SpawnOptions::identity_slot), and the program's host uid and gid in it.
+  uint64_t ReserveIdentity() { return next_run_.fetch_add(1); }
+  std::pair<uid_t, gid_t> ProgramHostIds(uint64_t slot) const;
 
   bool degraded() const { return cgroups_ == nullptr; }
   const CgroupManager* cgroups() const { return cgroups_.get(); }

@@ -108,9 +108,7 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   const absl::Time now = absl::Now();
   out->set_id(entry.id);
   out->set_language(ToProto(entry.language));
-  out->set_state(entry.session->lost() ? v1::SESSION_STATE_LOST
-                 : entry.busy()        ? v1::SESSION_STATE_BUSY
-                                       : v1::SESSION_STATE_IDLE);
+  out->set_state(StateOf(entry));
   for (const auto& [k, v] : entry.labels) (*out->mutable_labels())[k] = v;
   out->set_created_unix_ms(absl::ToUnixMillis(entry.created));
   out->set_age_ms(absl::ToInt64Milliseconds(now - entry.created));
@@ -126,6 +124,57 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->mutable_limits()->set_cpu_ms(entry.cell_defaults.cpu_ms);
   out->mutable_limits()->set_memory_mb(entry.memory_mb);
   out->mutable_limits()->set_output_bytes(entry.cell_defaults.output_bytes);
+  out->set_shared_workspace(entry.workspace != nullptr);
+}
+
+v1::SessionState StateOf(const ManagedSession& entry) {
+  return entry.session->lost() ? v1::SESSION_STATE_LOST
+         : entry.busy()        ? v1::SESSION_STATE_BUSY
+                               : v1::SESSION_STATE_IDLE;
+}
+
+void FillContext(const ManagedSession& context, v1::Context* out) {
+  out->set_id(context.id);
+  out->set_language(ToProto(context.language));
+  out->set_state(StateOf(context));
+  out->set_execution_count(context.session->execution_count());
+  out->set_created_unix_ms(absl::ToUnixMillis(context.created));
+  out->set_lost_reason(context.session->lost_reason());
+}
+
+void FillCommand(const ManagedCommand& command, v1::CommandInfo* out) {
+  const CommandSpec& spec = command.command->spec();
+  out->set_command_id(command.id);
+  out->set_tag(command.tag);
+  for (const std::string& arg : spec.argv) out->add_argv(arg);
+  out->set_cwd(spec.cwd.empty() ? "/workspace" : spec.cwd);
+  out->set_running(!command.command->ended());
+  out->set_started_unix_ms(absl::ToUnixMillis(command.command->started()));
+  for (const std::string& kv : spec.env) {
+    const size_t eq = kv.find('=');
+    (*out->mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+}
+
+v1::CommandEvent ToProto(const CommandEvent& event) {
+  v1::CommandEvent out;
+  switch (event.kind) {
+    case CommandEvent::Kind::kStdout: out.set_stdout(event.data); break;
+    case CommandEvent::Kind::kStderr: out.set_stderr(event.data); break;
+    case CommandEvent::Kind::kEnd: {
+      v1::CommandEnd* end = out.mutable_end();
+      end->set_outcome(ToProto(event.end.outcome));
+      end->set_exit_code(event.end.exit_code);
+      end->set_signal(event.end.signal);
+      end->set_wall_ms(event.end.wall_ms);
+      end->set_cpu_ms(event.end.cpu_ms);
+      end->set_peak_memory_bytes(event.end.peak_memory_bytes);
+      if (event.end.violation) end->set_violation(*event.end.violation);
+      end->set_message(event.end.message);
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace warden

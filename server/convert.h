@@ -24,5 +24,9 @@ v1::Result ToProto(const MimeBundle& bundle);
 v1::Error ToProto(const CellError& error);
 void FillResponse(const CellResult& cell, const std::string& session_id, v1::ExecuteResponse* out);
 void FillSession(const ManagedSession& entry, v1::Session* out);
+v1::SessionState StateOf(const ManagedSession& entry);
+void FillContext(const ManagedSession& context, v1::Context* out);
+void FillCommand(const ManagedCommand& command, v1::CommandInfo* out);
+v1::CommandEvent ToProto(const CommandEvent& event);
 
 }  // namespace warden

@@ -2,6 +2,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernel/workspace.h"
@@ -29,6 +32,32 @@ absl::Status CheckLimit(const char* name, int64_t asked, int64_t max) {
         absl::StrCat(name, " ", asked, " exceeds the server's maximum of ", max));
   }
   return absl::OkStatus();
+}
+
+// How many contexts and live commands one session may hold.
+constexpr size_t kMaxContexts = 8;
+constexpr int kMaxLiveCommands = 16;
+constexpr size_t kKeptCommands = 64;  // ended ones are forgotten beyond this
+
+// Stops what a session is running: the cells of its interpreters (they
+// return INTERRUPTED) and its commands (killed). The sandboxes go with the
+// last reference.
+void Retire(ManagedSession& entry) {
+  if (entry.busy()) (void)entry.session->Interrupt();
+  absl::MutexLock lock(&entry.parts_mu);
+  for (auto& [id, context] : entry.contexts) {
+    if (context->busy()) (void)context->session->Interrupt();
+  }
+  for (auto& [id, command] : entry.commands) {
+    if (!command->command->ended()) (void)command->command->Signal(SIGKILL);
+  }
+}
+
+absl::Status RestartEntry(ManagedSession& entry, bool clear_workspace) {
+  RETURN_IF_ERROR(entry.Begin(absl::Now()));
+  absl::Status restarted = entry.session->Restart(clear_workspace);
+  entry.End();
+  return restarted;
 }
 
 }  // namespace
@@ -179,9 +208,7 @@ void Engine::Stop() {
   admission_.Stop();
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
-  for (auto& entry : sessions_.TakeAll()) {
-    if (entry->busy()) (void)entry->session->Interrupt();
-  }
+  for (auto& entry : sessions_.TakeAll()) Retire(*entry);
   for (auto& [profile, pool] : pools_) pool->Stop();
 }
 
@@ -189,7 +216,7 @@ void Engine::ReapLoop() {
   while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
     for (auto& entry : sessions_.TakeExpired(absl::Now())) {
       spdlog::info("session {} of tenant {} expired", entry->id, entry->tenant);
-      if (entry->busy()) (void)entry->session->Interrupt();
+      Retire(*entry);
       // The last call using it drops the final reference.
     }
   }
@@ -286,6 +313,11 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
       return absl::InvalidArgumentError("files go to a session with UploadFile, not with Execute");
     }
     ASSIGN_OR_RETURN(entry, sessions_.Get(call.tenant, call.session_id));
+    out.session_id = entry->id;
+    if (!call.context_id.empty() && call.context_id != entry->id) {
+      entry->Touch();
+      ASSIGN_OR_RETURN(entry, Context(*entry, call.context_id));
+    }
     if (call.limits.memory_mb != 0) {
       return absl::InvalidArgumentError("a session's memory is fixed when it is created");
     }
@@ -293,7 +325,6 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     RETURN_IF_ERROR(entry->Begin(deadline));
     session = entry->session.get();
     language = entry->language;
-    out.session_id = entry->id;
   } else {
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, options_.limits.defaults));
     if (call.files.size() > 1000) return absl::InvalidArgumentError("more than 1000 files");
@@ -372,15 +403,44 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   defaults.cpu_ms = cell.cpu_ms;
   defaults.output_bytes = cell.output_bytes;
 
+  if (!call.shared_workspace && !call.workspace_aliases.empty()) {
+    return absl::InvalidArgumentError("workspace_aliases need shared_workspace");
+  }
+  if (call.workspace_aliases.size() > 4) return absl::InvalidArgumentError("at most 4 workspace aliases");
+  for (const std::string& alias : call.workspace_aliases) {
+    if (alias.size() < 2 || alias[0] != '/' || alias.find("..") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "workspace alias '", alias, "' must be an absolute path inside the sandbox, like /home/user"));
+    }
+  }
+
   RETURN_IF_ERROR(sessions_.Reserve(call.tenant));
   const Language language = call.language.value_or(Language::kPython);
-  auto started = StartSession(language, call.limits.memory_mb,
-                              absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  auto entry = std::make_unique<ManagedSession>();
+  entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
+  absl::StatusOr<std::unique_ptr<Session>> started;
+  if (call.shared_workspace) {
+    auto workspace = SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),
+                                             options_.limits.tmpfs_mb << 20);
+    if (workspace.ok()) {
+      entry->workspace = *std::move(workspace);
+      entry->workspace_aliases = call.workspace_aliases;
+      if (!entry->workspace->size_limited()) {
+        spdlog::warn("shared workspace {} is a plain directory (wardend may not mount a tmpfs): "
+                     "its size is bounded by the host's disk only", entry->workspace->path());
+      }
+      started = StartSharedSession(*entry, language);
+    } else {
+      started = workspace.status();
+    }
+  } else {
+    started = StartSession(language, call.limits.memory_mb,
+                           absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  }
   if (!started.ok()) {
     sessions_.Unreserve(call.tenant);
     return started.status();
   }
-  auto entry = std::make_unique<ManagedSession>();
   entry->tenant = call.tenant;
   entry->language = language;
   entry->labels = call.labels;
@@ -389,7 +449,6 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   entry->idle_timeout = absl::Seconds(call.idle_timeout_seconds ? call.idle_timeout_seconds
                                                                 : so.default_idle_timeout_seconds);
   entry->cell_defaults = defaults;
-  entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
   entry->session = std::move(*started);
   auto shared = sessions_.Register(std::move(entry));
   spdlog::info("session {} created for tenant {} ({})", shared->id, call.tenant, LanguageName(language));
@@ -408,7 +467,7 @@ std::vector<std::shared_ptr<ManagedSession>> Engine::ListSessions(
 
 absl::Status Engine::CloseSession(const std::string& tenant, const std::string& id) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Remove(tenant, id));
-  if (entry->busy()) (void)entry->session->Interrupt();
+  Retire(*entry);
   spdlog::info("session {} closed by tenant {}", id, tenant);
   return absl::OkStatus();
 }
@@ -424,10 +483,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
                                                                        const std::string& id,
                                                                        bool clear_workspace) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
-  RETURN_IF_ERROR(entry->Begin(absl::Now()));
-  absl::Status restarted = entry->session->Restart(clear_workspace);
-  entry->End();
-  RETURN_IF_ERROR(restarted);
+  RETURN_IF_ERROR(RestartEntry(*entry, clear_workspace));
   return entry;
 }
 
@@ -451,6 +507,198 @@ absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string&
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
   return entry->session->ListFiles(path);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const ManagedSession& owner,
+                                                                    Language language) {
+  SessionOptions options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
+  options.limits.memory_bytes = owner.memory_mb << 20;
+  options.workspace_dir = owner.workspace->path();
+  options.workspace_aliases = owner.workspace_aliases;
+  options.identity_slot = owner.workspace->identity_slot();
+  return Session::Start(executor_, options);
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SharedSession(const std::string& tenant,
+                                                                      const std::string& id) const {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  if (!entry->workspace) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", id, " has no shared workspace; create it with shared_workspace to give it "
+        "contexts and commands"));
+  }
+  entry->Touch();
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::Context(const ManagedSession& session,
+                                                                const std::string& context_id) const {
+  absl::MutexLock lock(&session.parts_mu);
+  auto it = session.contexts.find(context_id);
+  if (it == session.contexts.end()) {
+    return absl::NotFoundError(absl::StrCat("session ", session.id, " has no context '", context_id,
+                                            "'; list its contexts, or create one"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateContext(const std::string& tenant,
+                                                                      const std::string& session_id,
+                                                                      std::optional<Language> language) {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  {
+    absl::MutexLock lock(&owner->parts_mu);
+    if (owner->contexts.size() + 1 >= kMaxContexts) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", session_id, " already has ", kMaxContexts, " contexts, its maximum; remove one first"));
+    }
+  }
+  auto context = std::make_shared<ManagedSession>();
+  context->id = "c-" + SessionManager::NewId().substr(2);
+  context->tenant = tenant;
+  context->language = language.value_or(Language::kPython);
+  context->labels = owner->labels;
+  context->created = absl::Now();
+  context->expires = owner->expires;
+  context->idle_timeout = owner->idle_timeout;
+  context->cell_defaults = owner->cell_defaults;
+  context->memory_mb = owner->memory_mb;
+  ASSIGN_OR_RETURN(context->session, StartSharedSession(*owner, context->language));
+  context->Touch();
+  absl::MutexLock lock(&owner->parts_mu);
+  owner->contexts[context->id] = context;
+  spdlog::info("session {} of tenant {}: context {} ({})", session_id, tenant, context->id,
+               LanguageName(context->language));
+  return context;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<ManagedSession>>> Engine::ListContexts(
+    const std::string& tenant, const std::string& session_id) const {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  std::vector<std::shared_ptr<ManagedSession>> out = {owner};
+  absl::MutexLock lock(&owner->parts_mu);
+  for (const auto& [id, context] : owner->contexts) out.push_back(context);
+  std::sort(out.begin() + 1, out.end(), [](const auto& a, const auto& b) { return a->created < b->created; });
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartContext(const std::string& tenant,
+                                                                       const std::string& session_id,
+                                                                       const std::string& context_id) {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  std::shared_ptr<ManagedSession> context = owner;
+  if (context_id != session_id) {
+    ASSIGN_OR_RETURN(context, Context(*owner, context_id));
+  }
+  RETURN_IF_ERROR(RestartEntry(*context, /*clear_workspace=*/false));
+  return context;
+}
+
+absl::Status Engine::RemoveContext(const std::string& tenant, const std::string& session_id,
+                                   const std::string& context_id) {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  if (context_id == session_id) {
+    return absl::FailedPreconditionError(
+        "a session's own interpreter is not removed on its own; close the session instead");
+  }
+  std::shared_ptr<ManagedSession> context;
+  {
+    absl::MutexLock lock(&owner->parts_mu);
+    auto it = owner->contexts.find(context_id);
+    if (it == owner->contexts.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", session_id, " has no context '", context_id, "'"));
+    }
+    context = it->second;
+    owner->contexts.erase(it);
+  }
+  context->MarkClosed();
+  if (context->busy()) (void)context->session->Interrupt();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ManagedCommand>> Engine::StartCommand(const RunCommandCall& call) {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(call.tenant, call.session_id));
+  if (call.argv.empty() || call.argv[0].empty()) {
+    return absl::InvalidArgumentError("a command needs a program: argv[0], e.g. /bin/bash");
+  }
+  if (call.wall_ms < 0) return absl::InvalidArgumentError("wall_ms must not be negative");
+  size_t bytes = 0;
+  for (const auto& a : call.argv) bytes += a.size();
+  for (const auto& e : call.env) bytes += e.size();
+  if (static_cast<int64_t>(bytes) > options_.limits.max_code_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the command and its environment are ", bytes,
+                                                   " bytes; the server's maximum is ",
+                                                   options_.limits.max_code_bytes));
+  }
+  {
+    absl::MutexLock lock(&owner->parts_mu);
+    int live = 0;
+    for (const auto& [id, c] : owner->commands) live += c->command->ended() ? 0 : 1;
+    if (live >= kMaxLiveCommands) {
+      return absl::ResourceExhaustedError(absl::StrCat("session ", call.session_id, " already runs ",
+                                                       live, " commands, its maximum; kill one first"));
+    }
+  }
+  const SessionOptions& session = pools_.at({owner->language, options_.limits.defaults.memory_mb})->options();
+  CommandSpec spec;
+  spec.argv = call.argv;
+  spec.env = call.env;
+  spec.cwd = call.cwd;
+  spec.limits = session.limits;
+  spec.limits.memory_bytes = owner->memory_mb << 20;
+  spec.wall_ms = call.wall_ms;
+  spec.output_bytes = options_.limits.max.output_bytes;
+  spec.stdin_open = call.stdin_open;
+  spec.workspace_dir = owner->workspace->path();
+  spec.workspace_aliases = owner->workspace_aliases;
+  spec.identity_slot = owner->workspace->identity_slot();
+  spec.binds = session.binds;
+  auto managed = std::make_shared<ManagedCommand>();
+  managed->tag = call.tag;
+  ASSIGN_OR_RETURN(managed->command, Command::Start(executor_, spec));
+  absl::MutexLock lock(&owner->parts_mu);
+  managed->id = owner->next_command_id++;
+  owner->commands[managed->id] = managed;
+  for (auto it = owner->commands.begin(); owner->commands.size() > kKeptCommands && it != owner->commands.end();) {
+    it = it->second->command->ended() ? owner->commands.erase(it) : std::next(it);
+  }
+  spdlog::info("audit tenant={} session={} command={} program={} args={}", call.tenant, call.session_id,
+               managed->id, call.argv[0], call.argv.size() - 1);
+  return managed;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedCommand>> Engine::GetCommand(const std::string& tenant,
+                                                                   const std::string& session_id,
+                                                                   int id) const {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  absl::MutexLock lock(&owner->parts_mu);
+  auto it = owner->commands.find(id);
+  if (it == owner->commands.end()) {
+    return absl::NotFoundError(absl::StrCat("session ", session_id, " has no command ", id,
+                                            "; it may have ended long ago"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<ManagedCommand>>> Engine::ListCommands(
+    const std::string& tenant, const std::string& session_id) const {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  std::vector<std::shared_ptr<ManagedCommand>> out;
+  absl::MutexLock lock(&owner->parts_mu);
+  for (const auto& [id, command] : owner->commands) out.push_back(command);
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SetSessionTtl(const std::string& tenant,
+                                                                      const std::string& id,
+                                                                      int64_t ttl_seconds) {
+  const int64_t max = options_.sessions.max_ttl_seconds;
+  if (ttl_seconds <= 0 || ttl_seconds > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ttl_seconds must be between 1 and the server's maximum of ", max));
+  }
+  RETURN_IF_ERROR(sessions_.SetExpires(tenant, id, absl::Now() + absl::Seconds(ttl_seconds)));
+  return sessions_.Get(tenant, id);
 }
 
 bool Engine::Ready() const {

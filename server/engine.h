@@ -50,6 +50,7 @@ struct ExecuteCall {
   std::string code;
   std::optional<Language> language;  // one-shot; default python
   std::string session_id;            // empty: one-shot
+  std::string context_id;            // a context of the session; empty: its own interpreter
   CellLimitsOptions limits;          // 0: the default (the session's, or the server's)
   std::vector<std::pair<std::string, std::string>> files;  // one-shot: path, content
   // The client's: waiting for a turn or a worker ends here at the latest.
@@ -68,6 +69,21 @@ struct CreateSessionCall {
   int64_t ttl_seconds = 0;
   int64_t idle_timeout_seconds = 0;
   std::map<std::string, std::string> labels;
+  // Contexts and commands: the session's workspace is a directory they all
+  // share, also bound at each of `workspace_aliases` (e.g. /home/user).
+  bool shared_workspace = false;
+  std::vector<std::string> workspace_aliases;
+};
+
+struct RunCommandCall {
+  std::string tenant;
+  std::string session_id;
+  std::vector<std::string> argv;  // e.g. {"/bin/bash", "-l", "-c", "ls"}
+  std::vector<std::string> env;   // "KEY=value"
+  std::string cwd;                // empty: /workspace
+  bool stdin_open = false;
+  int64_t wall_ms = 0;            // 0: until it ends or is killed
+  std::string tag;
 };
 
 // Counters the metrics endpoint and tests read.
@@ -124,6 +140,32 @@ class Engine {
                                                         const std::string& id,
                                                         const std::string& path);
 
+  // Contexts: further interpreters in a session created with a shared
+  // workspace. The session's own interpreter is the context whose id is the
+  // session's; it is listed first and cannot be removed.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> CreateContext(const std::string& tenant,
+                                                                const std::string& session_id,
+                                                                std::optional<Language> language);
+  absl::StatusOr<std::vector<std::shared_ptr<ManagedSession>>> ListContexts(
+      const std::string& tenant, const std::string& session_id) const;
+  absl::StatusOr<std::shared_ptr<ManagedSession>> RestartContext(const std::string& tenant,
+                                                                 const std::string& session_id,
+                                                                 const std::string& context_id);
+  absl::Status RemoveContext(const std::string& tenant, const std::string& session_id,
+                             const std::string& context_id);
+
+  // Commands beside a session's interpreters, in its shared workspace.
+  absl::StatusOr<std::shared_ptr<ManagedCommand>> StartCommand(const RunCommandCall& call);
+  absl::StatusOr<std::shared_ptr<ManagedCommand>> GetCommand(const std::string& tenant,
+                                                             const std::string& session_id, int id) const;
+  absl::StatusOr<std::vector<std::shared_ptr<ManagedCommand>>> ListCommands(
+      const std::string& tenant, const std::string& session_id) const;
+
+  // The session now ends `ttl_seconds` from now (at most the server's maximum).
+  absl::StatusOr<std::shared_ptr<ManagedSession>> SetSessionTtl(const std::string& tenant,
+                                                                const std::string& id,
+                                                                int64_t ttl_seconds);
+
   // Ready to serve: every configured pool has at least one warm worker.
   bool Ready() const;
   // OK, or UNAVAILABLE naming the first pool that cannot start any worker
@@ -148,6 +190,13 @@ class Engine {
   absl::StatusOr<std::unique_ptr<Session>> StartSession(Language language, int64_t memory_mb,
                                                         absl::Time deadline);
   void ReapLoop();
+  // The session, which must have a shared workspace, and the context named.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> SharedSession(const std::string& tenant,
+                                                                const std::string& id) const;
+  absl::StatusOr<std::shared_ptr<ManagedSession>> Context(const ManagedSession& session,
+                                                          const std::string& context_id) const;
+  absl::StatusOr<std::unique_ptr<Session>> StartSharedSession(const ManagedSession& owner,
+                                                              Language language);
 
   const DaemonOptions options_;
   Executor& executor_;

@@ -1,5 +1,7 @@
 #include "server/executor_service.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <deque>
 #include <thread>
@@ -186,6 +188,28 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
   std::string data_;
 };
 
+// Streams a command's events from the start until its end. When the client
+// goes away first, a command not in the background is killed.
+void FollowCommand(const std::shared_ptr<ManagedCommand>& managed, bool kill_on_cancel,
+                   QueuedWriter<v1::CommandEvent>* writer, const Cancellation& cancellation) {
+  size_t cursor = 0;
+  for (;;) {
+    // The client's cancellation is looked at between slices of waiting.
+    auto events = managed->command->Next(&cursor, absl::Now() + absl::Milliseconds(200));
+    bool ended = false;
+    for (const CommandEvent& event : events) {
+      ended = ended || event.kind == CommandEvent::Kind::kEnd;
+      writer->Push(ToProto(event));
+    }
+    if (ended) break;
+    if (cancellation.cancelled()) {
+      if (kill_on_cancel) (void)managed->command->Signal(SIGKILL);
+      break;
+    }
+  }
+  writer->Close(grpc::Status::OK);
+}
+
 }  // namespace
 
 Tasks::Tasks() : state_(std::make_shared<State>()) {}
@@ -262,6 +286,7 @@ absl::StatusOr<ExecuteCall> ExecutorService::ToCall(grpc::CallbackServerContext*
   if (!language.ok()) return language.status();
   call.language = *language;
   call.session_id = request.session_id();
+  call.context_id = request.context_id();
   call.limits.wall_ms = request.limits().wall_ms();
   call.limits.cpu_ms = request.limits().cpu_ms();
   call.limits.memory_mb = request.limits().memory_mb();
@@ -327,6 +352,8 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
   call.ttl_seconds = request->ttl_seconds();
   call.idle_timeout_seconds = request->idle_timeout_seconds();
   call.labels.insert(request->labels().begin(), request->labels().end());
+  call.shared_workspace = request->shared_workspace();
+  call.workspace_aliases.assign(request->workspace_aliases().begin(), request->workspace_aliases().end());
   auto* reactor = ctx->DefaultReactor();
   tasks_.Run([this, reactor, response, call = std::move(call)] {
     auto entry = engine_.CreateSession(call);
@@ -452,6 +479,167 @@ grpc::ServerUnaryReactor* ExecutorService::ListFiles(grpc::CallbackServerContext
     }
   }
   return FinishNow(ctx, entries.status());
+}
+
+}  // namespace warden
+
+namespace warden {
+
+grpc::ServerUnaryReactor* ExecutorService::SetSessionTtl(grpc::CallbackServerContext* ctx,
+                                                         const v1::SetSessionTtlRequest* request,
+                                                         v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto entry = engine_.SetSessionTtl(*tenant, request->session_id(), request->ttl_seconds());
+  if (entry.ok()) FillSession(**entry, response);
+  return FinishNow(ctx, entry.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::CreateContext(grpc::CallbackServerContext* ctx,
+                                                         const v1::CreateContextRequest* request,
+                                                         v1::Context* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto language = FromProto(request->language());
+  if (!language.ok()) return FinishNow(ctx, language.status());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(), language = *language] {
+    auto context = engine_.CreateContext(tenant, id, language);
+    if (context.ok()) FillContext(**context, response);
+    reactor->Finish(ToGrpc(context.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ListContexts(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListContextsRequest* request,
+                                                        v1::ListContextsResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto contexts = engine_.ListContexts(*tenant, request->session_id());
+  if (contexts.ok()) {
+    for (const auto& context : *contexts) FillContext(*context, response->add_contexts());
+  }
+  return FinishNow(ctx, contexts.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::RestartContext(grpc::CallbackServerContext* ctx,
+                                                          const v1::RestartContextRequest* request,
+                                                          v1::Context* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(),
+              context_id = request->context_id()] {
+    auto context = engine_.RestartContext(tenant, id, context_id);
+    if (context.ok()) FillContext(**context, response);
+    reactor->Finish(ToGrpc(context.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::RemoveContext(grpc::CallbackServerContext* ctx,
+                                                         const v1::RemoveContextRequest* request,
+                                                         v1::RemoveContextResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  // The context's sandbox is torn down here (milliseconds): not on gRPC's thread.
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, tenant = *tenant, id = request->session_id(), context_id = request->context_id()] {
+    reactor->Finish(ToGrpc(engine_.RemoveContext(tenant, id, context_id)));
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::CommandEvent>* ExecutorService::RunCommand(grpc::CallbackServerContext* ctx,
+                                                                       const v1::RunCommandRequest* request) {
+  auto cancellation = std::make_shared<Cancellation>();
+  auto* writer = new QueuedWriter<v1::CommandEvent>(cancellation);
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) {
+    writer->Close(ToGrpc(tenant.status()));
+    return writer;
+  }
+  RunCommandCall call;
+  call.tenant = *tenant;
+  call.session_id = request->session_id();
+  call.argv.assign(request->argv().begin(), request->argv().end());
+  for (const auto& [k, v] : request->env()) call.env.push_back(k + "=" + v);
+  call.cwd = request->cwd();
+  call.stdin_open = request->stdin();
+  call.wall_ms = request->timeout_ms();
+  call.tag = request->tag();
+  tasks_.Run([this, writer, cancellation, call = std::move(call), background = request->background()] {
+    auto managed = engine_.StartCommand(call);
+    if (!managed.ok()) {
+      writer->Close(ToGrpc(managed.status()));
+      return;
+    }
+    v1::CommandEvent started;
+    started.set_started((*managed)->id);
+    writer->Push(std::move(started));
+    FollowCommand(*managed, !background, writer, *cancellation);
+  });
+  return writer;
+}
+
+grpc::ServerWriteReactor<v1::CommandEvent>* ExecutorService::ConnectCommand(
+    grpc::CallbackServerContext* ctx, const v1::ConnectCommandRequest* request) {
+  auto cancellation = std::make_shared<Cancellation>();
+  auto* writer = new QueuedWriter<v1::CommandEvent>(cancellation);
+  auto tenant = Tenant(ctx);
+  auto managed = tenant.ok() ? engine_.GetCommand(*tenant, request->session_id(), request->command_id())
+                             : tenant.status();
+  if (!managed.ok()) {
+    writer->Close(ToGrpc(managed.status()));
+    return writer;
+  }
+  tasks_.Run([writer, cancellation, managed = *managed] {
+    v1::CommandEvent started;
+    started.set_started(managed->id);
+    writer->Push(std::move(started));
+    FollowCommand(managed, /*kill_on_cancel=*/false, writer, *cancellation);
+  });
+  return writer;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::SendCommandInput(grpc::CallbackServerContext* ctx,
+                                                            const v1::SendCommandInputRequest* request,
+                                                            v1::SendCommandInputResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto managed = engine_.GetCommand(*tenant, request->session_id(), request->command_id());
+  if (!managed.ok()) return FinishNow(ctx, managed.status());
+  absl::Status status = absl::OkStatus();
+  if (!request->data().empty()) status = (*managed)->command->WriteStdin(request->data());
+  if (status.ok() && request->close()) status = (*managed)->command->CloseStdin();
+  return FinishNow(ctx, status);
+}
+
+grpc::ServerUnaryReactor* ExecutorService::SignalCommand(grpc::CallbackServerContext* ctx,
+                                                         const v1::SignalCommandRequest* request,
+                                                         v1::SignalCommandResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  const int sig = request->signal() == 0 ? SIGKILL : request->signal();
+  if (sig < 1 || sig >= NSIG) {
+    return FinishNow(ctx, absl::InvalidArgumentError(absl::StrCat("signal ", sig, " is not a signal number")));
+  }
+  auto managed = engine_.GetCommand(*tenant, request->session_id(), request->command_id());
+  if (!managed.ok()) return FinishNow(ctx, managed.status());
+  return FinishNow(ctx, (*managed)->command->Signal(sig));
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ListCommands(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListCommandsRequest* request,
+                                                        v1::ListCommandsResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto commands = engine_.ListCommands(*tenant, request->session_id());
+  if (commands.ok()) {
+    for (const auto& command : *commands) FillCommand(*command, response->add_commands());
+  }
+  return FinishNow(ctx, commands.status());
 }
 
 }  // namespace warden

@@ -92,6 +92,35 @@ class ExecutorService final : public v1::Executor::CallbackService {
   grpc::ServerUnaryReactor* ListFiles(grpc::CallbackServerContext* ctx, const v1::ListFilesRequest* request,
                                       v1::ListFilesResponse* response) override;
 
+  grpc::ServerUnaryReactor* SetSessionTtl(grpc::CallbackServerContext* ctx,
+                                          const v1::SetSessionTtlRequest* request,
+                                          v1::Session* response) override;
+  grpc::ServerUnaryReactor* CreateContext(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateContextRequest* request,
+                                          v1::Context* response) override;
+  grpc::ServerUnaryReactor* ListContexts(grpc::CallbackServerContext* ctx,
+                                         const v1::ListContextsRequest* request,
+                                         v1::ListContextsResponse* response) override;
+  grpc::ServerUnaryReactor* RestartContext(grpc::CallbackServerContext* ctx,
+                                           const v1::RestartContextRequest* request,
+                                           v1::Context* response) override;
+  grpc::ServerUnaryReactor* RemoveContext(grpc::CallbackServerContext* ctx,
+                                          const v1::RemoveContextRequest* request,
+                                          v1::RemoveContextResponse* response) override;
+  grpc::ServerWriteReactor<v1::CommandEvent>* RunCommand(grpc::CallbackServerContext* ctx,
+                                                         const v1::RunCommandRequest* request) override;
+  grpc::ServerWriteReactor<v1::CommandEvent>* ConnectCommand(
+      grpc::CallbackServerContext* ctx, const v1::ConnectCommandRequest* request) override;
+  grpc::ServerUnaryReactor* SendCommandInput(grpc::CallbackServerContext* ctx,
+                                             const v1::SendCommandInputRequest* request,
+                                             v1::SendCommandInputResponse* response) override;
+  grpc::ServerUnaryReactor* SignalCommand(grpc::CallbackServerContext* ctx,
+                                          const v1::SignalCommandRequest* request,
+                                          v1::SignalCommandResponse* response) override;
+  grpc::ServerUnaryReactor* ListCommands(grpc::CallbackServerContext* ctx,
+                                         const v1::ListCommandsRequest* request,
+                                         v1::ListCommandsResponse* response) override;
+
  private:
   absl::StatusOr<std::string> Tenant(grpc::CallbackServerContext* ctx) const;
   absl::StatusOr<ExecuteCall> ToCall(grpc::CallbackServerContext* ctx, const v1::ExecuteRequest& request) const;

@@ -1,6 +1,7 @@
 #include "server/http_fronts.h"
 
 #include "absl/strings/str_cat.h"
+#include "fronts/e2b/e2b_front.h"
 #include "fronts/mcp/mcp_http.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "sandbox/status_macros.h"
@@ -37,6 +38,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOption
     mcp_options.require_loopback_host = options.auth.tokens_file.empty();
     mcp_options.max_body_bytes = http_options.max_body_bytes;
     mcp::AddMcpRoutes(*router, *fronts->mcp_, mcp_options);
+    e2b::E2bOptions e2b_options;
+    e2b_options.max_body_bytes = http_options.max_body_bytes;
+    e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
 
     http_options.listen = options.http_listen;
     ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));

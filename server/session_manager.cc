@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "sandbox/status_macros.h"
 
 namespace warden {
 
@@ -52,6 +53,11 @@ std::shared_ptr<ManagedSession> SessionManager::Register(std::unique_ptr<Managed
 absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Get(const std::string& tenant,
                                                                     const std::string& id) const {
   absl::MutexLock lock(&mu_);
+  return FindLocked(tenant, id);
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::FindLocked(const std::string& tenant,
+                                                                           const std::string& id) const {
   auto it = sessions_.find(id);
   // Another tenant's session is indistinguishable from none at all.
   if (it == sessions_.end() || it->second->tenant != tenant) {
@@ -77,15 +83,19 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::List(
   return out;
 }
 
+absl::Status SessionManager::SetExpires(const std::string& tenant, const std::string& id,
+                                        absl::Time expires) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(auto entry, FindLocked(tenant, id));
+  entry->expires = expires;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Remove(const std::string& tenant,
                                                                        const std::string& id) {
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->tenant != tenant) {
-    return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
-  }
-  auto entry = it->second;
-  sessions_.erase(it);
+  ASSIGN_OR_RETURN(auto entry, FindLocked(tenant, id));
+  sessions_.erase(id);
   if (--per_tenant_[tenant] <= 0) per_tenant_.erase(tenant);
   --total_;
   entry->MarkClosed();

@@ -17,22 +17,40 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kernel/command.h"
 #include "kernel/session.h"
+#include "kernel/shared_workspace.h"
 #include "server/options.h"
 
 namespace warden {
 
+struct ManagedCommand;
+
 struct ManagedSession {
+  // Set when the session holds several processes: the directory its
+  // contexts and commands share. Declared first, so it goes last.
+  std::unique_ptr<SharedWorkspace> workspace;
+  std::vector<std::string> workspace_aliases;  // where else it is bound (E2B's /home/user)
+
   std::string id;
   std::string tenant;
   Language language = Language::kPython;
   std::map<std::string, std::string> labels;
   absl::Time created;
-  absl::Time expires;
+  absl::Time expires;  // changed only through SessionManager::SetExpires
   absl::Duration idle_timeout;
   CellLimitsOptions cell_defaults;  // for cells that leave a limit at 0
   int64_t memory_mb = 0;
   std::unique_ptr<Session> session;  // set once, before the entry is shared
+
+  // A session with a shared workspace: its further interpreters ("contexts",
+  // each an entry of its own with a session and a cell queue, never
+  // registered with the SessionManager) and the commands run beside them.
+  // The context whose id is this session's own is `session` itself.
+  mutable absl::Mutex parts_mu;
+  std::map<std::string, std::shared_ptr<ManagedSession>> contexts ABSL_GUARDED_BY(parts_mu);
+  std::map<int, std::shared_ptr<ManagedCommand>> commands ABSL_GUARDED_BY(parts_mu);
+  int next_command_id ABSL_GUARDED_BY(parts_mu) = 1;
 
   absl::Time last_used() const {
     absl::MutexLock lock(&mu);
@@ -81,6 +99,13 @@ struct ManagedSession {
   bool closed_ ABSL_GUARDED_BY(mu) = false;
 };
 
+// A command run in a session, by its id there (E2B's pid).
+struct ManagedCommand {
+  int id = 0;
+  std::string tag;  // the caller's name for it (E2B's tag); may be empty
+  std::unique_ptr<Command> command;
+};
+
 class SessionManager {
  public:
   explicit SessionManager(const SessionsOptions& options) : options_(options) {}
@@ -96,6 +121,8 @@ class SessionManager {
   // The tenant's sessions carrying every label in `labels`, oldest first.
   std::vector<std::shared_ptr<ManagedSession>> List(const std::string& tenant,
                                                     const std::map<std::string, std::string>& labels) const;
+  // Moves the session's expiry (E2B's set_timeout); NOT_FOUND as Get.
+  absl::Status SetExpires(const std::string& tenant, const std::string& id, absl::Time expires);
   // Removes and returns the session (for the caller to dispose of).
   absl::StatusOr<std::shared_ptr<ManagedSession>> Remove(const std::string& tenant,
                                                          const std::string& id);
@@ -108,6 +135,10 @@ class SessionManager {
   static std::string NewId();  // "s-" + 24 random hex digits
 
  private:
+  absl::StatusOr<std::shared_ptr<ManagedSession>> FindLocked(const std::string& tenant,
+                                                             const std::string& id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const SessionsOptions options_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<ManagedSession>> sessions_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,579 @@
+#include "fronts/e2b/e2b_front.h"
+
+#include <sys/random.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "fronts/e2b/execution_lines.h"
+#include "fronts/e2b/multipart.h"
+#include "fronts/http/credentials.h"
+#include "fronts/http/exchange.h"
+#include "fronts/http/upstream.h"
+#include "sandbox/status_macros.h"  // header-only: RETURN_IF_ERROR, ASSIGN_OR_RETURN
+
+namespace warden::e2b {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kHome[] = "/home/user";
+constexpr absl::Duration kCallTimeout = absl::Minutes(2);
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(raw);
+}
+
+std::string Rfc3339(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
+}
+
+// What the front remembers of a sandbox it created or connected to.
+struct Record {
+  std::string token;         // the X-API-KEY (Warden token) it is used with
+  std::string access_token;  // envdAccessToken
+  std::string template_id;
+  json metadata = json::object();
+  absl::Mutex mu;
+  std::map<v1::Language, std::string> default_contexts ABSL_GUARDED_BY(mu);  // beyond python
+};
+
+class Sandboxes {
+ public:
+  void Put(const std::string& id, std::shared_ptr<Record> record) {
+    absl::MutexLock lock(&mu_);
+    records_[id] = std::move(record);
+  }
+  std::shared_ptr<Record> Get(const std::string& id) const {
+    absl::MutexLock lock(&mu_);
+    auto it = records_.find(id);
+    return it == records_.end() ? nullptr : it->second;
+  }
+  void Remove(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    records_.erase(id);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Record>> records_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status FromGrpc(const grpc::Status& status) { return http::FromGrpc(status); }
+
+// A field of a client's JSON object, or InvalidArgument naming it: never
+// nlohmann's exception for a value of the wrong type.
+template <typename T>
+absl::StatusOr<T> Field(const json& body, const char* key, T fallback) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (it->is_boolean()) return it->template get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (it->is_number_integer()) return it->template get<T>();
+  } else {
+    if (it->is_string()) return it->template get<std::string>();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" has the wrong type"));
+}
+
+absl::StatusOr<json> JsonBody(const http::Request& request, bool allow_empty) {
+  if (request.body().empty() && allow_empty) return json::object();
+  json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return absl::InvalidArgumentError("the request body must be a JSON object");
+  }
+  return body;
+}
+
+// E2B's language names to Warden's.
+absl::StatusOr<v1::Language> LanguageOf(const json& value) {
+  if (value.is_null()) return v1::LANGUAGE_PYTHON;
+  if (!value.is_string()) return absl::InvalidArgumentError("language must be a string");
+  const std::string name = absl::AsciiStrToLower(value.get<std::string>());
+  if (name.empty() || name == "python" || name == "python3") return v1::LANGUAGE_PYTHON;
+  if (name == "js" || name == "javascript" || name == "node") return v1::LANGUAGE_JAVASCRIPT;
+  if (name == "bash" || name == "sh") return v1::LANGUAGE_BASH;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "language '", name, "' is not served by Warden: use python, js (javascript) or bash"));
+}
+
+std::string LanguageName(v1::Language language) {
+  switch (language) {
+    case v1::LANGUAGE_JAVASCRIPT: return "javascript";
+    case v1::LANGUAGE_BASH: return "bash";
+    default: return "python";
+  }
+}
+
+// "/home/user/a.txt", "/workspace/a.txt" or "a.txt" -> "a.txt".
+absl::StatusOr<std::string> WorkspacePath(std::string path) {
+  for (absl::string_view root : {absl::string_view(kHome), absl::string_view("/workspace")}) {
+    if (path == root) return std::string();
+    if (absl::StartsWith(path, absl::StrCat(root, "/"))) return path.substr(root.size() + 1);
+  }
+  if (absl::StartsWith(path, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "path ", path, " is outside the sandbox's files: Warden's sandboxes keep files under ", kHome,
+        " (the workspace)"));
+  }
+  if (path.empty()) return absl::InvalidArgumentError("give the file's path in ?path=");
+  return path;
+}
+
+json SandboxJson(const v1::Session& session, const Record* record, const E2bOptions& options) {
+  json out = {{"sandboxID", session.id()},
+              {"templateID", record ? record->template_id : options.template_id},
+              {"alias", options.template_id},
+              {"clientID", "warden"},
+              {"envdVersion", options.envd_version},
+              {"startedAt", Rfc3339(session.created_unix_ms())},
+              {"endAt", Rfc3339(session.expires_unix_ms())},
+              {"cpuCount", 1},
+              {"memoryMB", session.limits().memory_mb()},
+              {"diskSizeMB", 0},
+              {"state", "running"},
+              {"metadata", record ? record->metadata : json::object()}};
+  return out;
+}
+
+class Front {
+ public:
+  Front(v1::Executor::StubInterface* executor, E2bOptions options)
+      : executor_(executor), options_(std::move(options)) {}
+
+  // ---- Control plane ----
+
+  absl::Status Create(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(std::string template_id, Field(body, "templateID", options_.template_id));
+    if (!IsServedTemplate(template_id)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "template '", template_id, "' does not exist here: Warden serves the template '",
+          options_.template_id, "' (Python, JavaScript and bash; numpy, pandas and matplotlib) only"));
+    }
+    ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", false));
+    if (internet) {
+      return absl::InvalidArgumentError(
+          "Warden's sandboxes have no internet access; create the sandbox without allow_internet_access");
+    }
+    if (body.contains("envVars") && body["envVars"].is_object() && !body["envVars"].empty()) {
+      return absl::InvalidArgumentError(
+          "sandbox-wide environment variables (envs) are not supported by Warden; set them in your code");
+    }
+    ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    v1::CreateSessionRequest create;
+    create.set_language(v1::LANGUAGE_PYTHON);
+    create.set_shared_workspace(true);
+    create.add_workspace_aliases(kHome);
+    create.set_ttl_seconds(timeout);
+    create.set_idle_timeout_seconds(timeout);  // E2B has only the TTL
+    (*create.mutable_labels())["e2b.template"] = options_.template_id;
+    v1::Session session;
+    RETURN_IF_ERROR(FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(),
+                                                  create, &session)));
+    auto record = std::make_shared<Record>();
+    record->token = request.token;
+    record->access_token = RandomHex(16);
+    record->template_id = template_id;
+    if (body.contains("metadata") && body["metadata"].is_object()) record->metadata = body["metadata"];
+    sandboxes_.Put(session.id(), record);
+    return exchange.Send(http::Response::Json(201, Created(session, *record)));
+  }
+
+  absl::Status List(http::Request& request, http::Exchange& exchange) {
+    v1::ListSessionsRequest list;
+    (*list.mutable_labels())["e2b.template"] = options_.template_id;
+    v1::ListSessionsResponse sessions;
+    RETURN_IF_ERROR(FromGrpc(executor_->ListSessions(http::UpstreamContext(request.token, kCallTimeout).get(), list,
+                                                 &sessions)));
+    json out = json::array();
+    for (const v1::Session& s : sessions.sessions()) {
+      out.push_back(SandboxJson(s, sandboxes_.Get(s.id()).get(), options_));
+    }
+    return exchange.Send(http::Response::Json(200, out));
+  }
+
+  absl::Status Get(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(v1::Session session, Session(request));
+    return exchange.Send(
+        http::Response::Json(200, SandboxJson(session, sandboxes_.Get(session.id()).get(), options_)));
+  }
+
+  absl::Status Kill(http::Request& request, http::Exchange& exchange) {
+    v1::CloseSessionRequest close;
+    close.set_session_id(request.Param("id"));
+    v1::CloseSessionResponse closed;
+    RETURN_IF_ERROR(FromGrpc(
+        executor_->CloseSession(http::UpstreamContext(request.token, kCallTimeout).get(), close, &closed)));
+    sandboxes_.Remove(request.Param("id"));
+    return exchange.Send(NoContent());
+  }
+
+  absl::Status SetTimeout(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/false));
+    if (!body.contains("timeout") || !body["timeout"].is_number_integer()) {
+      return absl::InvalidArgumentError("give the new timeout in seconds: {\"timeout\": 300}");
+    }
+    ASSIGN_OR_RETURN(v1::Session session, Extend(request, body["timeout"].get<int64_t>()));
+    return exchange.Send(NoContent());
+  }
+
+  absl::Status Connect(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    ASSIGN_OR_RETURN(v1::Session session, Extend(request, timeout));
+    std::shared_ptr<Record> record = sandboxes_.Get(session.id());
+    if (!record || record->token != request.token) {
+      // Reached through another key (same tenant) or created elsewhere:
+      // from now on the sandbox plane uses this key.
+      auto fresh = std::make_shared<Record>();
+      fresh->token = request.token;
+      fresh->access_token = RandomHex(16);
+      fresh->template_id = record ? record->template_id : options_.template_id;
+      if (record) fresh->metadata = record->metadata;
+      sandboxes_.Put(session.id(), fresh);
+      record = fresh;
+    }
+    return exchange.Send(http::Response::Json(200, Created(session, *record)));
+  }
+
+  absl::Status Refresh(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(v1::Session session, Session(request));
+    return exchange.Send(NoContent());
+  }
+
+  // ---- Sandbox plane ----
+
+  absl::Status Execute(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/false));
+    if (!body.contains("code") || !body["code"].is_string()) {
+      return absl::InvalidArgumentError("the body needs \"code\": the code to run, as a string");
+    }
+    if (body.contains("env_vars") && body["env_vars"].is_object() && !body["env_vars"].empty()) {
+      return absl::InvalidArgumentError(
+          "per-execution environment variables (envs) are not supported by Warden; set them in your code");
+    }
+    v1::ExecuteRequest execute;
+    execute.set_session_id(sandbox.id);
+    execute.set_code(body["code"].get<std::string>());
+    ASSIGN_OR_RETURN(std::string context_id, Field(body, "context_id", std::string()));
+    const json language_name = body.contains("language") ? body["language"] : json();
+    if (!context_id.empty()) {
+      if (!language_name.is_null()) return absl::InvalidArgumentError("give context_id or language, not both");
+      execute.set_context_id(context_id);
+    } else {
+      ASSIGN_OR_RETURN(v1::Language language, LanguageOf(language_name));
+      ASSIGN_OR_RETURN(std::string context, DefaultContext(sandbox, language));
+      execute.set_context_id(context);
+    }
+
+    auto ctx = http::UpstreamContext(sandbox.record->token);
+    auto reader = executor_->ExecuteStream(ctx.get(), execute);
+    v1::ExecuteEvent event;
+    if (!reader->Read(&event)) return http::FromGrpc(reader->Finish());  // refused: a plain error
+    ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, "application/x-ndjson"));
+    bool client_gone = false;
+    do {
+      for (const json& line : ExecutionLines(event, absl::Now())) {
+        if (!client_gone && !stream->Write(Line(line)).ok()) {
+          client_gone = true;
+          ctx->TryCancel();  // interrupts the cell
+        }
+      }
+    } while (reader->Read(&event));
+    grpc::Status status = reader->Finish();
+    if (!status.ok() && !client_gone) {
+      (void)stream->Write(Line({{"type", "error"}, {"name", "WardenError"}, {"value", status.error_message()},
+                                {"traceback", ""}}));
+      (void)stream->Write(Line({{"type", "end_of_execution"}}));
+    }
+    return stream->Finish();
+  }
+
+  absl::Status CreateContext(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(v1::Language language, LanguageOf(body.contains("language") ? body["language"] : json()));
+    ASSIGN_OR_RETURN(std::string cwd, Field(body, "cwd", std::string()));
+    if (!cwd.empty() && cwd != kHome && cwd != "/workspace") {
+      return absl::InvalidArgumentError(absl::StrCat("a context's working directory is ", kHome,
+                                                     " (the workspace) in Warden; leave cwd out"));
+    }
+    v1::CreateContextRequest create;
+    create.set_session_id(sandbox.id);
+    create.set_language(language);
+    v1::Context context;
+    RETURN_IF_ERROR(FromGrpc(executor_->CreateContext(
+        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), create, &context)));
+    return exchange.Send(http::Response::Json(200, ContextJson(context)));
+  }
+
+  absl::Status ListContexts(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    v1::ListContextsRequest list;
+    list.set_session_id(sandbox.id);
+    v1::ListContextsResponse contexts;
+    RETURN_IF_ERROR(FromGrpc(executor_->ListContexts(
+        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), list, &contexts)));
+    json out = json::array();
+    for (const v1::Context& c : contexts.contexts()) out.push_back(ContextJson(c));
+    return exchange.Send(http::Response::Json(200, out));
+  }
+
+  absl::Status RestartContext(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    v1::RestartContextRequest restart;
+    restart.set_session_id(sandbox.id);
+    restart.set_context_id(request.Param("context"));
+    v1::Context context;
+    RETURN_IF_ERROR(FromGrpc(executor_->RestartContext(
+        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), restart, &context)));
+    return exchange.Send(NoContent());
+  }
+
+  absl::Status RemoveContext(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    v1::RemoveContextRequest remove;
+    remove.set_session_id(sandbox.id);
+    remove.set_context_id(request.Param("context"));
+    v1::RemoveContextResponse removed;
+    RETURN_IF_ERROR(FromGrpc(executor_->RemoveContext(
+        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), remove, &removed)));
+    {
+      absl::MutexLock lock(&sandbox.record->mu);
+      for (auto it = sandbox.record->default_contexts.begin(); it != sandbox.record->default_contexts.end();) {
+        it = it->second == remove.context_id() ? sandbox.record->default_contexts.erase(it) : std::next(it);
+      }
+    }
+    return exchange.Send(NoContent());
+  }
+
+  absl::Status ReadFile(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
+    ASSIGN_OR_RETURN(std::string path, WorkspacePath(request.Query("path")));
+    v1::DownloadFileRequest download;
+    download.set_session_id(sandbox.id);
+    download.set_path(path);
+    auto ctx = http::UpstreamContext(sandbox.record->token, kCallTimeout);
+    auto reader = executor_->DownloadFile(ctx.get(), download);
+    std::string data;
+    v1::FileChunk chunk;
+    while (reader->Read(&chunk)) data += chunk.data();
+    RETURN_IF_ERROR(FromGrpc(reader->Finish()));
+    http::Response response;
+    response.content_type = "application/octet-stream";
+    response.body = std::move(data);
+    return exchange.Send(response);
+  }
+
+  absl::Status WriteFile(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
+    std::vector<FormPart> files;
+    const std::string content_type = request.Header("Content-Type");
+    if (absl::StartsWithIgnoreCase(content_type, "application/octet-stream")) {
+      if (!request.Header("Content-Encoding").empty()) {
+        return absl::InvalidArgumentError("compressed uploads are not supported by Warden; send the file as is");
+      }
+      files.push_back({"file", "", request.body()});
+    } else {
+      ASSIGN_OR_RETURN(std::string boundary, MultipartBoundary(content_type));
+      ASSIGN_OR_RETURN(files, ParseMultipart(request.body(), boundary));
+    }
+    json out = json::array();
+    for (const FormPart& file : files) {
+      if (file.name != "file") continue;
+      const std::string asked = !request.Query("path").empty() ? request.Query("path") : file.filename;
+      ASSIGN_OR_RETURN(std::string path, WorkspacePath(asked));
+      RETURN_IF_ERROR(Upload(sandbox, path, file.content));
+      const size_t slash = path.rfind('/');
+      out.push_back({{"name", slash == std::string::npos ? path : path.substr(slash + 1)},
+                     {"path", absl::StrCat(kHome, "/", path)},
+                     {"type", "file"}});
+    }
+    if (out.empty()) return absl::InvalidArgumentError("the upload holds no \"file\" field");
+    return exchange.Send(http::Response::Json(200, out));
+  }
+
+ private:
+  struct SandboxRef {
+    std::string id;
+    std::shared_ptr<Record> record;
+  };
+
+  static http::Response NoContent() {
+    http::Response r;
+    r.status = 204;
+    r.content_type.clear();
+    return r;
+  }
+
+  bool IsServedTemplate(const std::string& id) const {
+    return id == options_.template_id || id == "code-interpreter" || id == "base";
+  }
+
+  json Created(const v1::Session& session, const Record& record) const {
+    return {{"sandboxID", session.id()},
+            {"templateID", record.template_id},
+            {"alias", options_.template_id},
+            {"clientID", "warden"},
+            {"envdVersion", options_.envd_version},
+            {"envdAccessToken", record.access_token},
+            {"domain", nullptr}};
+  }
+
+  static json ContextJson(const v1::Context& context) {
+    return {{"id", context.id()}, {"language", LanguageName(context.language())}, {"cwd", kHome}};
+  }
+
+  absl::StatusOr<v1::Session> Session(const http::Request& request) {
+    v1::GetSessionRequest get;
+    get.set_session_id(request.Param("id"));
+    v1::Session session;
+    grpc::Status s = executor_->GetSession(http::UpstreamContext(request.token, kCallTimeout).get(), get, &session);
+    if (!s.ok()) return http::FromGrpc(s);
+    return session;
+  }
+
+  absl::StatusOr<v1::Session> Extend(const http::Request& request, int64_t seconds) {
+    v1::SetSessionTtlRequest ttl;
+    ttl.set_session_id(request.Param("id"));
+    ttl.set_ttl_seconds(seconds);
+    v1::Session session;
+    grpc::Status s = executor_->SetSessionTtl(http::UpstreamContext(request.token, kCallTimeout).get(), ttl, &session);
+    if (!s.ok()) return http::FromGrpc(s);
+    return session;
+  }
+
+  // The sandbox a sandbox-plane request names, checked against the access
+  // token when the SDK sends one (it does for /execute and files).
+  absl::StatusOr<SandboxRef> Sandbox(const http::Request& request, bool need_access_token) {
+    const std::string id = request.Header("E2b-Sandbox-Id");
+    if (id.empty()) {
+      return absl::InvalidArgumentError(
+          "name the sandbox in the E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this server)");
+    }
+    std::shared_ptr<Record> record = sandboxes_.Get(id);
+    const std::string presented = request.Header("X-Access-Token");
+    if (!record || ((need_access_token || !presented.empty()) && presented != record->access_token)) {
+      return absl::NotFoundError(absl::StrCat(
+          "sandbox ", id, " is not known here with this access token: create it, or connect to it, "
+          "through this server first"));
+    }
+    return SandboxRef{id, std::move(record)};
+  }
+
+  // The context code in `language` runs in when none is named: Python's is
+  // the sandbox's own interpreter; the others get one context each, made on
+  // first use.
+  absl::StatusOr<std::string> DefaultContext(const SandboxRef& sandbox, v1::Language language) {
+    if (language == v1::LANGUAGE_PYTHON) return sandbox.id;
+    absl::MutexLock lock(&sandbox.record->mu);  // one creation per language
+    auto it = sandbox.record->default_contexts.find(language);
+    if (it != sandbox.record->default_contexts.end()) return it->second;
+    v1::CreateContextRequest create;
+    create.set_session_id(sandbox.id);
+    create.set_language(language);
+    v1::Context context;
+    grpc::Status s = executor_->CreateContext(http::UpstreamContext(sandbox.record->token, kCallTimeout).get(),
+                                              create, &context);
+    if (!s.ok()) return http::FromGrpc(s);
+    sandbox.record->default_contexts[language] = context.id();
+    return context.id();
+  }
+
+  absl::Status Upload(const SandboxRef& sandbox, const std::string& path, const std::string& content) {
+    auto ctx = http::UpstreamContext(sandbox.record->token, kCallTimeout);
+    v1::FileInfo info;
+    auto writer = executor_->UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest header;
+    header.mutable_header()->set_session_id(sandbox.id);
+    header.mutable_header()->set_path(path);
+    header.mutable_header()->set_size(static_cast<int64_t>(content.size()));
+    bool ok = writer->Write(header);
+    constexpr size_t kChunk = 1 << 20;
+    for (size_t offset = 0; ok && offset < content.size(); offset += kChunk) {
+      v1::UploadFileRequest chunk;
+      chunk.set_chunk(content.substr(offset, kChunk));
+      ok = writer->Write(chunk);
+    }
+    writer->WritesDone();
+    return http::FromGrpc(writer->Finish());
+  }
+
+  v1::Executor::StubInterface* const executor_;
+  const E2bOptions options_;
+  Sandboxes sandboxes_;
+};
+
+}  // namespace
+
+void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E2bOptions options) {
+  auto protocol = std::make_shared<http::Protocol>();
+  protocol->name = "e2b";
+  protocol->find_token = [](const http::Request& request) { return http::HeaderToken(request, "X-API-KEY"); };
+  // E2B's error shape, which its SDKs read the message from.
+  protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request&) {
+    std::string message(error.message());
+    if (status == 401) message = absl::StrCat(message, "; send your Warden token as the E2B API key (X-API-KEY)");
+    return http::Response::Json(status, {{"code", status}, {"message", message}});
+  };
+  auto front = std::make_shared<Front>(executor, options);
+  auto route = [front](absl::Status (Front::*method)(http::Request&, http::Exchange&)) {
+    return [front, method](http::Request& request, http::Exchange& exchange) {
+      return ((*front).*method)(request, exchange);
+    };
+  };
+  http::RouteOptions control;
+  control.max_body_bytes = 1 << 20;
+  for (const char* base : {"/sandboxes", "/v2/sandboxes"}) {
+    router.Add(protocol, "POST", base, route(&Front::Create), control);
+    router.Add(protocol, "GET", base, route(&Front::List), control);
+    router.Add(protocol, "POST", absl::StrCat(base, "/{id}/connect"), route(&Front::Connect), control);
+  }
+  router.Add(protocol, "GET", "/sandboxes/{id}", route(&Front::Get), control);
+  router.Add(protocol, "DELETE", "/sandboxes/{id}", route(&Front::Kill), control);
+  router.Add(protocol, "POST", "/sandboxes/{id}/timeout", route(&Front::SetTimeout), control);
+  router.Add(protocol, "POST", "/sandboxes/{id}/refreshes", route(&Front::Refresh), control);
+
+  // The sandbox plane carries no API key: the sandbox id and its access
+  // token stand for it (Front::Sandbox).
+  http::RouteOptions plane;
+  plane.authenticate = false;
+  plane.max_body_bytes = options.max_body_bytes;
+  router.Add(protocol, "POST", "/execute", route(&Front::Execute), plane);
+  router.Add(protocol, "POST", "/contexts", route(&Front::CreateContext), plane);
+  router.Add(protocol, "GET", "/contexts", route(&Front::ListContexts), plane);
+  router.Add(protocol, "POST", "/contexts/{context}/restart", route(&Front::RestartContext), plane);
+  router.Add(protocol, "DELETE", "/contexts/{context}", route(&Front::RemoveContext), plane);
+  router.Add(protocol, "GET", "/files", route(&Front::ReadFile), plane);
+  router.Add(protocol, "POST", "/files", route(&Front::WriteFile), plane);
+  router.Add(protocol, "GET", "/health", [](http::Request&, http::Exchange& exchange) {
+    http::Response r;
+    r.status = 204;
+    r.content_type.clear();
+    return exchange.Send(r);
+  }, plane);
+  for (const char* prefix : {"/sandboxes", "/v2", "/contexts", "/files", "/execute"}) {
+    router.Claim(protocol, prefix);
+  }
+}
+
+}  // namespace warden::e2b

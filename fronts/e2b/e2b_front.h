@@ -1,0 +1,49 @@
+// The E2B sandbox API on the HTTP front, as a translation to warden.v1:
+// unmodified E2B SDKs (and everything built on them) run on Warden with
+// E2B_API_URL and E2B_SANDBOX_URL both pointing at the front.
+//
+// Control plane (X-API-KEY is the caller's Warden token, so it maps to the
+// same tenant as on gRPC):
+//   POST /sandboxes, /v2/sandboxes        create: 201 {sandboxID, envdAccessToken, ...}
+//   GET  /sandboxes, /v2/sandboxes        list;  GET /sandboxes/{id}  one
+//   DELETE /sandboxes/{id}                kill (204)
+//   POST /sandboxes/{id}/timeout          set the TTL from now (204)
+//   POST /sandboxes/{id}/connect, /v2/... connect (200), extending the TTL
+//   POST /sandboxes/{id}/refreshes        keep alive (204)
+// Sandbox plane (the sandbox is named by the E2b-Sandbox-Id header):
+//   POST /execute                          NDJSON stream (execution_lines.h)
+//   POST|GET /contexts, POST /contexts/{id}/restart, DELETE /contexts/{id}
+//   GET|POST /files?path=                  raw bytes out; multipart or octet-stream in
+//   GET /health                            204
+//
+// An E2B sandbox is one Warden session with a shared workspace (docs/api.md):
+// its Python interpreter is the default context; other languages get a
+// context of their own on first use; /home/user is the workspace. The
+// sandbox id is the session id. The sandbox plane authenticates with the
+// envdAccessToken handed out at create or connect (X-Access-Token), or, for
+// the calls E2B's SDKs send without one (contexts), with the unguessable
+// sandbox id alone, as E2B itself does; the front then calls warden.v1 with
+// the token that created or connected the sandbox. Sandboxes created
+// through another front or gRPC are reached after a connect.
+#pragma once
+
+#include <string>
+
+#include "fronts/http/router.h"
+#include "warden/v1/executor.grpc.pb.h"
+
+namespace warden::e2b {
+
+struct E2bOptions {
+  // The one template Warden serves; others are refused, naming it.
+  std::string template_id = "code-interpreter-v1";
+  // The envd version reported to SDKs: the features they may use.
+  std::string envd_version = "0.5.7";
+  int64_t default_timeout_seconds = 300;  // E2B's default sandbox lifetime
+  size_t max_body_bytes = 96 << 20;
+};
+
+// `executor` is not owned and outlives the router's use.
+void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E2bOptions options);
+
+}  // namespace warden::e2b

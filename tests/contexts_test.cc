@@ -1,0 +1,370 @@
+// Sessions that hold several processes, end to end over real gRPC: contexts
+// in several languages and commands beside them share one workspace, each
+// in a real sandbox; commands stream output, take stdin, run in the
+// background and are killed on request.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "server/daemon.h"
+#include "warden/v1/executor.grpc.pb.h"
+
+namespace warden {
+namespace {
+
+using v1::Executor;
+
+DaemonOptions TestOptions() {
+  DaemonOptions options;
+  options.listen = {"127.0.0.1:0"};
+  options.allow_insecure_loopback = true;
+  options.pools = {{"python", 0, {}}, {"javascript", 0, {}}, {"bash", 0, {}}};
+  options.executor.host_id_base = static_cast<uid_t>(5'000'000 + (getpid() % 4096) * 512);
+  options.executor.host_id_count = 512;
+  options.max_concurrent_per_tenant = 64;
+  options.queue.max_wait_ms = 30'000;
+  options.shutdown_grace_ms = 5'000;
+  return options;
+}
+
+// What a command printed and how it ended.
+struct CommandRun {
+  int id = 0;
+  std::string out, err;
+  v1::CommandEnd end;
+  bool ended = false;
+  grpc::Status status;
+};
+
+class ContextsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto daemon = Daemon::Create(TestOptions());
+    ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+    daemon_ = std::move(*daemon);
+    ASSERT_TRUE(daemon_->Start().ok());
+    stub_ = Executor::NewStub(
+        grpc::CreateChannel(daemon_->listening().front(), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (daemon_) daemon_->Shutdown(absl::Seconds(5));
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return ctx;
+  }
+  std::string CreateShared(v1::Language language = v1::LANGUAGE_PYTHON) {
+    v1::CreateSessionRequest request;
+    request.set_language(language);
+    request.set_shared_workspace(true);
+    request.add_workspace_aliases("/home/user");
+    v1::Session session;
+    grpc::Status s = stub_->CreateSession(Ctx().get(), request, &session);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(session.shared_workspace());
+    return session.id();
+  }
+  std::string CreateContext(const std::string& session, v1::Language language) {
+    v1::CreateContextRequest request;
+    request.set_session_id(session);
+    request.set_language(language);
+    v1::Context context;
+    grpc::Status s = stub_->CreateContext(Ctx().get(), request, &context);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(context.language(), language);
+    return context.id();
+  }
+  v1::ExecuteResponse Run(const std::string& session, const std::string& context, const std::string& code) {
+    v1::ExecuteRequest request;
+    request.set_session_id(session);
+    request.set_context_id(context);
+    request.set_code(code);
+    v1::ExecuteResponse response;
+    grpc::Status s = stub_->Execute(Ctx().get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response;
+  }
+  // Reads a RunCommand or ConnectCommand stream to its end.
+  static CommandRun Drain(grpc::ClientReaderInterface<v1::CommandEvent>& reader) {
+    CommandRun run;
+    v1::CommandEvent event;
+    while (reader.Read(&event)) {
+      if (event.has_started()) run.id = event.started();
+      if (event.has_stdout()) run.out += event.stdout();
+      if (event.has_stderr()) run.err += event.stderr();
+      if (event.has_end()) {
+        run.end = event.end();
+        run.ended = true;
+      }
+    }
+    run.status = reader.Finish();
+    return run;
+  }
+  CommandRun Command(const std::string& session, const std::string& script) {
+    v1::RunCommandRequest request;
+    request.set_session_id(session);
+    for (const char* arg : {"/bin/bash", "-c"}) request.add_argv(arg);
+    request.add_argv(script);
+    auto ctx = Ctx();
+    auto reader = stub_->RunCommand(ctx.get(), request);
+    return Drain(*reader);
+  }
+  // Starts a command in the background and returns its id once started.
+  int StartBackground(const std::string& session, const std::string& script, bool stdin_open) {
+    v1::RunCommandRequest request;
+    request.set_session_id(session);
+    for (const char* arg : {"/bin/bash", "-c"}) request.add_argv(arg);
+    request.add_argv(script);
+    request.set_background(true);
+    request.set_stdin(stdin_open);
+    grpc::ClientContext ctx;
+    auto reader = stub_->RunCommand(&ctx, request);
+    v1::CommandEvent event;
+    EXPECT_TRUE(reader->Read(&event));
+    EXPECT_TRUE(event.has_started());
+    ctx.TryCancel();  // stop reading: a background command keeps going
+    (void)reader->Finish();
+    return event.started();
+  }
+  CommandRun Connect(const std::string& session, int id) {
+    v1::ConnectCommandRequest request;
+    request.set_session_id(session);
+    request.set_command_id(id);
+    auto ctx = Ctx();
+    auto reader = stub_->ConnectCommand(ctx.get(), request);
+    return Drain(*reader);
+  }
+
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<Executor::Stub> stub_;
+};
+
+TEST_F(ContextsTest, ContextsAndCommandsShareOneWorkspace) {
+  const std::string session = CreateShared();
+  EXPECT_EQ(Run(session, "", "open('/home/user/from_python.txt', 'w').write('py')\n1").outcome(),
+            v1::OUTCOME_OK);
+  const std::string js = CreateContext(session, v1::LANGUAGE_JAVASCRIPT);
+  v1::ExecuteResponse r = Run(session, js,
+                              "const fs = require('fs');\n"
+                              "fs.writeFileSync('/workspace/from_js.txt', 'js');\n"
+                              "fs.readFileSync('/workspace/from_python.txt', 'utf8')");
+  EXPECT_EQ(r.outcome(), v1::OUTCOME_OK) << r.DebugString();
+  ASSERT_EQ(r.results_size(), 1);
+  EXPECT_NE(r.results(0).data().at("text/plain").find("py"), std::string::npos);
+
+  CommandRun ls = Command(session, "cd /home/user && ls && cat from_js.txt && echo made > by_cmd.txt");
+  ASSERT_TRUE(ls.status.ok()) << ls.status.error_message();
+  ASSERT_TRUE(ls.ended);
+  EXPECT_EQ(ls.end.outcome(), v1::OUTCOME_OK) << ls.end.message();
+  EXPECT_EQ(ls.end.exit_code(), 0);
+  EXPECT_EQ(ls.out, "from_js.txt\nfrom_python.txt\njs");
+  EXPECT_GT(ls.id, 0);
+
+  // The command's file, seen by the interpreter, which may also remove it:
+  // every process of the session is the same user.
+  r = Run(session, "", "import os\nprint(open('by_cmd.txt').read(), end='')\nos.remove('by_cmd.txt')");
+  EXPECT_EQ(r.stdout(), "made\n") << r.DebugString();
+  v1::ListFilesRequest list;
+  list.set_session_id(session);
+  v1::ListFilesResponse files;
+  ASSERT_TRUE(stub_->ListFiles(Ctx().get(), list, &files).ok());
+  std::vector<std::string> paths;
+  for (const auto& f : files.files()) paths.push_back(f.path());
+  EXPECT_EQ(paths, (std::vector<std::string>{"from_js.txt", "from_python.txt"}));
+}
+
+TEST_F(ContextsTest, EachContextKeepsItsOwnState) {
+  const std::string session = CreateShared();
+  const std::string second = CreateContext(session, v1::LANGUAGE_PYTHON);
+  EXPECT_EQ(Run(session, "", "x = 1").outcome(), v1::OUTCOME_OK);
+  EXPECT_EQ(Run(session, second, "x = 2").outcome(), v1::OUTCOME_OK);
+  EXPECT_EQ(Run(session, "", "x").results(0).data().at("text/plain"), "1");
+  EXPECT_EQ(Run(session, session, "x").results(0).data().at("text/plain"), "1");
+  EXPECT_EQ(Run(session, second, "x").results(0).data().at("text/plain"), "2");
+
+  v1::ListContextsRequest list;
+  list.set_session_id(session);
+  v1::ListContextsResponse contexts;
+  ASSERT_TRUE(stub_->ListContexts(Ctx().get(), list, &contexts).ok());
+  ASSERT_EQ(contexts.contexts_size(), 2);
+  EXPECT_EQ(contexts.contexts(0).id(), session);
+  EXPECT_EQ(contexts.contexts(1).id(), second);
+  EXPECT_EQ(contexts.contexts(1).execution_count(), 2);
+
+  // A restart empties the interpreter and keeps the workspace.
+  EXPECT_EQ(Run(session, second, "open('keep', 'w').write('k')").outcome(), v1::OUTCOME_OK);
+  v1::RestartContextRequest restart;
+  restart.set_session_id(session);
+  restart.set_context_id(second);
+  v1::Context restarted;
+  ASSERT_TRUE(stub_->RestartContext(Ctx().get(), restart, &restarted).ok());
+  EXPECT_EQ(Run(session, second, "'x' in globals(), open('keep').read()").results(0).data().at("text/plain"),
+            "(False, 'k')");
+
+  v1::RemoveContextRequest remove;
+  remove.set_session_id(session);
+  remove.set_context_id(second);
+  v1::RemoveContextResponse removed;
+  ASSERT_TRUE(stub_->RemoveContext(Ctx().get(), remove, &removed).ok());
+  v1::ExecuteRequest gone;
+  gone.set_session_id(session);
+  gone.set_context_id(second);
+  gone.set_code("1");
+  v1::ExecuteResponse response;
+  grpc::Status s = stub_->Execute(Ctx().get(), gone, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  remove.set_context_id(session);
+  s = stub_->RemoveContext(Ctx().get(), remove, &removed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(ContextsTest, CommandsReportExitCodesAndStderr) {
+  const std::string session = CreateShared(v1::LANGUAGE_BASH);
+  CommandRun run = Command(session, "echo out; echo err >&2; exit 3");
+  ASSERT_TRUE(run.ended);
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_NONZERO_EXIT);
+  EXPECT_EQ(run.end.exit_code(), 3);
+  EXPECT_EQ(run.out, "out\n");
+  EXPECT_EQ(run.err, "err\n");
+
+  // The same sandbox as any other: seccomp on, no network but loopback,
+  // no other process of the session in sight.
+  run = Command(session,
+                "grep -c '^Seccomp:.2' /proc/self/status; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' \\n';"
+                "echo; ls /proc | grep -c '^[0-9]'");
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_OK) << run.err;
+  ASSERT_EQ(run.out.substr(0, 5), "1\nlo\n") << run.out;
+  EXPECT_LT(std::stoi(run.out.substr(5)), 6) << "processes in sight: " << run.out;
+}
+
+TEST_F(ContextsTest, BackgroundCommandsTakeStdinAndCanBeFollowedLater) {
+  const std::string session = CreateShared();
+  const int id = StartBackground(session, "while read -r line; do echo \"got $line\"; done; echo bye", true);
+  v1::SendCommandInputRequest input;
+  input.set_session_id(session);
+  input.set_command_id(id);
+  input.set_data("one\ntwo\n");
+  input.set_close(true);
+  v1::SendCommandInputResponse sent;
+  ASSERT_TRUE(stub_->SendCommandInput(Ctx().get(), input, &sent).ok());
+  CommandRun run = Connect(session, id);
+  ASSERT_TRUE(run.ended) << run.status.error_message();
+  EXPECT_EQ(run.out, "got one\ngot two\nbye\n");
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_OK);
+}
+
+TEST_F(ContextsTest, CommandsCanBeListedAndKilled) {
+  const std::string session = CreateShared();
+  const int id = StartBackground(session, "echo started; exec sleep 600", false);
+  v1::ListCommandsRequest list;
+  list.set_session_id(session);
+  v1::ListCommandsResponse commands;
+  ASSERT_TRUE(stub_->ListCommands(Ctx().get(), list, &commands).ok());
+  ASSERT_EQ(commands.commands_size(), 1);
+  EXPECT_EQ(commands.commands(0).command_id(), id);
+  EXPECT_TRUE(commands.commands(0).running());
+
+  // Follow it until it runs, then kill it.
+  v1::ConnectCommandRequest connect;
+  connect.set_session_id(session);
+  connect.set_command_id(id);
+  auto ctx = Ctx();
+  auto reader = stub_->ConnectCommand(ctx.get(), connect);
+  v1::CommandEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.started(), id);
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.stdout(), "started\n");
+  v1::SignalCommandRequest kill;
+  kill.set_session_id(session);
+  kill.set_command_id(id);
+  v1::SignalCommandResponse killed;
+  ASSERT_TRUE(stub_->SignalCommand(Ctx().get(), kill, &killed).ok());
+  CommandRun run = Drain(*reader);
+  ASSERT_TRUE(run.ended);
+  EXPECT_EQ(Connect(session, id).out, "started\n");  // and from the start, again
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_SIGNALED);
+  EXPECT_EQ(run.end.signal(), SIGKILL);
+}
+
+TEST_F(ContextsTest, AKillSentAsTheCommandStartsIsNotLost) {
+  const std::string session = CreateShared();
+  const int id = StartBackground(session, "exec sleep 600", false);
+  v1::SignalCommandRequest kill;
+  kill.set_session_id(session);
+  kill.set_command_id(id);
+  v1::SignalCommandResponse killed;
+  ASSERT_TRUE(stub_->SignalCommand(Ctx().get(), kill, &killed).ok());
+  CommandRun run = Connect(session, id);
+  ASSERT_TRUE(run.ended);
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_SIGNALED);
+}
+
+TEST_F(ContextsTest, ClosingTheSessionEndsItsCommands) {
+  const std::string session = CreateShared();
+  v1::RunCommandRequest request;
+  request.set_session_id(session);
+  for (const char* arg : {"/bin/bash", "-c", "echo up; exec sleep 600"}) request.add_argv(arg);
+  auto ctx = Ctx();
+  auto reader = stub_->RunCommand(ctx.get(), request);
+  v1::CommandEvent event;
+  ASSERT_TRUE(reader->Read(&event));  // started
+  ASSERT_TRUE(reader->Read(&event));  // "up": it runs
+  EXPECT_EQ(event.stdout(), "up\n");
+  v1::CloseSessionRequest close;
+  close.set_session_id(session);
+  v1::CloseSessionResponse closed;
+  ASSERT_TRUE(stub_->CloseSession(Ctx().get(), close, &closed).ok());
+  CommandRun run = Drain(*reader);
+  ASSERT_TRUE(run.ended);
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_SIGNALED);
+}
+
+TEST_F(ContextsTest, PlainSessionsSayHowToGetContexts) {
+  v1::CreateSessionRequest request;
+  v1::Session plain;
+  ASSERT_TRUE(stub_->CreateSession(Ctx().get(), request, &plain).ok());
+  EXPECT_FALSE(plain.shared_workspace());
+  v1::CreateContextRequest create;
+  create.set_session_id(plain.id());
+  v1::Context context;
+  grpc::Status s = stub_->CreateContext(Ctx().get(), create, &context);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("shared_workspace"), std::string::npos) << s.error_message();
+
+  CommandRun run = Command("s-nope", "true");
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  const std::string session = CreateShared();
+  v1::RunCommandRequest empty;
+  empty.set_session_id(session);
+  auto ctx = Ctx();
+  auto reader = stub_->RunCommand(ctx.get(), empty);
+  run = Drain(*reader);
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ContextsTest, SetSessionTtlMovesTheExpiry) {
+  const std::string session = CreateShared();
+  v1::SetSessionTtlRequest request;
+  request.set_session_id(session);
+  request.set_ttl_seconds(5);
+  v1::Session updated;
+  ASSERT_TRUE(stub_->SetSessionTtl(Ctx().get(), request, &updated).ok());
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  EXPECT_LE(updated.expires_unix_ms(), now_ms + 5'000);
+  EXPECT_GT(updated.expires_unix_ms(), now_ms);
+  request.set_ttl_seconds(0);
+  EXPECT_EQ(stub_->SetSessionTtl(Ctx().get(), request, &updated).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace warden
