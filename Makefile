@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
   openssl passwd
 
-.PHONY: all deps build test test-unit test-sandbox run demo clean install bench bench-quick bench-deps
+.PHONY: all deps build test test-unit test-sandbox test-npm run demo clean install bench bench-quick bench-deps
 
 all: build
 
@@ -37,8 +37,20 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+test: build test-npm
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2 --timeout 600
+
+# Unmodified third-party protocol clients the tests drive, from npm, pinned
+# by each folder's package-lock.json: test tools, never part of the product.
+# npm ci runs only when the lock file is newer than what is installed.
+NPM_TEST_DIRS := tests/kernel_gateway
+
+test-npm:
+	@for d in $(NPM_TEST_DIRS); do \
+	  if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+	    echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+	  fi; \
+	done
 
 test-unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L unit
