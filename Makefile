@@ -7,14 +7,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Everything Warden needs to build, test and run, from Debian 12
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
-# the TLS tests' certificates; passwd holds setuid tools the escape suite runs).
+# the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
+# python3-jupyter-server is a Kernel Gateway client the tests drive).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
   python3 python3-numpy python3-pandas python3-matplotlib python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
-  openssl passwd
+  openssl passwd python3-jupyter-server
 
 .PHONY: all deps build test test-unit test-sandbox test-npm run demo clean install bench bench-quick bench-deps
 

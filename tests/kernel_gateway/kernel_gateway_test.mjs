@@ -6,6 +6,11 @@
 // Starts $WARDEN_BIN_DIR/wardend with a tokens file and --http-listen on a
 // loopback port, runs every step in order, stops wardend with SIGTERM and
 // expects it to exit 0. Needs root (wardend builds sandboxes).
+//
+// With --via-jupyter-server, the client talks to Debian's Jupyter Server
+// 1.23 started with --gateway-url pointing at wardend (a second real
+// Kernel Gateway client, the one JupyterLab and Notebook use for remote
+// kernels), and only the steps marked `both` run.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -29,6 +34,7 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BIN_DIR = process.env.WARDEN_BIN_DIR ?? path.join(HERE, '..', '..', 'build', 'bin');
 const STARTUP_TIMEOUT_MS = 60_000;
 const TOKEN = 'kernel-gateway-test-token-0123456789';
+const OTHER_TENANT_TOKEN = 'kernel-gateway-other-tenant-0123456789';
 
 // --- the daemon ---
 
@@ -48,7 +54,8 @@ async function startWardend() {
   fs.accessSync(wardend, fs.constants.X_OK);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'warden-kg-'));
   const tokens = path.join(tmp, 'tokens.json');
-  fs.writeFileSync(tokens, JSON.stringify({ tokens: [{ token: TOKEN, tenant: 'jupyter-test' }] }), { mode: 0o600 });
+  fs.writeFileSync(tokens, JSON.stringify({ tokens: [{ token: TOKEN, tenant: 'jupyter-test' },
+                                                        { token: OTHER_TENANT_TOKEN, tenant: 'someone-else' }] }), { mode: 0o600 });
   const config = path.join(tmp, 'wardend.json');
   fs.writeFileSync(config, JSON.stringify({
     auth: { tokens_file: tokens },
@@ -84,7 +91,8 @@ function logTail(daemon) {
   }
 }
 
-async function stopWardend(daemon) {
+// SIGTERM to a child this script started; resolves with how it exited.
+async function stopChild(daemon) {
   if (!daemon.exited) {
     const exited = new Promise(resolve => daemon.child.once('exit', resolve));
     daemon.child.kill('SIGTERM');
@@ -170,7 +178,8 @@ function rawRequest(msgType, content, channel = 'shell') {
 // --- the steps ---
 
 const steps = [];
-const step = (name, fn) => steps.push({ name, fn });
+// `both`: also through Jupyter Server (--via-jupyter-server).
+const step = (name, fn, { both = false } = {}) => steps.push({ name, fn, both });
 
 step('kernelspecs: python3, javascript and bash', async ({ settings }) => {
   const specs = await KernelSpecAPI.getSpecs(settings);
@@ -180,7 +189,7 @@ step('kernelspecs: python3, javascript and bash', async ({ settings }) => {
     assert.equal(specs.kernelspecs[name].name, name);
   }
   assert.equal(specs.kernelspecs.python3.spec.language, 'python');
-});
+}, { both: true });
 
 step('start a python3 kernel (201, UUID-shaped id) and read kernel_info', async (ctx) => {
   ctx.manager = new KernelManager({ serverSettings: ctx.settings });
@@ -190,13 +199,13 @@ step('start a python3 kernel (201, UUID-shaped id) and read kernel_info', async 
   const info = await ctx.kernel.info;
   assert.equal(info.language_info.name, 'python');
   assert.equal(info.implementation, 'warden');
-  const listed = await http(ctx.port, 'GET', '/api/kernels');
+  const listed = await http(ctx.port, 'GET', '/api/kernels', { token: ctx.token });
   assert.equal(listed.status, 200);
   const model = listed.json.find(k => k.id === ctx.kernel.id);
   assert.ok(model, `the new kernel is listed: ${listed.text}`);
   assert.equal(model.name, 'python3');
   assert.ok(model.connections >= 1, 'the client\'s WebSocket counts as a connection');
-});
+}, { both: true });
 
 step('execute: status busy, execute_input, stream, execute_result, execute_reply, idle', async ({ kernel }) => {
   const { iopub, reply, types } = await run(kernel, 'print("hello from warden")\n6 * 7');
@@ -208,13 +217,13 @@ step('execute: status busy, execute_input, stream, execute_result, execute_reply
   const result = iopub.find(m => m.header.msg_type === 'execute_result');
   assert.equal(result.content.data['text/plain'], '42');
   assert.equal(result.content.execution_count, reply.execution_count);
-});
+}, { both: true });
 
 step('state persists between cells', async ({ kernel }) => {
   await run(kernel, 'x = 41');
   const { iopub } = await run(kernel, 'x + 1');
   assert.equal(iopub.find(m => m.header.msg_type === 'execute_result').content.data['text/plain'], '42');
-});
+}, { both: true });
 
 step('display_data: a matplotlib figure as a PNG', async ({ kernel }) => {
   const { iopub, reply } = await run(kernel, 'import matplotlib.pyplot as plt\nplt.plot([1, 4, 9]);');
@@ -223,7 +232,7 @@ step('display_data: a matplotlib figure as a PNG', async ({ kernel }) => {
   assert.ok(display, `a display_data message among ${iopub.map(m => m.header.msg_type)}`);
   const png = Buffer.from(display.content.data['image/png'], 'base64');
   assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-});
+}, { both: true });
 
 step('error: the exception as an error message and an error reply', async ({ kernel }) => {
   const { iopub, reply } = await run(kernel, '1 / 0');
@@ -233,7 +242,7 @@ step('error: the exception as an error message and an error reply', async ({ ker
   assert.equal(error.content.ename, 'ZeroDivisionError');
   assert.equal(error.content.evalue, 'division by zero');
   assert.ok(error.content.traceback.length > 0);
-});
+}, { both: true });
 
 step('interrupt a running cell (REST)', async (ctx) => {
   let started;
@@ -248,14 +257,14 @@ step('interrupt a running cell (REST)', async (ctx) => {
   const { iopub } = await run(ctx.kernel, 'x');
   assert.equal(iopub.find(m => m.header.msg_type === 'execute_result').content.data['text/plain'], '41',
                'an interrupt keeps the state');
-});
+}, { both: true });
 
 step('restart: a fresh interpreter', async ({ kernel }) => {
   await kernel.restart();
   const { reply, iopub } = await run(kernel, '"x" in globals()');
   assert.equal(reply.status, 'ok');
   assert.equal(iopub.find(m => m.header.msg_type === 'execute_result').content.data['text/plain'], 'False');
-});
+}, { both: true });
 
 step('plain JSON frames with top-level msg_type, as AutoGen and smolagents read them', async (ctx) => {
   const raw = await openRawChannel(ctx.port, ctx.kernel.id, { Authorization: `token ${TOKEN}` });
@@ -291,7 +300,7 @@ step('a javascript kernel', async (ctx) => {
   } finally {
     await js.shutdown();
   }
-});
+}, { both: true });
 
 step('bad input gets Kernel Gateway errors', async ({ port, kernel }) => {
   assertKgError(await http(port, 'POST', '/api/kernels', { body: '{"name": ' }), 400, 'malformed JSON');
@@ -312,29 +321,84 @@ step('bad input gets Kernel Gateway errors', async ({ port, kernel }) => {
                                       { Authorization: `token ${TOKEN}` }), 'a WebSocket to an unknown kernel is refused');
 });
 
-step('shut down: DELETE answers 204 and the kernel is gone', async ({ port, kernel }) => {
+step("another tenant's token sees none of these kernels", async ({ port, kernel }) => {
+  const list = await http(port, 'GET', '/api/kernels', { token: OTHER_TENANT_TOKEN });
+  assert.equal(list.status, 200);
+  assert.deepEqual(list.json, []);
+  for (const [method, suffix] of [['GET', ''], ['DELETE', ''], ['POST', '/interrupt'], ['POST', '/restart']]) {
+    assertKgError(await http(port, method, `/api/kernels/${kernel.id}${suffix}`, { token: OTHER_TENANT_TOKEN }), 404,
+                  `${method} ${suffix || 'kernel'} as another tenant`);
+  }
+  await assert.rejects(openRawChannel(port, kernel.id, { Authorization: `token ${OTHER_TENANT_TOKEN}` }),
+                       "another tenant cannot open the kernel's channels");
+  const { reply } = await run(kernel, '1');
+  assert.equal(reply.status, 'ok', 'the kernel is untouched');
+});
+
+step('shut down: DELETE answers 204 and the kernel is gone', async ({ port, token, kernel }) => {
   const id = kernel.id;
   await kernel.shutdown();
-  assertKgError(await http(port, 'GET', `/api/kernels/${id}`), 404, 'a shut-down kernel');
-});
+  const gone = await http(port, 'GET', `/api/kernels/${id}`, { token });
+  assert.equal(gone.status, 404, `a shut-down kernel: ${gone.text}`);
+}, { both: true });
 
 step('the daemon still serves', async ({ settings }) => {
   const specs = await KernelSpecAPI.getSpecs(settings);
   assert.ok(specs.kernelspecs.python3);
-});
+}, { both: true });
+
+// --- Jupyter Server as the client of wardend (--via-jupyter-server) ---
+
+const JUPYTER_SERVER_TOKEN = 'jupyter-server-test-token';
+
+async function startJupyterServer(daemon) {
+  const port = await freePort();
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'warden-kg-jupyter-'));
+  const log = fs.openSync(path.join(home, 'jupyter-server.log'), 'w');
+  const env = { ...process.env, HOME: home, JUPYTER_CONFIG_DIR: path.join(home, 'config'),
+                JUPYTER_DATA_DIR: path.join(home, 'data'), JUPYTER_RUNTIME_DIR: path.join(home, 'runtime') };
+  const child = spawn('/usr/bin/python3', [
+    '-m', 'jupyter_server', '--ServerApp.ip=127.0.0.1', `--ServerApp.port=${port}`,
+    '--ServerApp.port_retries=0', `--ServerApp.token=${JUPYTER_SERVER_TOKEN}`, '--ServerApp.open_browser=False',
+    '--ServerApp.allow_root=True', `--ServerApp.root_dir=${home}`,
+    `--GatewayClient.url=http://127.0.0.1:${daemon.port}`, `--GatewayClient.auth_token=${TOKEN}`,
+  ], { stdio: ['ignore', log, log], env });
+  const server = { child, port, tmp: home, exited: null, log: path.join(home, 'jupyter-server.log') };
+  child.on('exit', (code, signal) => { server.exited = { code, signal }; });
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  for (;;) {
+    if (server.exited) throw new Error(`jupyter server exited before serving:\n${fs.readFileSync(server.log, 'utf8')}`);
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/api/kernelspecs?token=${JUPYTER_SERVER_TOKEN}`);
+      if (r.ok) return server;
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) throw new Error(`jupyter server did not serve within ${STARTUP_TIMEOUT_MS} ms`);
+    await new Promise(resolve => setTimeout(resolve, 50));  // the next connection attempt
+  }
+}
 
 // --- main ---
 
+const viaJupyterServer = process.argv.includes('--via-jupyter-server');
 const daemon = await startWardend();
+let jupyterServer = null;
+let failed = 0;
+try {
+  if (viaJupyterServer) jupyterServer = await startJupyterServer(daemon);
+} catch (e) {
+  console.log(`FAIL starting jupyter server\n${e.stack ?? e}`);
+  failed++;
+}
+const front = jupyterServer ?? daemon;
 const ctx = {
-  port: daemon.port,
+  port: front.port,
+  token: jupyterServer ? JUPYTER_SERVER_TOKEN : TOKEN,
   settings: ServerConnection.makeSettings({
-    baseUrl: `${base(daemon.port)}/`, wsUrl: `ws://127.0.0.1:${daemon.port}/`, token: TOKEN, appendToken: true,
-    WebSocket,
+    baseUrl: `${base(front.port)}/`, wsUrl: `ws://127.0.0.1:${front.port}/`,
+    token: jupyterServer ? JUPYTER_SERVER_TOKEN : TOKEN, appendToken: true, WebSocket,
   }),
 };
-let failed = 0;
-for (const { name, fn } of steps) {
+for (const { name, fn } of failed ? [] : steps.filter(s => s.both || !viaJupyterServer)) {
   const start = Date.now();
   try {
     await fn(ctx);
@@ -346,12 +410,17 @@ for (const { name, fn } of steps) {
   }
 }
 ctx.manager?.dispose();
-const exit = await stopWardend(daemon);
+if (jupyterServer) {
+  if (failed) console.log(`jupyter server log:\n${fs.readFileSync(jupyterServer.log, 'utf8').split('\n').slice(-60).join('\n')}`);
+  await stopChild(jupyterServer);  // SIGTERM, and wait for it to exit
+  fs.rmSync(jupyterServer.tmp, { recursive: true, force: true });
+}
+const exit = await stopChild(daemon);
 if (failed) console.log(`wardend log:\n${logTail(daemon)}`);
 if (exit.code !== 0) {
   console.log(`wardend exited with ${JSON.stringify(exit)} after SIGTERM, not 0:\n${logTail(daemon)}`);
   failed++;
 }
 fs.rmSync(daemon.tmp, { recursive: true, force: true });
-console.log(failed ? `${failed} step(s) failed` : `all ${steps.length} steps passed`);
+console.log(failed ? `${failed} step(s) failed` : 'all steps passed');
 process.exit(failed ? 1 : 0);
