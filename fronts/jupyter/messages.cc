@@ -89,11 +89,16 @@ nlohmann::json ErrorForOutcome(const v1::ExecuteResponse& summary) {
     case v1::OUTCOME_SESSION_LOST:
       error.set_name("DeadKernelError");
       break;
+    case v1::OUTCOME_ERROR:  // bash: the cell's last command failed
+    case v1::OUTCOME_NONZERO_EXIT:
+      error.set_name("NonZeroExitError");
+      break;
     default:
       error.set_name("WardenError");
       break;
   }
   std::string value = summary.message();
+  if (value.empty() && summary.exit_code() > 0) value = absl::StrCat("exit code ", summary.exit_code());
   if (value.empty()) value = v1::Outcome_Name(summary.outcome());
   if (summary.outcome() == v1::OUTCOME_VIOLATION && !summary.violation().empty()) {
     value = absl::StrCat(value, " (system call ", summary.violation(), ")");

@@ -302,6 +302,21 @@ step('a javascript kernel', async (ctx) => {
   }
 }, { both: true });
 
+step('a bash kernel: a failing command is an error reply', async (ctx) => {
+  const sh = await ctx.manager.startNew({ name: 'bash' });
+  try {
+    const ok = await run(sh, 'cd /tmp && echo "in $PWD"');
+    assert.equal(ok.reply.status, 'ok');
+    assert.equal(streamText(ok.iopub), 'in /tmp\n');
+    const failed = await run(sh, 'ls /no/such/dir');
+    assert.equal(failed.reply.status, 'error');
+    assert.equal(failed.reply.ename, 'NonZeroExitError');
+    assert.match(streamText(failed.iopub, 'stderr'), /No such file/);
+  } finally {
+    await sh.shutdown();
+  }
+});
+
 step('bad input gets Kernel Gateway errors', async ({ port, kernel }) => {
   assertKgError(await http(port, 'POST', '/api/kernels', { body: '{"name": ' }), 400, 'malformed JSON');
   assertKgError(await http(port, 'POST', '/api/kernels', { body: '{"name": "cobol"}' }), 404, 'unknown kernel spec');
