@@ -296,6 +296,17 @@ TEST_F(KernelGatewayTest, RestApiAnswersInKernelGatewayShapes) {
   Reply got = gateway_->GetKernel(caller_, KernelIdFromSessionId(kSession));
   EXPECT_EQ(got.status, 200);
   EXPECT_EQ(got.body["connections"], 0);
+  {
+    Collector sink;
+    auto one = gateway_->Connect(caller_, kSession, WireFormat::kJson, sink.Sink(WireFormat::kJson), &connect_error);
+    auto two = gateway_->Connect(caller_, kSession, WireFormat::kJson, sink.Sink(WireFormat::kJson), &connect_error);
+    for (int i = 0; i < 3; ++i) {  // counting does not forget live channels
+      EXPECT_EQ(gateway_->GetKernel(caller_, kSession).body["connections"], 2);
+    }
+    two.reset();
+    EXPECT_EQ(gateway_->GetKernel(caller_, kSession).body["connections"], 1);
+  }
+  EXPECT_EQ(gateway_->GetKernel(caller_, kSession).body["connections"], 0);
   EXPECT_EQ(gateway_->InterruptKernel(caller_, kSession).status, 204);
 }
 

@@ -232,9 +232,10 @@ std::vector<std::shared_ptr<KernelChannel>> KernelGateway::ChannelsOf(const std:
   auto& weak = it->second;
   weak.erase(std::remove_if(weak.begin(), weak.end(),
                             [&live](const std::weak_ptr<KernelChannel>& w) {
-                              auto c = w.lock();
-                              if (c) live.push_back(std::move(c));
-                              return !c;
+                              std::shared_ptr<KernelChannel> c = w.lock();
+                              if (!c) return true;
+                              live.push_back(std::move(c));
+                              return false;
                             }),
              weak.end());
   if (weak.empty()) channels_.erase(it);
