@@ -172,6 +172,14 @@ class KernelGatewayTest : public ::testing::Test {
     server_->Shutdown();
   }
 
+  // A channel to the fake's session whose output `got` collects.
+  std::shared_ptr<KernelChannel> Open(Collector& got, WireFormat format = WireFormat::kJson) {
+    Reply error;
+    auto channel = gateway_->Connect(caller_, KernelIdFromSessionId(kSession), format, got.Sink(format), &error);
+    EXPECT_NE(channel, nullptr) << error.body.dump();
+    return channel;
+  }
+
   FakeExecutor fake_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<v1::Executor::StubInterface> stub_;
@@ -181,9 +189,7 @@ class KernelGatewayTest : public ::testing::Test {
 
 TEST_F(KernelGatewayTest, ExecuteRequestBecomesJupyterIopubMessagesInOrder) {
   Collector got;
-  Reply error;
-  auto channel = gateway_->Connect(caller_, KernelIdFromSessionId(kSession), WireFormat::kJson,
-                                   got.Sink(WireFormat::kJson), &error);
+  auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame(Request("e1", "execute_request", {{"code", "1+1"}, {"silent", false}}));
   std::vector<Message> ms = got.UntilIdle("e1");
@@ -203,8 +209,7 @@ TEST_F(KernelGatewayTest, ExecuteRequestBecomesJupyterIopubMessagesInOrder) {
 
 TEST_F(KernelGatewayTest, AnErrorRepliesErrorAndAbortsTheQueuedCells) {
   Collector got;
-  Reply error;
-  auto channel = gateway_->Connect(caller_, kSession, WireFormat::kV1, got.Sink(WireFormat::kV1), &error);
+  auto channel = Open(got, WireFormat::kV1);
   ASSERT_NE(channel, nullptr);
   auto v1_frame = [](const std::string& json) {
     auto m = DecodeFrame(json, WireFormat::kJson);
@@ -226,8 +231,7 @@ TEST_F(KernelGatewayTest, AnErrorRepliesErrorAndAbortsTheQueuedCells) {
 
 TEST_F(KernelGatewayTest, ALimitWithoutAnExceptionIsStillAnError) {
   Collector got;
-  Reply error;
-  auto channel = gateway_->Connect(caller_, kSession, WireFormat::kJson, got.Sink(WireFormat::kJson), &error);
+  auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame(Request("t", "execute_request", {{"code", "sleep"}}));
   std::vector<Message> ms = got.UntilIdle("t");
@@ -239,8 +243,7 @@ TEST_F(KernelGatewayTest, ALimitWithoutAnExceptionIsStillAnError) {
 
 TEST_F(KernelGatewayTest, MalformedFramesAreDroppedAndTheChannelKeepsServing) {
   Collector got;
-  Reply error;
-  auto channel = gateway_->Connect(caller_, kSession, WireFormat::kJson, got.Sink(WireFormat::kJson), &error);
+  auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame("{not json");
   channel->OnFrame(R"({"header": {}})");
@@ -254,8 +257,7 @@ TEST_F(KernelGatewayTest, MalformedFramesAreDroppedAndTheChannelKeepsServing) {
 
 TEST_F(KernelGatewayTest, InterruptRequestOnControlInterruptsTheSession) {
   Collector got;
-  Reply error;
-  auto channel = gateway_->Connect(caller_, kSession, WireFormat::kJson, got.Sink(WireFormat::kJson), &error);
+  auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame(Request("i", "interrupt_request", nlohmann::json::object(), "control"));
   std::vector<Message> ms = got.UntilType("interrupt_reply");
