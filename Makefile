@@ -8,16 +8,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Everything Warden needs to build, test and run, from Debian 12
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
+# libboost-dev brings Beast and Asio, header-only, for the HTTP front;
 # python3-jupyter-server is a Kernel Gateway client the tests drive).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
-  libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev \
+  libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev libboost-dev \
   python3 python3-numpy python3-pandas python3-matplotlib python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools nodejs iproute2 \
   openssl passwd python3-jupyter-server
 
-.PHONY: all deps build test test-unit test-sandbox test-npm run demo clean install bench bench-quick bench-deps
+.PHONY: all deps build test test-deps test-unit test-sandbox run demo clean install bench bench-quick bench-deps
 
 all: build
 
@@ -38,18 +39,20 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build test-npm
+test: build test-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2 --timeout 600
 
-# Unmodified third-party protocol clients the tests drive, from npm, pinned
-# by each folder's package-lock.json: test tools, never part of the product.
-# npm ci runs only when the lock file is newer than what is installed.
-NPM_TEST_DIRS := tests/kernel_gateway
-
-test-npm:
-	@for d in $(NPM_TEST_DIRS); do \
-	  if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
-	    echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+# The third-party protocol clients the tests drive (each folder's
+# package.json, pinned by its package-lock.json): test tools, never part of
+# the product. npm ci runs only when a lock changed since the last install.
+PROTOCOL_TESTS := tests/protocols tests/kernel_gateway
+test-deps: deps
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
+	@for d in $(PROTOCOL_TESTS); do \
+	  if [ ! -f $$d/node_modules/.package-lock.json ] || \
+	      [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+	    (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
 	  fi; \
 	done
 

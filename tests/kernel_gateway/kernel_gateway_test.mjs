@@ -3,8 +3,9 @@
 // WebSocket), plus raw requests the way AutoGen and smolagents make them
 // (plain JSON frames, `Authorization: token`) and bad input.
 //
-// Starts $WARDEN_BIN_DIR/wardend with a tokens file and --http-listen on a
-// loopback port, runs every step in order, stops wardend with SIGTERM and
+// Starts $WARDEN_BIN_DIR/wardend with a tokens file, and the Kernel Gateway
+// front in front of it on a loopback port (kernel_gateway_host; wardend's own
+// --http-listen will host the same routes), runs every step in order, stops wardend with SIGTERM and
 // expects it to exit 0. Needs root (wardend builds sandboxes).
 //
 // With --via-jupyter-server, the client talks to Debian's Jupyter Server
@@ -63,22 +64,36 @@ async function startWardend() {
     executor: { host_id_base: 7_000_000 + (process.pid % 4096) * 1024, host_id_count: 1024 },
     pools: [{ language: 'python', size: 1, warm: [], memory_mb: 0 }],
   }));
-  const port = await freePort();
   const log = fs.openSync(path.join(tmp, 'wardend.log'), 'w');
-  const child = spawn(wardend, ['--config', config, '--listen', `unix:${tmp}/w.sock`,
-                                '--http-listen', `127.0.0.1:${port}`],
-                      { stdio: ['ignore', log, log] });
-  const daemon = { child, port, tmp, exited: null };
+  const child = spawn(wardend, ['--config', config, '--listen', `unix:${tmp}/w.sock`], { stdio: ['ignore', log, log] });
+  const daemon = { child, port: 0, tmp, exited: null, gateway: null };
   child.on('exit', (code, signal) => { daemon.exited = { code, signal }; });
-  // Ready once the HTTP front answers; fail at once if wardend exits first.
+  // The Kernel Gateway front on its own HTTP server in front of this wardend
+  // (fronts/jupyter/kernel_gateway_host); it prints its port once serving.
+  const gateway = spawn(path.join(BIN_DIR, 'kernel_gateway_host'),
+                        ['--upstream', `unix:${tmp}/w.sock`, '--listen', '127.0.0.1:0'],
+                        { stdio: ['ignore', 'pipe', log] });
+  daemon.gateway = { child: gateway, exited: null };
+  gateway.on('exit', (code, signal) => { daemon.gateway.exited = { code, signal }; });
+  daemon.port = await new Promise((resolve, reject) => {
+    let out = '';
+    gateway.stdout.on('data', d => {
+      out += d;
+      const m = /listening on (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    gateway.once('exit', code => reject(new Error(`kernel_gateway_host exited with ${code}:\n${logTail(daemon)}`)));
+  });
+  const port = daemon.port;
+  // Ready once a call reaches wardend through the front; fail at once if wardend exits first.
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
     if (daemon.exited) throw new Error(`wardend exited before serving:\n${logTail(daemon)}`);
     try {
-      const r = await fetch(`http://127.0.0.1:${port}/api`, { headers: { Authorization: `token ${TOKEN}` } });
+      const r = await fetch(`http://127.0.0.1:${port}/api/kernels`, { headers: { Authorization: `token ${TOKEN}` } });
       if (r.ok) return daemon;
     } catch { /* not listening yet */ }
-    if (Date.now() > deadline) throw new Error(`wardend did not serve HTTP within ${STARTUP_TIMEOUT_MS} ms:\n${logTail(daemon)}`);
+    if (Date.now() > deadline) throw new Error(`wardend did not serve within ${STARTUP_TIMEOUT_MS} ms:\n${logTail(daemon)}`);
     await new Promise(resolve => setTimeout(resolve, 50));  // the next connection attempt
   }
 }
@@ -188,7 +203,7 @@ step('kernelspecs: python3, javascript and bash', async ({ settings }) => {
     assert.ok(specs.kernelspecs[name], `${name} offered`);
     assert.equal(specs.kernelspecs[name].name, name);
   }
-  assert.equal(specs.kernelspecs.python3.spec.language, 'python');
+  assert.equal(specs.kernelspecs.python3.language, 'python');  // the client flattens spec into the model
 }, { both: true });
 
 step('start a python3 kernel (201, UUID-shaped id) and read kernel_info', async (ctx) => {
@@ -430,6 +445,7 @@ if (jupyterServer) {
   await stopChild(jupyterServer);  // SIGTERM, and wait for it to exit
   fs.rmSync(jupyterServer.tmp, { recursive: true, force: true });
 }
+await stopChild(daemon.gateway);
 const exit = await stopChild(daemon);
 if (failed) console.log(`wardend log:\n${logTail(daemon)}`);
 if (exit.code !== 0) {

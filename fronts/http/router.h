@@ -1,0 +1,79 @@
+// Router: (method, path pattern) -> handler, and which protocol owns which
+// paths, so that a request no route takes still gets its protocol's 404.
+//
+// Patterns are absolute paths whose segments are literals, "{name}" (one
+// segment) or, last, "{name...}" (the rest of the path, slashes and all):
+//   "/api/kernels/{kernel_id}/channels", "/files/{path...}".
+// Literal segments win over parameters, so "/sandboxes/list" beats
+// "/sandboxes/{id}". HEAD is served by a GET route.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "fronts/http/request.h"
+
+namespace warden::http {
+
+class Exchange;
+
+// What a handler returns: OK once it has answered through the Exchange;
+// an error (before answering) that the route's protocol renders, with the
+// HTTP status HttpStatusFor(code) (fronts/http/status.h).
+using Handler = std::function<absl::Status(Request&, Exchange&)>;
+
+// How one front speaks to its clients: where its credential is and what its
+// errors look like. Every error the HTTP server makes for a route (401, 404,
+// 405, 413, a handler's failure) goes through render_error.
+struct Protocol {
+  std::string name;  // "mcp", "e2b", "jupyter", "admin"
+  // The bearer credential in a request, "" if there is none. See
+  // fronts/http/credentials.h for the usual places.
+  std::function<std::string(const Request&)> find_token;
+  // The protocol's error body for `status`, sent with `http_status`.
+  std::function<Response(unsigned http_status, const absl::Status& status, const Request& request)>
+      render_error;
+};
+
+struct RouteOptions {
+  // Public routes (health checks) skip authentication.
+  bool authenticate = true;
+  // Largest request body taken; 0: HttpServerOptions::max_body_bytes.
+  size_t max_body_bytes = 0;
+};
+
+struct Route {
+  std::shared_ptr<const Protocol> protocol;
+  std::string method;
+  std::vector<std::string> segments;  // the pattern split at '/'
+  Handler handler;
+  RouteOptions options;
+};
+
+class Router {
+ public:
+  void Add(std::shared_ptr<const Protocol> protocol, std::string method, absl::string_view pattern,
+           Handler handler, RouteOptions options = {});
+  // Paths under `prefix` ("/api", or "/" for everything left) belong to
+  // `protocol` when no route takes them; the longest prefix wins.
+  void Claim(std::shared_ptr<const Protocol> protocol, std::string prefix);
+
+  struct Match {
+    const Route* route = nullptr;       // null: no route for this method and path
+    absl::flat_hash_map<std::string, std::string> params;  // decoded
+    const Protocol* protocol = nullptr;  // the route's or the claiming one; may be null
+    std::vector<std::string> allowed;    // methods the path has, when route is null
+  };
+  Match Find(absl::string_view method, absl::string_view path) const;
+
+ private:
+  std::vector<Route> routes_;
+  std::vector<std::pair<std::string, std::shared_ptr<const Protocol>>> claims_;
+};
+
+}  // namespace warden::http

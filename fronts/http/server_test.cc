@@ -1,0 +1,318 @@
+// HttpServer over real TCP on loopback, with Beast as the client: bounded
+// bodies, malformed requests, authentication, errors in each protocol's
+// shape, chunked streaming and the WebSocket handshake. The server must
+// keep serving after every bad request.
+#include "fronts/http/server.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/read.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "boost/beast/websocket.hpp"
+#include "fronts/http/credentials.h"
+#include "fronts/http/exchange.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace warden::http {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace websocket = boost::beast::websocket;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+constexpr char kToken[] = "tok-0123456789abcdef";
+
+// A front speaking JSON errors {"error": {"code": N, "message": M}}, with
+// the credential in X-API-KEY.
+std::shared_ptr<Protocol> JsonProtocol() {
+  auto p = std::make_shared<Protocol>();
+  p->name = "test";
+  p->find_token = [](const Request& r) { return HeaderToken(r, "X-API-KEY"); };
+  p->render_error = [](unsigned status, const absl::Status& error, const Request&) {
+    return Response::Json(status, {{"error", {{"code", status}, {"message", std::string(error.message())}}}});
+  };
+  return p;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto router = std::make_shared<Router>();
+    auto protocol = JsonProtocol();
+    router->Add(protocol, "POST", "/echo", [](Request& r, Exchange& e) {
+      return e.Send(Response::Json(200, {{"body", r.body()}, {"tenant", r.tenant}}));
+    });
+    router->Add(protocol, "GET", "/things/{id}", [](Request& r, Exchange& e) {
+      if (r.Param("id") == "missing") return absl::NotFoundError("no thing 'missing'");
+      return e.Send(Response::Json(200, {{"id", r.Param("id")}, {"q", r.Query("q")}}));
+    });
+    router->Add(protocol, "GET", "/lines", [](Request& r, Exchange& e) {
+      auto stream = e.StartStream(200, "application/x-ndjson");
+      if (!stream.ok()) return stream.status();
+      for (int i = 0; i < 3; ++i) {
+        if (auto s = (*stream)->Write(json({{"n", i}}).dump() + "\n"); !s.ok()) return s;
+      }
+      return (*stream)->Finish();
+    });
+    router->Add(protocol, "GET", "/ws", [](Request& r, Exchange& e) {
+      auto ws = e.AcceptWebSocket({"v1.kernel.websocket.jupyter.org"});
+      if (!ws.ok()) return ws.status();
+      std::shared_ptr<WebSocket> socket = *ws;
+      return socket->Run([&socket](WebSocket::Message m) {
+        (void)socket->Send({absl::StrCat(socket->subprotocol(), "|", m.data), m.binary});
+      });
+    });
+    router->Add(protocol, "GET", "/public", [](Request&, Exchange& e) { return e.Send(Response::Text(200, "hi")); },
+                {.authenticate = false, .max_body_bytes = 0});
+    router->Add(protocol, "POST", "/small", [](Request&, Exchange& e) { return e.Send(Response::Text(200, "ok")); },
+                {.authenticate = true, .max_body_bytes = 16});
+    router->Claim(protocol, "/");
+
+    HttpServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.max_body_bytes = 1024;
+    auto server = HttpServer::Start(options, router, [](absl::string_view token) -> absl::StatusOr<std::string> {
+      if (token == kToken) return std::string("acme");
+      return absl::UnauthenticatedError(token.empty() ? "no token" : "unknown token");
+    });
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  net::ip::tcp::endpoint Endpoint() const {
+    return {net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server_->port())};
+  }
+
+  // One request on a fresh connection; the whole response.
+  bhttp::response<bhttp::string_body> Call(bhttp::verb method, const std::string& target, std::string body = "",
+                                           bool with_token = true) {
+    net::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(Endpoint());
+    bhttp::request<bhttp::string_body> req{method, target, 11};
+    req.set(bhttp::field::host, "localhost");
+    if (with_token) req.set("X-API-KEY", kToken);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    bhttp::write(stream, req);
+    beast::flat_buffer buffer;
+    bhttp::response<bhttp::string_body> res;
+    beast::error_code ec;
+    bhttp::read(stream, buffer, res, ec);
+    EXPECT_FALSE(ec) << ec.message();
+    return res;
+  }
+
+  // Raw bytes in, everything the server sends until it closes (or, with
+  // head_only, until the end of the response head).
+  std::string Raw(const std::string& bytes, bool head_only = false) {
+    net::io_context io;
+    net::ip::tcp::socket socket(io);
+    socket.connect(Endpoint());
+    net::write(socket, net::buffer(bytes));
+    std::string out;
+    beast::error_code ec;
+    char buf[4096];
+    while (!ec && !(head_only && out.find("\r\n\r\n") != std::string::npos)) {
+      const size_t n = socket.read_some(net::buffer(buf), ec);
+      out.append(buf, n);
+    }
+    return out;
+  }
+
+  void ExpectStillServing() {
+    auto res = Call(bhttp::verb::get, "/public");
+    EXPECT_EQ(res.result_int(), 200);
+  }
+
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, RoutesWithParametersQueriesAndTheTenant) {
+  auto res = Call(bhttp::verb::get, "/things/a%2Fb?q=x+y");
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(json::parse(res.body()), json({{"id", "a/b"}, {"q", "x y"}}));
+  res = Call(bhttp::verb::post, "/echo", "hello");
+  EXPECT_EQ(json::parse(res.body()), json({{"body", "hello"}, {"tenant", "acme"}}));
+}
+
+TEST_F(HttpServerTest, KeepsAConnectionAliveAcrossRequests) {
+  net::io_context io;
+  beast::tcp_stream stream(io);
+  stream.connect(Endpoint());
+  beast::flat_buffer buffer;
+  for (int i = 0; i < 3; ++i) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, absl::StrCat("/things/", i), 11};
+    req.set("X-API-KEY", kToken);
+    bhttp::write(stream, req);
+    bhttp::response<bhttp::string_body> res;
+    bhttp::read(stream, buffer, res);
+    EXPECT_EQ(json::parse(res.body())["id"], absl::StrCat(i));
+  }
+}
+
+TEST_F(HttpServerTest, HandlerErrorsAndMissesComeInTheProtocolsShape) {
+  auto res = Call(bhttp::verb::get, "/things/missing");
+  EXPECT_EQ(res.result_int(), 404);
+  EXPECT_EQ(json::parse(res.body())["error"]["message"], "no thing 'missing'");
+  res = Call(bhttp::verb::get, "/no/such/path");
+  EXPECT_EQ(res.result_int(), 404);
+  EXPECT_THAT(json::parse(res.body())["error"]["message"].get<std::string>(), HasSubstr("/no/such/path"));
+  res = Call(bhttp::verb::delete_, "/echo");
+  EXPECT_EQ(res.result_int(), 405);
+  EXPECT_EQ(res[bhttp::field::allow], "POST");
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, AMissingOrWrongTokenIs401AndPublicRoutesNeedNone) {
+  auto res = Call(bhttp::verb::post, "/echo", "x", /*with_token=*/false);
+  EXPECT_EQ(res.result_int(), 401);
+  EXPECT_EQ(json::parse(res.body())["error"]["message"], "no token");
+  EXPECT_EQ(Call(bhttp::verb::get, "/public", "", /*with_token=*/false).result_int(), 200);
+  const std::string raw = Raw("GET /things/1 HTTP/1.1\r\nX-API-KEY: wrong-token-000000\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(raw, HasSubstr("401 Unauthorized"));
+  EXPECT_THAT(raw, HasSubstr("unknown token"));
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, BodiesOverTheLimitAre413BeforeTheyAreRead) {
+  // Declared too large: refused from the head alone.
+  std::string raw = Raw(absl::StrCat("POST /echo HTTP/1.1\r\nX-API-KEY: ", kToken,
+                                     "\r\nContent-Length: 1000000000\r\n\r\n"));
+  EXPECT_THAT(raw, HasSubstr("413 Payload Too Large"));
+  EXPECT_THAT(raw, HasSubstr("exceeds 1024 bytes"));
+  // Chunked, growing past the limit while read.
+  std::string chunked = absl::StrCat("POST /echo HTTP/1.1\r\nX-API-KEY: ", kToken,
+                                     "\r\nTransfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 10; ++i) chunked += "200\r\n" + std::string(0x200, 'x') + "\r\n";
+  chunked += "0\r\n\r\n";
+  raw = Raw(chunked);
+  EXPECT_THAT(raw, HasSubstr("413 Payload Too Large"));
+  // A route's own, smaller limit.
+  EXPECT_EQ(Call(bhttp::verb::post, "/small", std::string(17, 'x')).result_int(), 413);
+  EXPECT_EQ(Call(bhttp::verb::post, "/small", std::string(16, 'x')).result_int(), 200);
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, MalformedRequestsAre400AndTheServerCarriesOn) {
+  for (const char* request : {"GARBAGE\r\n\r\n", "GET /x HTTP/9.9\r\n\r\n", "GET x HTTP/1.1\r\n\r\n",
+                              "GET /x HTTP/1.1\r\nBad Name: y\r\n\r\n",
+                              "POST /echo HTTP/1.1\r\nContent-Length: zz\r\n\r\n",
+                              "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}) {
+    const std::string raw = Raw(request);
+    EXPECT_THAT(raw, HasSubstr("400 Bad Request")) << request;
+    EXPECT_THAT(raw, HasSubstr("bad request")) << request;
+  }
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, StreamsChunkedNdjson) {
+  auto res = Call(bhttp::verb::get, "/lines");
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_TRUE(res.chunked());
+  EXPECT_EQ(res[bhttp::field::content_type], "application/x-ndjson");
+  EXPECT_EQ(res.body(), "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n");
+}
+
+TEST(SseEventTest, FramesEachLine) {
+  EXPECT_EQ(SseEvent("a\nb", "message"), "event: message\ndata: a\ndata: b\n\n");
+  EXPECT_EQ(SseEvent("{}"), "data: {}\n\n");
+}
+
+// A WebSocket client on its own connection.
+struct WsClient {
+  net::io_context io;
+  websocket::stream<beast::tcp_stream> ws{io};
+};
+
+TEST_F(HttpServerTest, WebSocketHandshakeNegotiatesTheSubprotocol) {
+  WsClient client;
+  beast::get_lowest_layer(client.ws).connect(Endpoint());
+  client.ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
+    req.set(bhttp::field::sec_websocket_protocol, "other, v1.kernel.websocket.jupyter.org");
+    req.set("X-API-KEY", kToken);
+  }));
+  websocket::response_type response;
+  client.ws.handshake(response, "localhost", "/ws");
+  EXPECT_EQ(response[bhttp::field::sec_websocket_protocol], "v1.kernel.websocket.jupyter.org");
+  client.ws.write(net::buffer(std::string("ping")));
+  beast::flat_buffer buffer;
+  client.ws.read(buffer);
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), "v1.kernel.websocket.jupyter.org|ping");
+  client.ws.close(websocket::close_code::normal);
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, WebSocketWithoutASubprotocolIsPlain) {
+  WsClient client;
+  beast::get_lowest_layer(client.ws).connect(Endpoint());
+  client.ws.set_option(websocket::stream_base::decorator(
+      [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
+  websocket::response_type response;
+  client.ws.handshake(response, "localhost", "/ws");
+  EXPECT_EQ(response.count(bhttp::field::sec_websocket_protocol), 0u);
+  client.ws.write(net::buffer(std::string("{}")));
+  beast::flat_buffer buffer;
+  client.ws.read(buffer);
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), "|{}");
+}
+
+// An upgrade request for /ws, raw, with the given extra header lines.
+std::string Upgrade(const std::string& extra) {
+  return absl::StrCat("GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                      "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+                      extra, "\r\n");
+}
+
+TEST_F(HttpServerTest, WebSocketRefusesUnknownSubprotocolsAndPlainRequests) {
+  const std::string raw =
+      Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\nSec-WebSocket-Protocol: chat\r\n")));
+  EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 400 Bad Request"));
+  EXPECT_THAT(raw, HasSubstr("offer one of: v1.kernel.websocket.jupyter.org"));
+
+  auto res = Call(bhttp::verb::get, "/ws");
+  EXPECT_EQ(res.result_int(), 400);
+  EXPECT_THAT(res.body(), HasSubstr("Upgrade: websocket"));
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, WebSocketNeedsTheToken) {
+  EXPECT_THAT(Raw(Upgrade("")), ::testing::StartsWith("HTTP/1.1 401 Unauthorized"));
+  EXPECT_THAT(Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\n")), /*head_only=*/true),
+              ::testing::StartsWith("HTTP/1.1 101 Switching Protocols"));
+}
+
+TEST_F(HttpServerTest, StopEndsOpenWebSocketsAndIdleConnections) {
+  WsClient client;
+  beast::get_lowest_layer(client.ws).connect(Endpoint());
+  client.ws.set_option(websocket::stream_base::decorator(
+      [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
+  client.ws.handshake("localhost", "/ws");
+  net::io_context io;
+  net::ip::tcp::socket idle(io);
+  idle.connect(Endpoint());
+
+  server_->Stop();
+  beast::flat_buffer buffer;
+  beast::error_code ec;
+  client.ws.read(buffer, ec);
+  EXPECT_TRUE(ec);  // closed by Stop, not left hanging
+  char byte;
+  idle.read_some(net::buffer(&byte, 1), ec);
+  EXPECT_TRUE(ec);
+}
+
+}  // namespace
+}  // namespace warden::http
