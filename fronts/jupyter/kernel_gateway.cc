@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "fronts/http/status.h"
 #include "fronts/jupyter/kernel_ids.h"
 #include "fronts/jupyter/kernel_specs.h"
 
@@ -25,7 +26,9 @@ const char* ReasonPhrase(int status) {
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 429: return "Too Many Requests";
+    case 412: return "Precondition Failed";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
     default: return "Error";
@@ -52,29 +55,10 @@ Reply ErrorReply(int status, std::string message) {
 }
 
 Reply ErrorReplyFor(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::NOT_FOUND:
-      return ErrorReply(404, status.error_message());
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return ErrorReply(400, status.error_message());
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return ErrorReply(401, status.error_message());
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return ErrorReply(403, status.error_message());
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      // Kernel Gateway answers 403 when its kernel limit is reached.
-      return ErrorReply(403, status.error_message());
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return ErrorReply(409, status.error_message());
-    case grpc::StatusCode::UNAVAILABLE:
-      return ErrorReply(503, status.error_message());
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return ErrorReply(504, status.error_message());
-    default:
-      return ErrorReply(500, status.error_message());
-  }
+  // gRPC's and absl's status codes have the same numbers; the HTTP status
+  // is every front's (fronts/http/status.h).
+  return ErrorReply(static_cast<int>(http::HttpStatusFor(static_cast<absl::StatusCode>(status.error_code()))),
+                    status.error_message());
 }
 
 KernelGateway::KernelGateway(std::shared_ptr<v1::Executor::StubInterface> stub) : stub_(std::move(stub)) {}

@@ -17,7 +17,8 @@
 //
 // Errors have Kernel Gateway's shape, {"reason": ..., "message": ...}, with
 // the HTTP status its clients expect (404 for an unknown kernel, 400 for a
-// bad body, 401 without a valid token, 413 for a body over the bound).
+// bad body, 401 without a valid token, 413 for a body over the bound, and
+// for the rest the mapping all fronts share, fronts/http/status.h).
 #pragma once
 
 #include <map>
@@ -44,7 +45,8 @@ struct Reply {
 
 // Kernel Gateway's error shape, the one place it is made.
 Reply ErrorReply(int status, std::string message);
-// A warden.v1 error as the Kernel Gateway error its clients expect.
+// A warden.v1 error as a Kernel Gateway error, with the HTTP status every
+// front gives that code (http::HttpStatusFor).
 Reply ErrorReplyFor(const grpc::Status& status);
 
 class KernelGateway {
