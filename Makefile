@@ -24,14 +24,15 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
 # Everything Warden needs to build, test and run, from Debian 12
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
-# libboost-dev brings Beast and Asio, header-only, for the HTTP front).
+# libboost-dev brings Beast and Asio, header-only, for the HTTP front;
+# python3-jupyter-server is a Kernel Gateway client the tests drive).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev libboost-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd $(RUNTIME_PACKAGES)
+  openssl passwd python3-jupyter-server $(RUNTIME_PACKAGES)
 
 .PHONY: all deps build test test-deps test-unit test-sandbox run demo clean install bench bench-quick bench-deps
 
@@ -57,11 +58,12 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 test: build test-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2 --timeout 600
 
-# The third-party protocol clients the tests drive (tests/protocols/
+# The third-party protocol clients the tests drive (each folder's
 # package.json, pinned by its package-lock.json): test tools, never part of
-# the product. npm ci runs only when the lock changed since the last install.
-# tests/e2b holds the E2B SDKs (@e2b/code-interpreter, e2b) on their own lock.
-PROTOCOL_TESTS := tests/protocols tests/e2b
+# the product. npm ci runs only when a lock changed since the last install.
+# tests/e2b holds the E2B SDKs (@e2b/code-interpreter, e2b) on their own lock,
+# tests/kernel_gateway @jupyterlab/services and ws.
+PROTOCOL_TESTS := tests/protocols tests/e2b tests/kernel_gateway
 test-deps: deps
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fronts/e2b/e2b_front.h"
+#include "fronts/jupyter/kernel_gateway_http.h"
 #include "fronts/mcp/mcp_http.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "sandbox/status_macros.h"
@@ -41,6 +42,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOption
     e2b::E2bOptions e2b_options;
     e2b_options.max_body_bytes = http_options.max_body_bytes;
     e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
+    fronts->kernel_gateway_ = std::make_shared<jupyter::KernelGateway>(
+        std::shared_ptr<v1::Executor::StubInterface>(v1::Executor::NewStub(server.InProcessChannel(args))));
+    jupyter::AddKernelGatewayRoutes(*router, fronts->kernel_gateway_);
 
     http_options.listen = options.http_listen;
     ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));

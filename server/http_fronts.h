@@ -1,6 +1,6 @@
 // HttpFronts: the HTTP front as wardend hosts it. One HttpServer on
 // http_listen carries every protocol front (MCP at /mcp; the admin
-// endpoints) and, if admin_listen is set, a second one carries the admin
+// endpoints, the E2B API, the Jupyter Kernel Gateway API under /api) and, if admin_listen is set, a second one carries the admin
 // endpoints alone. The fronts reach the engine only through warden.v1 over
 // the gRPC server's in-process channel, with the client's token, so they
 // see the same tenants, quotas and limits as gRPC callers.
@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "fronts/admin/admin_front.h"
 #include "fronts/http/server.h"
+#include "fronts/jupyter/kernel_gateway.h"
 #include "fronts/mcp/mcp_server.h"
 #include "grpcpp/server.h"
 #include "server/executor_service.h"
@@ -41,6 +42,7 @@ class HttpFronts {
   std::unique_ptr<v1::Executor::Stub> executor_;  // over the in-process channel
   std::unique_ptr<mcp::McpTools> mcp_tools_;
   std::unique_ptr<mcp::McpServer> mcp_;
+  std::shared_ptr<jupyter::KernelGateway> kernel_gateway_;
   std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<http::HttpServer> admin_;
 };

@@ -1,0 +1,344 @@
+#include "fronts/jupyter/kernel_channel.h"
+
+#include <optional>
+#include <utility>
+
+#include "fronts/jupyter/messages.h"
+
+namespace warden::jupyter {
+
+void Caller::Apply(grpc::ClientContext& context) const {
+  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+}
+
+// --- Lane ---
+
+KernelChannel::Lane::Lane(std::function<void(Message)> handle)
+    : handle_(std::move(handle)), thread_([this] { Loop(); }) {}
+
+KernelChannel::Lane::~Lane() { Stop(); }
+
+void KernelChannel::Lane::Push(Message m) {
+  absl::MutexLock lock(&mu_);
+  if (!stopping_) queue_.push_back(std::move(m));
+}
+
+std::deque<Message> KernelChannel::Lane::TakeIf(const std::function<bool(const Message&)>& match) {
+  absl::MutexLock lock(&mu_);
+  std::deque<Message> taken, kept;
+  for (Message& m : queue_) (match(m) ? taken : kept).push_back(std::move(m));
+  queue_ = std::move(kept);
+  return taken;
+}
+
+void KernelChannel::Lane::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void KernelChannel::Lane::Loop() {
+  for (;;) {
+    Message next;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane->mu_) {
+            return lane->stopping_ || !lane->queue_.empty();
+          },
+          this));
+      if (stopping_) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    handle_(std::move(next));
+  }
+}
+
+// --- KernelChannel ---
+
+KernelChannel::KernelChannel(std::shared_ptr<v1::Executor::StubInterface> stub, Caller caller,
+                             std::string session_id, const KernelSpec& spec, WireFormat format, ChannelSink sink)
+    : stub_(std::move(stub)),
+      caller_(std::move(caller)),
+      session_id_(std::move(session_id)),
+      spec_(spec),
+      format_(format),
+      kernel_session_(NewUuid()),
+      sink_(std::move(sink)) {
+  shell_ = std::make_unique<Lane>([this](Message m) { HandleShell(std::move(m)); });
+  control_ = std::make_unique<Lane>([this](Message m) { HandleControl(std::move(m)); });
+}
+
+KernelChannel::~KernelChannel() { Close(); }
+
+void KernelChannel::Close() {
+  {
+    absl::MutexLock lock(&call_mu_);
+    closed_ = true;
+    if (running_ != nullptr) running_->TryCancel();
+  }
+  control_->Stop();
+  shell_->Stop();
+  absl::MutexLock lock(&send_mu_);
+  sink_ = ChannelSink{};
+}
+
+void KernelChannel::KernelGone() {
+  Message none;
+  Status("dead", none);
+  std::function<void()> close;
+  {
+    absl::MutexLock lock(&send_mu_);
+    close = sink_.close;
+  }
+  if (close) close();
+}
+
+int KernelChannel::dropped_frames() const {
+  absl::MutexLock lock(&send_mu_);
+  return dropped_frames_;
+}
+
+void KernelChannel::OnFrame(absl::string_view frame) {
+  absl::StatusOr<Message> message = DecodeFrame(frame, format_);
+  if (!message.ok()) {
+    absl::MutexLock lock(&send_mu_);
+    ++dropped_frames_;
+    return;
+  }
+  if (message->channel == "control") {
+    control_->Push(*std::move(message));
+  } else if (message->channel == "shell") {
+    shell_->Push(*std::move(message));
+  }
+  // stdin (input_reply) has nothing to answer: Warden's kernels never ask.
+}
+
+void KernelChannel::Publish(const std::string& channel, const std::string& msg_type, nlohmann::json content,
+                            const Message& parent) {
+  absl::MutexLock lock(&send_mu_);
+  if (!sink_.send) return;
+  Message m = MakeMessage(channel, msg_type, std::move(content), parent.header, kernel_session_);
+  sink_.send(EncodeFrame(m, format_), format_ == WireFormat::kV1);
+}
+
+void KernelChannel::Status(const char* state, const Message& parent) {
+  Publish("iopub", "status", {{"execution_state", state}}, parent);
+}
+
+void KernelChannel::HandleShell(Message request) {
+  const std::string type = request.msg_type();
+  if (type == "execute_request") {
+    Execute(request);
+    return;
+  }
+  Status("busy", request);
+  if (type == "kernel_info_request") {
+    Publish("shell", "kernel_info_reply", KernelInfoContent(spec_), request);
+  } else if (type == "complete_request") {
+    const int cursor = request.content.value("cursor_pos", 0);
+    Publish("shell", "complete_reply",
+            {{"status", "ok"}, {"matches", nlohmann::json::array()}, {"cursor_start", cursor},
+             {"cursor_end", cursor}, {"metadata", nlohmann::json::object()}},
+            request);
+  } else if (type == "inspect_request") {
+    Publish("shell", "inspect_reply",
+            {{"status", "ok"}, {"found", false}, {"data", nlohmann::json::object()},
+             {"metadata", nlohmann::json::object()}},
+            request);
+  } else if (type == "is_complete_request") {
+    Publish("shell", "is_complete_reply", {{"status", "unknown"}}, request);
+  } else if (type == "history_request") {
+    Publish("shell", "history_reply", {{"status", "ok"}, {"history", nlohmann::json::array()}}, request);
+  } else if (type == "comm_info_request") {
+    Publish("shell", "comm_info_reply", {{"status", "ok"}, {"comms", nlohmann::json::object()}}, request);
+  } else if (type.size() > 8 && type.compare(type.size() - 8, 8, "_request") == 0) {
+    // Unknown requests get an error reply rather than silence, so that a
+    // client waiting for the reply is not left hanging.
+    nlohmann::json content = ErrorForStatus("Warden's kernels do not implement " + type);
+    content["status"] = "error";
+    Publish("shell", type.substr(0, type.size() - 8) + "_reply", std::move(content), request);
+  }
+  Status("idle", request);
+}
+
+void KernelChannel::HandleControl(Message request) {
+  const std::string type = request.msg_type();
+  if (type == "interrupt_request") {
+    v1::InterruptSessionRequest req;
+    req.set_session_id(session_id_);
+    v1::InterruptSessionResponse resp;
+    grpc::ClientContext ctx;
+    caller_.Apply(ctx);
+    const grpc::Status s = stub_->InterruptSession(&ctx, req, &resp);
+    nlohmann::json content = {{"status", "ok"}};
+    if (!s.ok()) {
+      content = ErrorForStatus(s.error_message());
+      content["status"] = "error";
+    }
+    Publish("control", "interrupt_reply", std::move(content), request);
+  } else if (type == "shutdown_request") {
+    const bool restart = request.content.value("restart", false);
+    grpc::ClientContext ctx;
+    caller_.Apply(ctx);
+    grpc::Status s;
+    if (restart) {
+      v1::RestartSessionRequest req;
+      req.set_session_id(session_id_);
+      v1::Session session;
+      s = stub_->RestartSession(&ctx, req, &session);
+    } else {
+      v1::CloseSessionRequest req;
+      req.set_session_id(session_id_);
+      v1::CloseSessionResponse resp;
+      s = stub_->CloseSession(&ctx, req, &resp);
+    }
+    nlohmann::json content = {{"status", "ok"}, {"restart", restart}};
+    if (!s.ok()) {
+      content = ErrorForStatus(s.error_message());
+      content["status"] = "error";
+      content["restart"] = restart;
+    }
+    Publish("control", "shutdown_reply", content, request);
+    Publish("iopub", "shutdown_reply", content, request);
+    if (s.ok() && !restart) Status("dead", request);
+    if (s.ok() && restart) {
+      {
+        absl::MutexLock lock(&send_mu_);
+        kernel_session_ = NewUuid();
+      }
+      Status("starting", request);
+      Status("idle", request);
+    }
+  } else if (type == "kernel_info_request") {
+    Publish("control", "kernel_info_reply", KernelInfoContent(spec_), request);
+  }
+}
+
+void KernelChannel::Execute(const Message& request) {
+  Status("busy", request);
+  const auto code_it = request.content.find("code");
+  const bool silent = request.content.value("silent", false);
+  const bool stop_on_error = request.content.value("stop_on_error", true);
+  if (code_it == request.content.end() || !code_it->is_string()) {
+    nlohmann::json error = ErrorForStatus("execute_request needs content.code, a string");
+    Publish("iopub", "error", error, request);
+    error["status"] = "error";
+    error["execution_count"] = 0;
+    Publish("shell", "execute_reply", std::move(error), request);
+    Status("idle", request);
+    return;
+  }
+
+  // execute_input comes before the cell runs, so its count is predicted
+  // from the session's; execute_result and execute_reply use the real one.
+  int predicted_count = 0;
+  {
+    v1::GetSessionRequest req;
+    req.set_session_id(session_id_);
+    v1::Session session;
+    grpc::ClientContext ctx;
+    caller_.Apply(ctx);
+    if (stub_->GetSession(&ctx, req, &session).ok()) predicted_count = session.execution_count() + 1;
+  }
+  if (!silent) {
+    Publish("iopub", "execute_input", {{"code", code_it->get<std::string>()}, {"execution_count", predicted_count}},
+            request);
+  }
+
+  v1::ExecuteRequest req;
+  req.set_code(code_it->get<std::string>());
+  req.set_session_id(session_id_);
+  grpc::ClientContext ctx;
+  caller_.Apply(ctx);
+  {
+    absl::MutexLock lock(&call_mu_);
+    if (closed_) return;
+    running_ = &ctx;
+  }
+  std::unique_ptr<grpc::ClientReaderInterface<v1::ExecuteEvent>> reader = stub_->ExecuteStream(&ctx, req);
+  v1::ExecuteEvent event;
+  std::optional<v1::Result> value;
+  std::optional<nlohmann::json> error;
+  v1::ExecuteResponse summary;
+  while (reader->Read(&event)) {
+    switch (event.event_case()) {
+      case v1::ExecuteEvent::kStdout:
+        Publish("iopub", "stream", {{"name", "stdout"}, {"text", event.stdout()}}, request);
+        break;
+      case v1::ExecuteEvent::kStderr:
+        Publish("iopub", "stream", {{"name", "stderr"}, {"text", event.stderr()}}, request);
+        break;
+      case v1::ExecuteEvent::kDisplay:
+        Publish("iopub", "display_data",
+                {{"data", MimeBundle(event.display())},
+                 {"metadata", nlohmann::json::object()},
+                 {"transient", nlohmann::json::object()}},
+                request);
+        break;
+      case v1::ExecuteEvent::kResult:
+        value = event.result();  // sent once the real execution count is known
+        break;
+      case v1::ExecuteEvent::kError:
+        error = ErrorContent(event.error());
+        Publish("iopub", "error", *error, request);
+        break;
+      case v1::ExecuteEvent::kSummary:
+        summary = event.summary();
+        break;
+      case v1::ExecuteEvent::EVENT_NOT_SET:
+        break;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  {
+    absl::MutexLock lock(&call_mu_);
+    running_ = nullptr;
+  }
+  int count = summary.execution_count() > 0 ? summary.execution_count() : predicted_count;
+  if (!status.ok()) {
+    error = ErrorForStatus(status.error_message());
+    Publish("iopub", "error", *error, request);
+  } else {
+    if (value && !silent) {
+      Publish("iopub", "execute_result",
+              {{"execution_count", count}, {"data", MimeBundle(*value)}, {"metadata", nlohmann::json::object()}},
+              request);
+    }
+    if (!error && summary.outcome() != v1::OUTCOME_OK) {
+      error = ErrorForOutcome(summary);
+      Publish("iopub", "error", *error, request);
+    }
+  }
+  nlohmann::json reply = {{"status", "ok"},
+                          {"execution_count", count},
+                          {"user_expressions", nlohmann::json::object()},
+                          {"payload", nlohmann::json::array()}};
+  if (error) {
+    reply.update(*error);
+    reply["status"] = "error";
+    reply.erase("user_expressions");
+    reply.erase("payload");
+  }
+  Publish("shell", "execute_reply", std::move(reply), request);
+  Status("idle", request);
+  if (error && stop_on_error) AbortQueuedExecutes();
+}
+
+// After an error with stop_on_error, the execute requests already queued
+// are not run, as in ipykernel: each gets execute_reply status "aborted".
+void KernelChannel::AbortQueuedExecutes() {
+  std::deque<Message> aborted =
+      shell_->TakeIf([](const Message& m) { return m.msg_type() == "execute_request"; });
+  for (const Message& m : aborted) {
+    Status("busy", m);
+    Publish("shell", "execute_reply", {{"status", "aborted"}, {"execution_count", 0}}, m);
+    Status("idle", m);
+  }
+}
+
+}  // namespace warden::jupyter
