@@ -222,8 +222,11 @@ def test_smolagents_executor_keeps_state_reports_errors_and_the_final_answer(cli
         final = executor("class FinalAnswerException(Exception):\n    pass\n"
                          "raise FinalAnswerException('safe:' + __import__('json').dumps({'answer': x}))")
         assert (final.output, final.is_final_answer) == ({"answer": 42}, True)
-        with pytest.raises(AgentError, match="ModuleNotFoundError"):
+        # Installed with the session's pip, as smolagents does: without a
+        # wheelhouse, what the runtime lacks fails at once and says why.
+        with pytest.raises(AgentError, match="pip install failed") as refused:
             WardenExecutor(["no_such_module_here"], logger=None, client=client)
+        assert "wheelhouse" in refused.value.message
     finally:
         executor.cleanup()
     with pytest.raises(warden.NotFound):

@@ -64,10 +64,15 @@ def _build() -> Any:
             return CodeOutput(output=main.text, logs=logs, is_final_answer=False)
 
         def install_packages(self, additional_imports: list) -> list:
-            # pip runs in the sandbox when the pool has a wheelhouse; without
-            # one, check that the modules import, which fails clearly.
+            # As smolagents does it, with `%pip` in the session: Warden's pip
+            # answers "Requirement already satisfied" at once for what the
+            # runtime has, installs the rest from the pool's wheelhouse, and
+            # fails at once, naming the wheelhouse, for anything else.
             if additional_imports:
-                self.run_code_raise_errors("import " + ", ".join(additional_imports))
+                self.run_code_raise_errors(
+                    "%pip install " + " ".join(additional_imports) + "\n"
+                    "if _exit_code:\n"
+                    "    raise RuntimeError('pip install failed (exit %d): see the log above' % _exit_code)")
             return additional_imports
 
         def cleanup(self) -> None:
