@@ -34,7 +34,9 @@ import grpc
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BIN_DIR = pathlib.Path(os.environ.get("WARDEN_BIN_DIR", REPO / "build" / "bin"))
 BINARIES = ("wardend", "warden", "warden-python-zygote")
-LANGUAGES = ("python", "node", "bash")  # kernel/ subdirectories
+# kernel/ subdirectories a kernels_dir holds: one per language, and bin/
+# (pip and the other tools bound into every sandbox).
+KERNEL_DIRS = ("python", "node", "bash", "bin")
 # Deadlines for things that take a second or two; only a broken daemon
 # waits this long.
 STARTUP_TIMEOUT_S = 90
@@ -139,8 +141,8 @@ class PrivateCheckoutTest(unittest.TestCase):
         (self.checkout / "build" / "bin").mkdir(parents=True)
         for name in BINARIES:
             shutil.copy2(BIN_DIR / name, self.checkout / "build" / "bin" / name)
-        for language in LANGUAGES:
-            shutil.copytree(REPO / "kernel" / language, self.checkout / "kernel" / language,
+        for subdir in KERNEL_DIRS:
+            shutil.copytree(REPO / "kernel" / subdir, self.checkout / "kernel" / subdir,
                             ignore=shutil.ignore_patterns("__pycache__", "test_*"))
         self.assertEqual(os.stat(self.top).st_mode & 0o777, 0o700)
 
@@ -179,9 +181,10 @@ class BrokenPoolTest(unittest.TestCase):
     def setUp(self):
         self.top = pathlib.Path(tempfile.mkdtemp(prefix="warden-broken-"))
         self.addCleanup(shutil.rmtree, self.top, ignore_errors=True)
-        self.kernels = self.top / "kernels"  # node/ and bash/, but no python/
-        for language in ("node", "bash"):
-            shutil.copytree(REPO / "kernel" / language, self.kernels / language)
+        self.kernels = self.top / "kernels"  # everything but python/
+        for subdir in KERNEL_DIRS:
+            if subdir != "python":
+                shutil.copytree(REPO / "kernel" / subdir, self.kernels / subdir)
         self.config = {
             "kernels_dir": str(self.kernels),
             "admin_listen": "127.0.0.1:0",
