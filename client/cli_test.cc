@@ -24,8 +24,10 @@
 namespace warden::cli {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -616,6 +618,10 @@ TEST(DescribeRpcErrorTest, OneLineWithTheCodeName) {
   EXPECT_EQ(DescribeRpcError(not_found, "unix:/x"), "NOT_FOUND: no session s-9");
   grpc::Status unavailable(grpc::StatusCode::UNAVAILABLE, "connection refused");
   EXPECT_THAT(DescribeRpcError(unavailable, "unix:/x"), HasSubstr("WARDEN_ADDR"));
+  grpc::Status cannot_start(grpc::StatusCode::UNAVAILABLE,
+                            "python workers cannot start: bind source /k/python does not exist");
+  EXPECT_THAT(DescribeRpcError(cannot_start, "unix:/x"),
+              AllOf(HasSubstr("wardend --check"), Not(HasSubstr("WARDEN_ADDR"))));
   EXPECT_EQ(StatusCodeName(grpc::StatusCode::UNAUTHENTICATED), "UNAUTHENTICATED");
   EXPECT_EQ(StatusCodeName(grpc::StatusCode::DEADLINE_EXCEEDED), "DEADLINE_EXCEEDED");
 }

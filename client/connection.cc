@@ -199,6 +199,13 @@ std::string DescribeRpcError(const grpc::Status& status, absl::string_view addre
       absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message());
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      // The daemon answered, but its pool cannot start sandboxes: the fix
+      // is the operator's, not the address.
+      if (absl::StrContains(status.error_message(), " workers cannot start: ")) {
+        absl::StrAppend(&line, " (wardend runs but cannot start these sandboxes: its operator "
+                               "can see why with wardend --check)");
+        break;
+      }
       absl::StrAppend(&line, " (is wardend running and listening on ", address,
                       "? pass --addr or set WARDEN_ADDR)");
       break;
