@@ -27,7 +27,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOption
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
-    fronts->executor_ = v1::Executor::NewStub(server.InProcessChannel(args));
+    // One in-process channel for every front.
+    std::shared_ptr<grpc::Channel> channel = server.InProcessChannel(args);
+    fronts->executor_ = v1::Executor::NewStub(channel);
     mcp::McpToolsOptions tools_options;
     tools_options.max_download_bytes = largest_file;
     fronts->mcp_tools_ = std::make_unique<mcp::McpTools>(fronts->executor_.get(), tools_options);
@@ -43,7 +45,7 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOption
     e2b_options.max_body_bytes = http_options.max_body_bytes;
     e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
     fronts->kernel_gateway_ = std::make_shared<jupyter::KernelGateway>(
-        std::shared_ptr<v1::Executor::StubInterface>(v1::Executor::NewStub(server.InProcessChannel(args))));
+        std::shared_ptr<v1::Executor::StubInterface>(v1::Executor::NewStub(channel)));
     jupyter::AddKernelGatewayRoutes(*router, fronts->kernel_gateway_);
 
     http_options.listen = options.http_listen;
