@@ -175,17 +175,32 @@ for (const [name, makeTransport] of Object.entries(transports)) {
     });
 
     test('streams output as progress notifications when asked', async () => {
-      const seen = [];
-      const result = await client.callTool(
-        { name: 'execute_code', arguments: { code: 'import sys\nfor i in range(3):\n    print(i, flush=True)' } },
-        undefined, { onprogress: (p) => seen.push(p.message) });
-      assert.equal(result.structuredContent.stdout, '0\n1\n2\n');
-      // The server sends every chunk before the response, but the SDK runs
-      // notification handlers a tick later than it settles the response, so
-      // chunks that arrive together with the response can miss onprogress.
-      // What arrived must be the output's beginning, in order.
-      assert.ok(seen.length >= 1, 'no progress notification arrived');
-      assert.ok('0\n1\n2\n'.startsWith(seen.join('')), JSON.stringify(seen));
+      // The cell prints, then waits for a gate file that only the first
+      // progress notification opens: without streaming it would wait out
+      // its 20 s and nothing would be seen.
+      const { structuredContent: { session_id } } = await client.callTool({ name: 'create_session', arguments: {} });
+      try {
+        const seen = [];
+        let opened = null;
+        const result = await client.callTool(
+          { name: 'execute_code', arguments: { session_id, code:
+            'import os, time\nprint(0, flush=True)\ndeadline = time.time() + 20\n' +
+            'while not os.path.exists("gate") and time.time() < deadline:\n    time.sleep(0.01)\n' +
+            'print(1, flush=True)\nprint(2, flush=True)' } },
+          undefined, { onprogress: (p) => {
+            seen.push(p.message);
+            opened ??= client.callTool({ name: 'upload_file', arguments: { session_id, path: 'gate', content_base64: '' } });
+          } });
+        await opened;
+        assert.equal(result.structuredContent.stdout, '0\n1\n2\n');
+        assert.ok(seen.length >= 1, 'no progress notification arrived');
+        // The SDK runs notification handlers a tick after it settles the
+        // response, so chunks that come with the response can miss
+        // onprogress: what arrived must be the output's beginning, in order.
+        assert.ok('0\n1\n2\n'.startsWith(seen.join('')), JSON.stringify(seen));
+      } finally {
+        await client.callTool({ name: 'close_session', arguments: { session_id } });
+      }
     });
 
     test('moves files in and out of a session', async () => {
