@@ -25,16 +25,17 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
 # libboost-dev brings Beast and Asio, header-only, for the HTTP front;
-# python3-jupyter-server is a Kernel Gateway client the tests drive).
+# python3-jupyter-server is a Kernel Gateway client the tests drive;
+# help2man makes the package's man pages from the --help texts).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev libboost-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd python3-jupyter-server $(RUNTIME_PACKAGES)
+  openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES)
 
-.PHONY: all deps build test test-deps test-unit test-sandbox run demo clean install bench bench-quick bench-deps
+.PHONY: all deps build test test-deps test-unit test-sandbox run demo clean install deb runtime-packages bench bench-quick bench-deps
 
 all: build
 
@@ -178,3 +179,15 @@ install:
 	@if [ -z "$(DESTDIR)" ]; then \
 	  echo "next: systemctl daemon-reload && systemctl enable --now wardend (see docs/operations.md)"; \
 	fi
+
+# `make deb` builds warden_<version>_amd64.deb into $(BUILD_DIR)/deb/ from
+# what `make build` built (scripts/make_deb.sh): `make install` with
+# PREFIX=/usr, man pages, maintainer scripts from deploy/debian/, and
+# Debian's own packages as its dependencies. Install it with
+# `apt-get install ./build/deb/warden_*.deb` (docs/operations.md).
+deb: build
+	scripts/make_deb.sh $(BUILD_DIR) $(BUILD_DIR)/deb
+
+# The Python runtime's packages, for scripts (make_deb.sh's Depends).
+runtime-packages:
+	@echo $(RUNTIME_PACKAGES)

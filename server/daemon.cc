@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,27 @@
 
 namespace warden {
 namespace {
+
+// Only the daemon's user may connect to a UNIX socket (0600), or also the
+// members of `group` (0660, group-owned), e.g. the Debian package's "warden".
+absl::Status SetSocketAccess(const std::string& path, const std::string& group) {
+  gid_t gid = 0;
+  if (!group.empty()) {
+    const struct group* entry = getgrnam(group.c_str());
+    if (entry == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("socket_group '", group, "' is not a group on this host: create it or leave it out"));
+    }
+    gid = entry->gr_gid;
+    if (chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("chown ", path, " to group ", group));
+    }
+  }
+  if (chmod(path.c_str(), group.empty() ? 0600 : 0660) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", path));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const std::string& address,
                                                                        const DaemonOptions& options) {
@@ -177,10 +199,7 @@ absl::Status Daemon::Start() {
   }
   for (size_t i = 0; i < options_.listen.size(); ++i) {
     const std::string& address = options_.listen[i];
-    // Only the daemon's user may connect to its UNIX sockets.
-    if (absl::StartsWith(address, "unix:") && chmod(address.substr(5).c_str(), 0600) != 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", address.substr(5)));
-    }
+    if (absl::StartsWith(address, "unix:")) RETURN_IF_ERROR(SetSocketAccess(address.substr(5), options_.socket_group));
     if (absl::StartsWith(address, "unix:") || !absl::EndsWith(address, ":0")) {
       listening_.push_back(address);
     } else {

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -345,6 +346,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     a.Int("max_observation_bytes", &o->agent.max_observation_bytes);
   });
   r.String("state_dir", &o->state_dir);
+  r.String("socket_group", &o->socket_group);
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] parse
@@ -921,6 +923,16 @@ absl::Status DaemonOptions::Validate() const {
   ValidateAgent(p, agent);
   if (!state_dir.empty() && state_dir.front() != '/') {
     p.Add(absl::StrCat("state_dir is '", state_dir, "': use an absolute path, e.g. /run/warden"));
+  }
+  if (!socket_group.empty()) {
+    if (std::none_of(listen.begin(), listen.end(),
+                     [](const std::string& a) { return absl::StartsWith(a, "unix:"); })) {
+      p.Add(absl::StrCat("socket_group is '", socket_group,
+                         "' but no listen address is a unix: socket: add one or leave socket_group out"));
+    } else if (getgrnam(socket_group.c_str()) == nullptr) {
+      p.Add(absl::StrCat("socket_group is '", socket_group, "', which is not a group on this host: create it (",
+                         "groupadd --system ", socket_group, ") or leave socket_group out"));
+    }
   }
   return p.ToStatus("the configuration");
 }

@@ -143,6 +143,10 @@ struct DaemonOptions {
   // default); with only TCP listeners and no state_dir there is no lock and
   // nothing is reclaimed after a crash.
   std::string state_dir;
+  // A group whose members may connect to the UNIX listen sockets (mode 0660,
+  // owned by root and this group), e.g. "warden" as the Debian package makes
+  // it. Empty: mode 0600, only wardend's own user.
+  std::string socket_group;
 
   // Reads a JSON configuration file over the defaults; unknown keys are
   // errors (a typo must not silently fall back to a default).

@@ -127,6 +127,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"max_tokens", o.agent.max_tokens},
         {"max_observation_bytes", o.agent.max_observation_bytes}}},
       {"state_dir", o.state_dir},
+      {"socket_group", o.socket_group},
   };
 }
 
@@ -210,6 +211,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"max_tokens", 33},
         {"max_observation_bytes", 34}}},
       {"state_dir", "/run/warden-test"},
+      {"socket_group", "warden-test"},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -617,6 +619,16 @@ const Rule kRules[] = {
      "zygote.program is '/nonexistent/zygote', which is not an executable absolute path"},
     {"RelativeStateDir", [](DaemonOptions& o) { o.state_dir = "run/warden"; },
      "state_dir is 'run/warden': use an absolute path"},
+    {"SocketGroupThatExists", [](DaemonOptions& o) { o.socket_group = "root"; }, ""},
+    {"UnknownSocketGroup", [](DaemonOptions& o) { o.socket_group = "no-such-group-here"; },
+     "socket_group is 'no-such-group-here', which is not a group on this host: create it"},
+    {"SocketGroupWithoutUnixSocket",
+     [](DaemonOptions& o) {
+       o.listen = {"127.0.0.1:7000"};
+       o.allow_insecure_loopback = true;
+       o.socket_group = "root";
+     },
+     "socket_group is 'root' but no listen address is a unix: socket"},
 };
 
 class ValidateRuleTest : public ::testing::TestWithParam<Rule> {};

@@ -863,7 +863,9 @@ TEST(ListenerTest, InsecureLoopbackServesEverySpellingOfLoopback) {
 // In a child process that becomes `uid` (and gid), connects to the UNIX
 // socket at `path`; returns 0 if it could, else the errno (or -1 if the
 // child failed otherwise). Only async-signal-safe calls after fork.
-int ConnectAs(uid_t uid, const std::string& path) {
+// Connects as `uid` (its primary group the same number) with the given
+// supplementary groups: 0, or the errno connect failed with.
+int ConnectAs(uid_t uid, const std::string& path, const std::vector<gid_t>& groups = {}) {
   sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) return -1;
@@ -871,7 +873,8 @@ int ConnectAs(uid_t uid, const std::string& path) {
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
-    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) {
+    if (setgroups(groups.size(), groups.data()) != 0 || setresgid(uid, uid, uid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
       _exit(250);
     }
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -914,6 +917,29 @@ TEST_F(SecurityTest, UnixSocketIsOnlyForTheDaemonsUser) {
   ASSERT_EQ(chmod(path.c_str(), 0666), 0);
   EXPECT_EQ(ConnectAs(65534, path), 0);
   ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+}
+
+TEST_F(SecurityTest, UnixSocketAlsoServesTheMembersOfSocketGroup) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root, to become another user";
+  const struct group* users = getgrnam("users");  // in every Debian's base system
+  ASSERT_NE(users, nullptr);
+  const gid_t gid = users->gr_gid;
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  const std::string path = dir_ + "/w.sock";
+  DaemonOptions options = TestOptions(0);
+  options.listen = {"unix:" + path};
+  options.allow_insecure_loopback = false;
+  options.socket_group = "users";
+  StartDaemon(options);
+
+  struct stat st;
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660u) << std::oct << (st.st_mode & 07777);
+  EXPECT_EQ(st.st_uid, geteuid());
+  EXPECT_EQ(st.st_gid, gid);
+  // A member of the group gets in; the same user without the group does not.
+  EXPECT_EQ(ConnectAs(65534, path, {gid}), 0);
+  EXPECT_EQ(ConnectAs(65534, path), EACCES);
 }
 
 }  // namespace
