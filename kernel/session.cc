@@ -528,17 +528,24 @@ absl::StatusOr<std::string> Session::ReadFile(const std::string& path) {
   return ReadWorkspaceFile(ws.root.get(), path, options_.max_file_bytes);
 }
 
-absl::StatusOr<std::vector<WorkspaceEntry>> Session::ListFiles(const std::string& dir) {
+absl::Status Session::InWorkspace(const std::function<absl::Status(int root_fd)>& op) {
   ASSIGN_OR_RETURN(OpenedWorkspace ws, OpenWorkspace());
   ScopedFsIds as_sandbox_user(ws.uid, ws.gid);
-  ASSIGN_OR_RETURN(std::vector<WorkspaceListing> listing, ListWorkspace(ws.root.get(), dir));
+  return op(ws.root.get());
+}
+
+absl::StatusOr<std::vector<WorkspaceEntry>> Session::ListFiles(const std::string& dir, int max_depth) {
+  ASSIGN_OR_RETURN(OpenedWorkspace ws, OpenWorkspace());
+  ScopedFsIds as_sandbox_user(ws.uid, ws.gid);
+  ASSIGN_OR_RETURN(std::vector<WorkspaceListing> listing,
+                   ListWorkspace(ws.root.get(), dir, 10'000, max_depth));
   std::vector<WorkspaceEntry> out;
   for (const WorkspaceListing& e : listing) {
     WorkspaceEntry::Type type = e.type == 'f'   ? WorkspaceEntry::Type::kFile
                                 : e.type == 'd' ? WorkspaceEntry::Type::kDirectory
                                 : e.type == 'l' ? WorkspaceEntry::Type::kSymlink
                                                 : WorkspaceEntry::Type::kOther;
-    out.push_back({e.path, type, e.size});
+    out.push_back({e.path, type, e.size, e.mode, e.modified_unix_ms});
   }
   return out;
 }

@@ -116,6 +116,8 @@ struct WorkspaceEntry {
   std::string path;  // relative to the workspace
   enum class Type { kFile, kDirectory, kSymlink, kOther } type;
   int64_t size = 0;
+  uint32_t mode = 0;  // permission bits
+  int64_t modified_unix_ms = 0;
 };
 
 class Session {
@@ -161,7 +163,10 @@ class Session {
   // nothing is ever resolved through a symlink.
   absl::Status WriteFile(const std::string& path, const std::string& data);
   absl::StatusOr<std::string> ReadFile(const std::string& path);
-  absl::StatusOr<std::vector<WorkspaceEntry>> ListFiles(const std::string& dir = "");
+  absl::StatusOr<std::vector<WorkspaceEntry>> ListFiles(const std::string& dir = "", int max_depth = 0);
+  // Runs `op` on the workspace's directory (an fd it does not own) as the
+  // sandbox's user, for the path operations of kernel/workspace.h.
+  absl::Status InWorkspace(const std::function<absl::Status(int root_fd)>& op);
 
  private:
   Session(Executor& executor, const SessionOptions& options);

@@ -8,7 +8,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -26,6 +28,86 @@ absl::Status PathError(int err, const std::string& path, absl::string_view verb)
   }
   if (err == ENOENT) return absl::NotFoundError(absl::StrCat("'", path, "' does not exist in the workspace"));
   return absl::ErrnoToStatus(err, absl::StrCat(verb, " '", path, "'"));
+}
+
+// "a/b/c" -> {"a/b", "c"}; "c" -> {"", "c"}.
+std::pair<std::string, std::string> SplitParent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {"", path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+int64_t UnixMillis(const struct timespec& t) {
+  return static_cast<int64_t>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
+}
+
+char TypeOf(mode_t mode) {
+  return S_ISREG(mode) ? 'f' : S_ISDIR(mode) ? 'd' : S_ISLNK(mode) ? 'l' : 'o';
+}
+
+WorkspaceListing ListingOf(const std::string& path, const struct stat& st) {
+  const char type = TypeOf(st.st_mode);
+  return {path, type, type == 'f' ? static_cast<int64_t>(st.st_size) : 0,
+          static_cast<uint32_t>(st.st_mode & 07777), UnixMillis(st.st_mtim), ""};
+}
+
+// Creates the missing parents of `path`, one component at a time, each
+// beneath the last.
+absl::Status MakeParents(int root_fd, const std::string& path) {
+  std::vector<std::string> parts = absl::StrSplit(path, '/');
+  std::string parent_path, prefix;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    parent_path = prefix;
+    prefix = prefix.empty() ? parts[i] : absl::StrCat(prefix, "/", parts[i]);
+    auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+    if (!parent.ok()) return parent.status();
+    if (mkdirat(parent->get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) {
+      return PathError(errno, prefix, "create directory");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Empties directory `name` in `parent` and removes it. Every step is
+// relative to a directory fd opened without following symlinks, so entries
+// swapped for symlinks by the sandbox's code while this runs lead nowhere;
+// a directory on another device (a mount) is left alone.
+absl::Status RemoveTree(int parent, const std::string& name, dev_t device, int depth) {
+  if (depth > 64) return absl::FailedPreconditionError("the directory tree is deeper than 64 levels");
+  int fd = openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open '", name, "'"));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != device) {
+    close(fd);
+    return absl::PermissionDeniedError(absl::StrCat("refusing to remove '", name, "': it is another mount"));
+  }
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    close(fd);
+    return absl::ErrnoToStatus(errno, "fdopendir");
+  }
+  absl::Status status;
+  std::vector<std::string> subdirs;
+  while (dirent* e = readdir(d)) {
+    const std::string child = e->d_name;
+    if (child == "." || child == "..") continue;
+    if (unlinkat(dirfd(d), child.c_str(), 0) == 0) continue;
+    if (errno == EISDIR) {
+      subdirs.push_back(child);
+    } else if (errno != ENOENT) {
+      status = absl::ErrnoToStatus(errno, absl::StrCat("remove '", child, "'"));
+      break;
+    }
+  }
+  for (size_t i = 0; status.ok() && i < subdirs.size(); ++i) {
+    status = RemoveTree(dirfd(d), subdirs[i], device, depth + 1);
+  }
+  closedir(d);
+  if (!status.ok()) return status;
+  if (unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("remove directory '", name, "'"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -84,18 +166,7 @@ absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std:
     return absl::InvalidArgumentError(absl::StrCat("the file is ", data.size(),
                                                    " bytes; the cap is ", max_bytes));
   }
-  // Parents, one component at a time, each beneath the last.
-  std::vector<std::string> parts = absl::StrSplit(path, '/');
-  std::string parent_path, prefix;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    parent_path = prefix;
-    prefix = prefix.empty() ? parts[i] : absl::StrCat(prefix, "/", parts[i]);
-    auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
-    if (!parent.ok()) return parent.status();
-    if (mkdirat(parent->get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) {
-      return PathError(errno, prefix, "create directory");
-    }
-  }
+  if (auto s = MakeParents(root_fd, path); !s.ok()) return s;
   auto fd = OpenBeneath(root_fd, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!fd.ok()) return fd.status();
   struct stat st;
@@ -147,12 +218,12 @@ absl::StatusOr<std::string> ReadWorkspaceFile(int root_fd, const std::string& pa
 }
 
 absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const std::string& dir,
-                                                            size_t max_entries) {
+                                                            size_t max_entries, int max_depth) {
   if (auto s = ValidateWorkspacePath(dir, /*allow_root=*/true); !s.ok()) return s;
   std::vector<WorkspaceListing> out;
   std::function<absl::Status(const std::string&, int)> walk = [&](const std::string& rel,
                                                                    int depth) -> absl::Status {
-    if (depth > 64) return absl::OkStatus();
+    if (depth > 64 || (max_depth > 0 && depth >= max_depth)) return absl::OkStatus();
     auto fd = OpenBeneath(root_fd, rel, O_RDONLY | O_DIRECTORY);
     if (!fd.ok()) return fd.status();
     DIR* d = fdopendir(fd->Release());
@@ -165,9 +236,8 @@ absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const s
       struct stat st;
       if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string child = rel.empty() ? name : absl::StrCat(rel, "/", name);
-      char type = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
-      out.push_back({child, type, type == 'f' ? static_cast<int64_t>(st.st_size) : 0});
-      if (type == 'd') subdirs.push_back(child);
+      out.push_back(ListingOf(child, st));
+      if (out.back().type == 'd') subdirs.push_back(child);
     }
     closedir(d);
     for (const std::string& sub : subdirs) {
@@ -177,6 +247,86 @@ absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const s
   };
   if (auto s = walk(dir, 0); !s.ok()) return s;
   return out;
+}
+
+absl::StatusOr<WorkspaceListing> StatWorkspacePath(int root_fd, const std::string& path) {
+  if (auto s = ValidateWorkspacePath(path, /*allow_root=*/true); !s.ok()) return s;
+  struct stat st;
+  if (path.empty()) {
+    if (fstat(root_fd, &st) != 0) return absl::ErrnoToStatus(errno, "stat the workspace");
+    return ListingOf(path, st);
+  }
+  const auto [parent_path, name] = SplitParent(path);
+  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+  if (!parent.ok()) return parent.status();
+  if (fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return PathError(errno, path, "stat");
+  }
+  WorkspaceListing out = ListingOf(path, st);
+  if (out.type == 'l') {
+    char target[4096];
+    ssize_t n = readlinkat(parent->get(), name.c_str(), target, sizeof(target));
+    if (n > 0) out.symlink_target.assign(target, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+absl::StatusOr<WorkspaceListing> MakeWorkspaceDirectory(int root_fd, const std::string& path) {
+  if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
+  if (auto s = MakeParents(root_fd, path); !s.ok()) return s;
+  const auto [parent_path, name] = SplitParent(path);
+  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+  if (!parent.ok()) return parent.status();
+  if (mkdirat(parent->get(), name.c_str(), 0755) != 0) {
+    if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat("'", path, "' already exists"));
+    return PathError(errno, path, "create directory");
+  }
+  return StatWorkspacePath(root_fd, path);
+}
+
+absl::StatusOr<WorkspaceListing> MoveWorkspacePath(int root_fd, const std::string& from,
+                                                   const std::string& to) {
+  if (auto s = ValidateWorkspacePath(from); !s.ok()) return s;
+  if (auto s = ValidateWorkspacePath(to); !s.ok()) return s;
+  if (auto s = MakeParents(root_fd, to); !s.ok()) return s;
+  const auto [from_parent_path, from_name] = SplitParent(from);
+  const auto [to_parent_path, to_name] = SplitParent(to);
+  auto from_parent = OpenBeneath(root_fd, from_parent_path, O_PATH | O_DIRECTORY);
+  if (!from_parent.ok()) return from_parent.status();
+  auto to_parent = OpenBeneath(root_fd, to_parent_path, O_PATH | O_DIRECTORY);
+  if (!to_parent.ok()) return to_parent.status();
+  // renameat(2) acts on the last components themselves, never following them.
+  if (renameat(from_parent->get(), from_name.c_str(), to_parent->get(), to_name.c_str()) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("'", from, "' does not exist in the workspace"));
+    if (errno == EINVAL) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot move '", from, "' into itself ('", to, "')"));
+    }
+    if (errno == ENOTEMPTY || errno == EEXIST || errno == EISDIR || errno == ENOTDIR) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot move '", from, "' to '", to, "': ", strerror(errno), "; remove '", to, "' first"));
+    }
+    return PathError(errno, from, "move");
+  }
+  return StatWorkspacePath(root_fd, to);
+}
+
+absl::Status RemoveWorkspacePath(int root_fd, const std::string& path) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError("refusing to remove the workspace itself: remove the files in it");
+  }
+  if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
+  const auto [parent_path, name] = SplitParent(path);
+  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+  if (!parent.ok()) return parent.status();
+  // unlinkat(2) never follows a symlink: a link is removed, not its target.
+  if (unlinkat(parent->get(), name.c_str(), 0) == 0) return absl::OkStatus();
+  if (errno != EISDIR) return PathError(errno, path, "remove");
+  struct stat root;
+  if (fstat(root_fd, &root) != 0) return absl::ErrnoToStatus(errno, "stat the workspace");
+  // O_PATH fds cannot be read: the tree is walked from a readable parent.
+  auto readable = OpenBeneath(root_fd, parent_path, O_RDONLY | O_DIRECTORY);
+  if (!readable.ok()) return readable.status();
+  return RemoveTree(readable->get(), name, root.st_dev, 0);
 }
 
 }  // namespace warden

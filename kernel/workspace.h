@@ -55,10 +55,26 @@ struct WorkspaceListing {
   std::string path;  // relative to the root
   char type;         // 'f' file, 'd' directory, 'l' symlink (not followed), 'o' other
   int64_t size;
+  uint32_t mode = 0;  // permission bits
+  int64_t modified_unix_ms = 0;
+  std::string symlink_target;  // for 'l' (StatWorkspacePath only)
 };
 // Lists `dir` recursively (symlinks listed, never followed), at most
-// `max_entries` entries.
+// `max_entries` entries and `max_depth` levels below `dir` (0: all, up to 64).
 absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const std::string& dir,
-                                                            size_t max_entries = 10'000);
+                                                            size_t max_entries = 10'000,
+                                                            int max_depth = 0);
+
+// The entry `path` names ("" for the root), a symlink itself rather than
+// what it points to. Use these under ScopedFsIds, like the file functions.
+absl::StatusOr<WorkspaceListing> StatWorkspacePath(int root_fd, const std::string& path);
+// Creates directory `path` and its missing parents; ALREADY_EXISTS if it is there.
+absl::StatusOr<WorkspaceListing> MakeWorkspaceDirectory(int root_fd, const std::string& path);
+// rename(2) of `from` to `to` beneath the root (missing parents of `to` created).
+absl::StatusOr<WorkspaceListing> MoveWorkspacePath(int root_fd, const std::string& from,
+                                                   const std::string& to);
+// Removes `path`: a file, a symlink itself, or a directory and all it holds
+// (never crossing into another mount). The root itself is refused.
+absl::Status RemoveWorkspacePath(int root_fd, const std::string& path);
 
 }  // namespace warden

@@ -99,5 +99,65 @@ TEST_F(WorkspaceTest, ListsRecursivelyWithoutFollowingLinks) {
   EXPECT_EQ(seen["sub/root"].first, 'l');
 }
 
+TEST_F(WorkspaceTest, StatsMakesMovesAndRemoves) {
+  auto made = MakeWorkspaceDirectory(root_.get(), "d/e");
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->type, 'd');
+  EXPECT_EQ(made->mode & 0700u, 0700u);
+  EXPECT_TRUE(absl::IsAlreadyExists(MakeWorkspaceDirectory(root_.get(), "d/e").status()));
+  ASSERT_TRUE(WriteWorkspaceFile(root_.get(), "d/e/f.txt", "hello", 100).ok());
+
+  auto stat = StatWorkspacePath(root_.get(), "d/e/f.txt");
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(stat->type, 'f');
+  EXPECT_EQ(stat->size, 5);
+  EXPECT_GT(stat->modified_unix_ms, 0);
+  EXPECT_EQ(StatWorkspacePath(root_.get(), "")->type, 'd');
+  EXPECT_TRUE(absl::IsNotFound(StatWorkspacePath(root_.get(), "d/nope").status()));
+
+  auto moved = MoveWorkspacePath(root_.get(), "d/e/f.txt", "g/h.txt");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->path, "g/h.txt");
+  EXPECT_EQ(*ReadWorkspaceFile(root_.get(), "g/h.txt", 100), "hello");
+  EXPECT_TRUE(absl::IsNotFound(MoveWorkspacePath(root_.get(), "d/e/f.txt", "x").status()));
+
+  auto listing = ListWorkspace(root_.get(), "", 100, /*max_depth=*/1);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_EQ(listing->size(), 2u);  // d and g, not what they hold
+
+  ASSERT_TRUE(RemoveWorkspacePath(root_.get(), "d").ok());  // with e inside
+  ASSERT_TRUE(RemoveWorkspacePath(root_.get(), "g/h.txt").ok());
+  EXPECT_TRUE(absl::IsNotFound(StatWorkspacePath(root_.get(), "d").status()));
+  EXPECT_TRUE(absl::IsNotFound(RemoveWorkspacePath(root_.get(), "g/h.txt")));
+  EXPECT_TRUE(absl::IsInvalidArgument(RemoveWorkspacePath(root_.get(), "")));
+}
+
+TEST_F(WorkspaceTest, PathOperationsNeverLeaveTheWorkspace) {
+  ASSERT_EQ(mkdir((top_ + "/outside").c_str(), 0755), 0);
+  WriteHost(top_ + "/outside/keep", "keep");
+  ASSERT_EQ(symlink((top_ + "/outside").c_str(), (ws_ + "/out").c_str()), 0);
+  ASSERT_EQ(symlink("..", (ws_ + "/up").c_str()), 0);
+  // A symlink is stat'ed, moved and removed itself, never what it points to.
+  auto link = StatWorkspacePath(root_.get(), "out");
+  ASSERT_TRUE(link.ok()) << link.status();
+  EXPECT_EQ(link->type, 'l');
+  EXPECT_EQ(link->symlink_target, top_ + "/outside");
+  EXPECT_FALSE(StatWorkspacePath(root_.get(), "out/keep").ok());  // through the link: refused
+  EXPECT_FALSE(MakeWorkspaceDirectory(root_.get(), "up/planted").ok());
+  EXPECT_FALSE(MoveWorkspacePath(root_.get(), "up/secret", "stolen").ok());
+  EXPECT_FALSE(MoveWorkspacePath(root_.get(), "out/keep", "stolen").ok());
+  EXPECT_FALSE(RemoveWorkspacePath(root_.get(), "out/keep").ok());
+  EXPECT_FALSE(RemoveWorkspacePath(root_.get(), "up/secret").ok());
+  for (const char* bad : {"../secret", "/etc", "a/../../secret"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(RemoveWorkspacePath(root_.get(), bad))) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(MoveWorkspacePath(root_.get(), "out", bad).status())) << bad;
+  }
+  ASSERT_TRUE(RemoveWorkspacePath(root_.get(), "out").ok());
+  EXPECT_EQ(access((top_ + "/outside/keep").c_str(), F_OK), 0);
+  EXPECT_EQ(access((top_ + "/secret").c_str(), F_OK), 0);
+  EXPECT_NE(access((top_ + "/planted").c_str(), F_OK), 0);
+  EXPECT_NE(access((top_ + "/stolen").c_str(), F_OK), 0);
+}
+
 }  // namespace
 }  // namespace warden

@@ -503,10 +503,52 @@ absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const st
 
 absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string& tenant,
                                                               const std::string& id,
-                                                              const std::string& path) {
+                                                              const std::string& path, int max_depth) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
-  return entry->session->ListFiles(path);
+  return entry->session->ListFiles(path, max_depth);
+}
+
+namespace {
+
+// Runs a kernel/workspace.h path operation in the session's workspace.
+absl::StatusOr<WorkspaceListing> InWorkspace(Session& session,
+                                             const std::function<absl::StatusOr<WorkspaceListing>(int)>& op) {
+  absl::StatusOr<WorkspaceListing> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(session.InWorkspace([&](int root_fd) {
+    out = op(root_fd);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<WorkspaceListing> Engine::StatPath(const std::string& tenant, const std::string& id,
+                                                  const std::string& path) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return InWorkspace(*entry->session, [&](int root) { return StatWorkspacePath(root, path); });
+}
+
+absl::StatusOr<WorkspaceListing> Engine::MakeDirectory(const std::string& tenant, const std::string& id,
+                                                       const std::string& path) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return InWorkspace(*entry->session, [&](int root) { return MakeWorkspaceDirectory(root, path); });
+}
+
+absl::StatusOr<WorkspaceListing> Engine::MovePath(const std::string& tenant, const std::string& id,
+                                                  const std::string& from, const std::string& to) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return InWorkspace(*entry->session, [&](int root) { return MoveWorkspacePath(root, from, to); });
+}
+
+absl::Status Engine::RemovePath(const std::string& tenant, const std::string& id, const std::string& path) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  entry->Touch();
+  return entry->session->InWorkspace([&](int root) { return RemoveWorkspacePath(root, path); });
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const ManagedSession& owner,

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "kernel/session.h"
+#include "kernel/workspace.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/session_manager.h"
@@ -138,7 +139,15 @@ class Engine {
                                        const std::string& path);
   absl::StatusOr<std::vector<WorkspaceEntry>> ListFiles(const std::string& tenant,
                                                         const std::string& id,
-                                                        const std::string& path);
+                                                        const std::string& path, int max_depth = 0);
+  // Paths in the workspace (kernel/workspace.h), as the sandbox's user.
+  absl::StatusOr<WorkspaceListing> StatPath(const std::string& tenant, const std::string& id,
+                                            const std::string& path);
+  absl::StatusOr<WorkspaceListing> MakeDirectory(const std::string& tenant, const std::string& id,
+                                                 const std::string& path);
+  absl::StatusOr<WorkspaceListing> MovePath(const std::string& tenant, const std::string& id,
+                                            const std::string& from, const std::string& to);
+  absl::Status RemovePath(const std::string& tenant, const std::string& id, const std::string& path);
 
   // Contexts: further interpreters in a session created with a shared
   // workspace. The session's own interpreter is the context whose id is the

@@ -466,7 +466,10 @@ grpc::ServerUnaryReactor* ExecutorService::ListFiles(grpc::CallbackServerContext
                                                      v1::ListFilesResponse* response) {
   auto tenant = Tenant(ctx);
   if (!tenant.ok()) return FinishNow(ctx, tenant.status());
-  auto entries = engine_.ListFiles(*tenant, request->session_id(), request->path());
+  if (request->depth() < 0) {
+    return FinishNow(ctx, absl::InvalidArgumentError("depth must be 0 (all levels) or more"));
+  }
+  auto entries = engine_.ListFiles(*tenant, request->session_id(), request->path(), request->depth());
   if (entries.ok()) {
     for (const WorkspaceEntry& e : *entries) {
       v1::FileInfo* info = response->add_files();
@@ -476,9 +479,60 @@ grpc::ServerUnaryReactor* ExecutorService::ListFiles(grpc::CallbackServerContext
                      : e.type == WorkspaceEntry::Type::kDirectory ? "directory"
                      : e.type == WorkspaceEntry::Type::kSymlink   ? "symlink"
                                                                   : "other");
+      info->set_mode(e.mode);
+      info->set_modified_unix_ms(e.modified_unix_ms);
     }
   }
   return FinishNow(ctx, entries.status());
+}
+
+namespace {
+
+void FillFileInfo(const WorkspaceListing& e, v1::FileInfo* info) {
+  info->set_path(e.path);
+  info->set_size(e.size);
+  info->set_type(e.type == 'f' ? "file" : e.type == 'd' ? "directory" : e.type == 'l' ? "symlink" : "other");
+  info->set_mode(e.mode);
+  info->set_modified_unix_ms(e.modified_unix_ms);
+  info->set_symlink_target(e.symlink_target);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ExecutorService::StatPath(grpc::CallbackServerContext* ctx,
+                                                    const v1::StatPathRequest* request, v1::FileInfo* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto entry = engine_.StatPath(*tenant, request->session_id(), request->path());
+  if (entry.ok()) FillFileInfo(*entry, response);
+  return FinishNow(ctx, entry.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::MakeDirectory(grpc::CallbackServerContext* ctx,
+                                                         const v1::MakeDirectoryRequest* request,
+                                                         v1::FileInfo* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto entry = engine_.MakeDirectory(*tenant, request->session_id(), request->path());
+  if (entry.ok()) FillFileInfo(*entry, response);
+  return FinishNow(ctx, entry.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::MovePath(grpc::CallbackServerContext* ctx,
+                                                    const v1::MovePathRequest* request, v1::FileInfo* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto entry = engine_.MovePath(*tenant, request->session_id(), request->from(), request->to());
+  if (entry.ok()) FillFileInfo(*entry, response);
+  return FinishNow(ctx, entry.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::RemovePath(grpc::CallbackServerContext* ctx,
+                                                      const v1::RemovePathRequest* request,
+                                                      v1::RemovePathResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  return FinishNow(ctx, engine_.RemovePath(*tenant, request->session_id(), request->path()));
 }
 
 }  // namespace warden

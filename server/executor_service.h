@@ -91,6 +91,15 @@ class ExecutorService final : public v1::Executor::CallbackService {
                                                         const v1::DownloadFileRequest* request) override;
   grpc::ServerUnaryReactor* ListFiles(grpc::CallbackServerContext* ctx, const v1::ListFilesRequest* request,
                                       v1::ListFilesResponse* response) override;
+  grpc::ServerUnaryReactor* StatPath(grpc::CallbackServerContext* ctx, const v1::StatPathRequest* request,
+                                     v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* MakeDirectory(grpc::CallbackServerContext* ctx,
+                                          const v1::MakeDirectoryRequest* request,
+                                          v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* MovePath(grpc::CallbackServerContext* ctx, const v1::MovePathRequest* request,
+                                     v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* RemovePath(grpc::CallbackServerContext* ctx, const v1::RemovePathRequest* request,
+                                       v1::RemovePathResponse* response) override;
 
   grpc::ServerUnaryReactor* SetSessionTtl(grpc::CallbackServerContext* ctx,
                                           const v1::SetSessionTtlRequest* request,

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,20 +16,22 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "fronts/e2b/envd_front.h"
 #include "fronts/e2b/execution_lines.h"
+#include "fronts/e2b/home_path.h"
 #include "fronts/e2b/multipart.h"
 #include "fronts/http/credentials.h"
 #include "fronts/http/exchange.h"
 #include "fronts/http/upstream.h"
-#include "sandbox/status_macros.h"  // header-only: RETURN_IF_ERROR, ASSIGN_OR_RETURN
 
 namespace warden::e2b {
 namespace {
 
 using nlohmann::json;
 
-constexpr char kHome[] = "/home/user";
 constexpr absl::Duration kCallTimeout = absl::Minutes(2);
+constexpr char kPathHint[] = "give the file's path in ?path=";
 
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
@@ -120,21 +123,6 @@ std::string LanguageName(v1::Language language) {
     case v1::LANGUAGE_BASH: return "bash";
     default: return "python";
   }
-}
-
-// "/home/user/a.txt", "/workspace/a.txt" or "a.txt" -> "a.txt".
-absl::StatusOr<std::string> WorkspacePath(std::string path) {
-  for (absl::string_view root : {absl::string_view(kHome), absl::string_view("/workspace")}) {
-    if (path == root) return std::string();
-    if (absl::StartsWith(path, absl::StrCat(root, "/"))) return path.substr(root.size() + 1);
-  }
-  if (absl::StartsWith(path, "/")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "path ", path, " is outside the sandbox's files: Warden's sandboxes keep files under ", kHome,
-        " (the workspace)"));
-  }
-  if (path.empty()) return absl::InvalidArgumentError("give the file's path in ?path=");
-  return path;
 }
 
 json SandboxJson(const v1::Session& session, const Record* record, const E2bOptions& options) {
@@ -368,7 +356,7 @@ class Front {
 
   absl::Status ReadFile(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
-    ASSIGN_OR_RETURN(std::string path, WorkspacePath(request.Query("path")));
+    ASSIGN_OR_RETURN(std::string path, WorkspacePath(request.Query("path"), kPathHint));
     v1::DownloadFileRequest download;
     download.set_session_id(sandbox.id);
     download.set_path(path);
@@ -401,7 +389,7 @@ class Front {
     for (const FormPart& file : files) {
       if (file.name != "file") continue;
       const std::string asked = !request.Query("path").empty() ? request.Query("path") : file.filename;
-      ASSIGN_OR_RETURN(std::string path, WorkspacePath(asked));
+      ASSIGN_OR_RETURN(std::string path, WorkspacePath(asked, kPathHint));
       RETURN_IF_ERROR(Upload(sandbox, path, file.content));
       const size_t slash = path.rfind('/');
       out.push_back({{"name", slash == std::string::npos ? path : path.substr(slash + 1)},
@@ -412,11 +400,30 @@ class Front {
     return exchange.Send(http::Response::Json(200, out));
   }
 
- private:
   struct SandboxRef {
     std::string id;
     std::shared_ptr<Record> record;
   };
+
+  // The sandbox a sandbox-plane request names, checked against the access
+  // token when the SDK sends one (it does for /execute, files and envd).
+  absl::StatusOr<SandboxRef> Sandbox(const http::Request& request, bool need_access_token) {
+    const std::string id = request.Header("E2b-Sandbox-Id");
+    if (id.empty()) {
+      return absl::InvalidArgumentError(
+          "name the sandbox in the E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this server)");
+    }
+    std::shared_ptr<Record> record = sandboxes_.Get(id);
+    const std::string presented = request.Header("X-Access-Token");
+    if (!record || ((need_access_token || !presented.empty()) && presented != record->access_token)) {
+      return absl::NotFoundError(absl::StrCat(
+          "sandbox ", id, " is not known here with this access token: create it, or connect to it, "
+          "through this server first"));
+    }
+    return SandboxRef{id, std::move(record)};
+  }
+
+ private:
 
   static http::Response NoContent() {
     http::Response r;
@@ -460,24 +467,6 @@ class Front {
     grpc::Status s = executor_->SetSessionTtl(http::UpstreamContext(request.token, kCallTimeout).get(), ttl, &session);
     if (!s.ok()) return http::FromGrpc(s);
     return session;
-  }
-
-  // The sandbox a sandbox-plane request names, checked against the access
-  // token when the SDK sends one (it does for /execute and files).
-  absl::StatusOr<SandboxRef> Sandbox(const http::Request& request, bool need_access_token) {
-    const std::string id = request.Header("E2b-Sandbox-Id");
-    if (id.empty()) {
-      return absl::InvalidArgumentError(
-          "name the sandbox in the E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this server)");
-    }
-    std::shared_ptr<Record> record = sandboxes_.Get(id);
-    const std::string presented = request.Header("X-Access-Token");
-    if (!record || ((need_access_token || !presented.empty()) && presented != record->access_token)) {
-      return absl::NotFoundError(absl::StrCat(
-          "sandbox ", id, " is not known here with this access token: create it, or connect to it, "
-          "through this server first"));
-    }
-    return SandboxRef{id, std::move(record)};
   }
 
   // The context code in `language` runs in when none is named: Python's is
@@ -574,6 +563,13 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   for (const char* prefix : {"/sandboxes", "/v2", "/contexts", "/files", "/execute"}) {
     router.Claim(protocol, prefix);
   }
+
+  EnvdOptions envd;
+  envd.max_body_bytes = std::min<size_t>(options.max_body_bytes, envd.max_body_bytes);
+  AddEnvdRoutes(router, executor, [front](const http::Request& request) -> absl::StatusOr<EnvdSandbox> {
+    ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request, /*need_access_token=*/true));
+    return EnvdSandbox{sandbox.id, sandbox.record->token};
+  }, envd);
 }
 
 }  // namespace warden::e2b

@@ -47,7 +47,7 @@ void Connection::SendError(Request& request, const Protocol* protocol, unsigned 
   Response response = protocol != nullptr && protocol->render_error
                           ? protocol->render_error(http_status, status, request)
                           : Response::Text(http_status, absl::StrCat(status.message(), "\n"));
-  response.status = http_status;
+  if (protocol == nullptr || !protocol->render_error_sets_status) response.status = http_status;
   if (close) request.raw.keep_alive(false);
   Exchange exchange(*this, request);
   (void)exchange.Send(response);

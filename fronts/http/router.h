@@ -38,6 +38,9 @@ struct Protocol {
   // The protocol's error body for `status`, sent with `http_status`.
   std::function<Response(unsigned http_status, const absl::Status& status, const Request& request)>
       render_error;
+  // Whether render_error's Response keeps its own HTTP status (Connect
+  // streams answer errors with 200) instead of taking `http_status`.
+  bool render_error_sets_status = false;
 };
 
 struct RouteOptions {

@@ -14,6 +14,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'warden-e2b-'));
 let daemon;
 let base;
 let Sandbox;
+let CommandExitError;
 const KEY = 'e2b_0123456789abcdef0123456789abcdef';
 
 // Waits, until a deadline, for wardend to log the HTTP front's port.
@@ -57,7 +58,7 @@ before(async () => {
   process.env.E2B_SANDBOX_URL = base;
   process.env.E2B_API_KEY = KEY;
   try {
-    ({ Sandbox } = await import('@e2b/code-interpreter'));
+    ({ Sandbox, CommandExitError } = await import('@e2b/code-interpreter'));
   } catch (e) {
     throw new Error(`the E2B SDK is not installed in tests/e2b: run \`make test-deps\` (${e.message})`);
   }
@@ -186,5 +187,159 @@ describe('E2B SDK against Warden', () => {
     const sbx = await Sandbox.create();
     assert.equal((await sbx.runCode('2 + 2')).text, '4');
     await sbx.kill();
+  });
+
+  test('commands.run streams output and reports exit codes (envd process.Process)', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      const out = [], err = [];
+      const done = await sbx.commands.run('echo one; echo two >&2; echo three', {
+        onStdout: (d) => out.push(d),
+        onStderr: (d) => err.push(d),
+      });
+      assert.equal(done.exitCode, 0);
+      assert.equal(done.stdout, 'one\nthree\n');
+      assert.equal(done.stderr, 'two\n');
+      assert.equal(out.join(''), 'one\nthree\n');
+      assert.equal(err.join(''), 'two\n');
+      // envs and cwd reach the command; the working directory is /home/user.
+      const env = await sbx.commands.run('echo "$GREETING $(pwd)"', { envs: { GREETING: 'hi' } });
+      assert.equal(env.stdout, 'hi /home/user\n');
+      await assert.rejects(() => sbx.commands.run('echo bad >&2; exit 3'), (e) => {
+        assert.ok(e instanceof CommandExitError, `${e}`);
+        assert.equal(e.exitCode, 3);
+        assert.equal(e.stderr, 'bad\n');
+        return true;
+      });
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  test('background commands: listed, fed stdin, killed', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      const echo = await sbx.commands.run('read line; echo "got:$line"', { background: true, stdin: true });
+      await echo.sendStdin('hello\n');
+      const echoed = await echo.wait();
+      assert.equal(echoed.stdout, 'got:hello\n');
+
+      const sleeper = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+      const listed = await sbx.commands.list();
+      assert.ok(listed.some((p) => p.pid === sleeper.pid && p.args.includes('sleep 600')),
+        JSON.stringify(listed));
+      assert.equal(await sleeper.kill(), true);
+      await assert.rejects(() => sleeper.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1);
+      assert.ok(!(await sbx.commands.list()).some((p) => p.pid === sleeper.pid));
+      assert.equal(await sbx.commands.kill(987654), false);  // no such process
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  test('runCode and commands share the files; files.* manage them (envd filesystem.Filesystem)', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      await sbx.runCode("open('from_code.txt', 'w').write('x' * 10)");
+      assert.match((await sbx.commands.run('ls')).stdout, /from_code\.txt/);
+
+      assert.equal(await sbx.files.makeDir('/home/user/dir/sub'), true);
+      assert.equal(await sbx.files.makeDir('/home/user/dir/sub'), false);  // already there
+      await sbx.files.write('/home/user/dir/sub/a.txt', 'abc');
+      assert.equal(await sbx.files.exists('/home/user/dir/sub/a.txt'), true);
+      assert.equal(await sbx.files.exists('/home/user/nope.txt'), false);
+
+      const info = await sbx.files.getInfo('/home/user/from_code.txt');
+      assert.equal(info.name, 'from_code.txt');
+      assert.equal(info.type, 'file');
+      assert.equal(info.path, '/home/user/from_code.txt');
+      assert.equal(info.size, 10);
+      assert.ok(info.modifiedTime instanceof Date && info.modifiedTime.getTime() > 0);
+
+      const top = await sbx.files.list('/home/user');
+      const names = top.map((e) => e.name).filter((n) => !n.startsWith('.')).sort();  // not the kernel's dotfiles
+      assert.deepEqual(names, ['dir', 'from_code.txt']);
+      assert.equal(top.find((e) => e.name === 'dir').type, 'dir');
+      const deep = await sbx.files.list('/home/user/dir', { depth: 2 });
+      assert.deepEqual(deep.map((e) => e.path).sort(), ['/home/user/dir/sub', '/home/user/dir/sub/a.txt']);
+
+      const moved = await sbx.files.rename('/home/user/dir/sub/a.txt', '/home/user/b.txt');
+      assert.equal(moved.path, '/home/user/b.txt');
+      assert.equal(await sbx.files.read('/home/user/b.txt'), 'abc');
+      await sbx.files.remove('/home/user/dir');
+      assert.equal(await sbx.files.exists('/home/user/dir'), false);
+      assert.equal((await sbx.commands.run('ls')).stdout, 'b.txt\nfrom_code.txt\n');
+      await assert.rejects(() => sbx.files.list('/etc'), /outside the sandbox's files/);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  test('bad envd requests get Connect errors and the daemon keeps serving', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      const { envdAccessToken } = await (await fetch(`${base}/sandboxes/${sbx.sandboxId}/connect`, {
+        method: 'POST', body: '{}', headers: { 'Content-Type': 'application/json', 'X-API-KEY': KEY },
+      })).json();
+      const headers = (type, id = sbx.sandboxId) => ({
+        'Content-Type': type, 'Connect-Protocol-Version': '1', 'E2b-Sandbox-Id': id, 'X-Access-Token': envdAccessToken,
+      });
+      const envelope = (flags, text) => {
+        const payload = Buffer.from(text);
+        const head = Buffer.alloc(5);
+        head[0] = flags;
+        head.writeUInt32BE(payload.length, 1);
+        return Buffer.concat([head, payload]);
+      };
+      // The stream's end-of-stream frame, from a whole streamed body.
+      const endOf = (body) => {
+        const bytes = Buffer.from(body);
+        let at = 0, end;
+        while (at + 5 <= bytes.length) {
+          const size = bytes.readUInt32BE(at + 1);
+          if (bytes[at] & 2) end = JSON.parse(bytes.subarray(at + 5, at + 5 + size).toString());
+          at += 5 + size;
+        }
+        return end;
+      };
+      const start = (body, id) => fetch(`${base}/process.Process/Start`, {
+        method: 'POST', body, headers: headers('application/connect+json', id),
+      });
+
+      let r = await start(Buffer.from([0, 0, 0, 0, 99, 1, 2]));  // truncated envelope
+      assert.equal(r.status, 200);
+      assert.equal(endOf(await r.arrayBuffer()).error.code, 'invalid_argument');
+      r = await start(envelope(0, '{"process":{"cmd":"/bin/true"}}'), 's-000000000000000000000000');
+      assert.equal(endOf(await r.arrayBuffer()).error.code, 'not_found');
+      r = await start(envelope(0, 'x'.repeat(8 << 20)));
+      assert.equal(endOf(await r.arrayBuffer()).error.code, 'resource_exhausted');
+
+      r = await fetch(`${base}/process.Process/SendInput`, {
+        method: 'POST', headers: headers('application/json'),
+        body: JSON.stringify({ process: { pid: 4242 }, input: { stdin: 'aGk=' } }),
+      });
+      assert.equal(r.status, 404);
+      assert.equal((await r.json()).code, 'not_found');
+      r = await fetch(`${base}/filesystem.Filesystem/Stat`, { method: 'POST', headers: headers('application/json'), body: '{nope' });
+      assert.equal(r.status, 400);
+      assert.equal((await r.json()).code, 'invalid_argument');
+      r = await fetch(`${base}/filesystem.Filesystem/WatchDir`, {
+        method: 'POST', headers: headers('application/connect+json'), body: envelope(0, '{"path":"/home/user"}'),
+      });
+      assert.equal(endOf(await r.arrayBuffer()).error.code, 'unimplemented');
+
+      // Binary Connect: an empty ListRequest, answered in protobuf.
+      r = await fetch(`${base}/process.Process/List`, {
+        method: 'POST', headers: headers('application/proto'), body: new Uint8Array(0),
+      });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('content-type'), 'application/proto');
+
+      // Still serving.
+      const ok = await sbx.commands.run('echo still here');
+      assert.equal(ok.stdout, 'still here\n');
+    } finally {
+      await sbx.kill();
+    }
   });
 });
