@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<Command>> Command::Start(Executor& executor, cons
   auto command = std::unique_ptr<Command>(new Command(spec));
   command->wake_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!command->wake_) return absl::ErrnoToStatus(errno, "eventfd");
-  auto worker = executor.Spawn(sandbox, SpawnOptions{.identity_slot = spec.identity_slot});
+  auto worker = executor.Spawn(sandbox, SpawnOptions{.identity_slot = spec.identity_slot,
+                                                     .parent_cgroup = spec.parent_cgroup.get()});
   if (!worker.ok()) return worker.status();
   if (!spec.stdin_open) (*worker)->CloseStdin();
   command->started_ = (*worker)->started();
@@ -86,14 +87,22 @@ void Command::Push(CommandEvent event) {
   events_.push_back(std::move(event));
 }
 
-std::vector<CommandEvent> Command::Next(size_t* cursor, absl::Time deadline) {
+std::vector<CommandEvent> Command::Next(size_t* cursor, absl::Time deadline,
+                                        const std::atomic<bool>* abandon) {
   absl::MutexLock lock(&mu_);
-  auto more = [this, cursor]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return events_.size() > *cursor; };
+  auto more = [this, cursor, abandon]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return events_.size() > *cursor || (abandon != nullptr && abandon->load());
+  };
   mu_.AwaitWithDeadline(absl::Condition(&more), deadline);
   std::vector<CommandEvent> out(events_.begin() + static_cast<ptrdiff_t>(std::min(*cursor, events_.size())),
                                 events_.end());
   *cursor = events_.size();
   return out;
+}
+
+void Command::WakeReaders() {
+  // Releasing mu_ makes absl::Mutex evaluate the waiters' conditions again.
+  absl::MutexLock lock(&mu_);
 }
 
 bool Command::ended() const {

@@ -1,8 +1,9 @@
 // Command: one program run beside a session's interpreters, in a sandbox of
 // its own that binds the session's shared workspace (kernel/
 // shared_workspace.h) and runs as the same user - what E2B calls
-// commands.run. It has the session's memory, pids and tmpfs limits, its own
-// wall and CPU deadlines (0: none) and an output cap per stream; its stdout
+// commands.run. Its cgroup is nested in the session's, whose memory and pids
+// limits it shares with the interpreters; it has its own wall and CPU
+// deadlines (0: none) and an output cap per stream; its stdout
 // and stderr are kept as events in order, so a reader can follow from the
 // start or reattach later; stdin stays open when asked for.
 //
@@ -13,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,6 +44,7 @@ struct CommandSpec {
   std::vector<std::string> workspace_aliases;
   std::optional<uint64_t> identity_slot;
   std::vector<BindMount> binds;
+  std::shared_ptr<Cgroup> parent_cgroup;  // the session's (SessionOptions::parent_cgroup)
 };
 
 // How a command ended: its Result without the output (that came as events).
@@ -72,8 +75,12 @@ class Command {
   Command& operator=(const Command&) = delete;
 
   // The events after the first `*cursor`, waiting until there is at least
-  // one or `deadline`; advances *cursor. The kEnd event is the last.
-  std::vector<CommandEvent> Next(size_t* cursor, absl::Time deadline);
+  // one, `deadline`, or `*abandon` (may be null) is set and WakeReaders is
+  // called; advances *cursor. The kEnd event is the last.
+  std::vector<CommandEvent> Next(size_t* cursor, absl::Time deadline,
+                                 const std::atomic<bool>* abandon = nullptr);
+  // Makes every waiting Next look at its `abandon` flag again.
+  void WakeReaders();
   bool ended() const;
 
   // Queued for the supervising thread; FAILED_PRECONDITION once it ended.

@@ -118,7 +118,8 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     ForkServer* fork_server =
         options_.language == Language::kPython ? options_.fork_server : nullptr;
     SpawnOptions spawn{.channel = true, .fork_server = fork_server,
-                       .identity_slot = options_.identity_slot};
+                       .identity_slot = options_.identity_slot,
+                       .parent_cgroup = options_.parent_cgroup.get()};
     auto spawned = executor_.Spawn(spec, spawn);
     if (fork_server != nullptr && absl::IsUnavailable(spawned.status())) {
       // The zygote is gone: the interpreter starts anew, in the same kind of sandbox.

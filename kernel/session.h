@@ -66,6 +66,10 @@ struct SessionOptions {
   std::string workspace_dir;
   std::vector<std::string> workspace_aliases;
   std::optional<uint64_t> identity_slot;
+  // The cgroup of the session this interpreter is one process of
+  // (Executor::CreateGroup): its sandbox's cgroup is nested in it, so the
+  // session's limits hold for all its processes together. Null: its own.
+  std::shared_ptr<Cgroup> parent_cgroup;
 
   static Limits DefaultSessionLimits();
   static std::string DefaultKernelsDir();

@@ -178,6 +178,20 @@ absl::StatusOr<std::vector<std::string>> ListSubdirectories(const std::string& d
   return out;
 }
 
+// Every cgroup beneath `dir` (nested groups), children before their parents:
+// the order in which they can be removed.
+absl::StatusOr<std::vector<std::string>> Descendants(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListSubdirectories(dir));
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    const std::string child = JoinPath(dir, name);
+    ASSIGN_OR_RETURN(std::vector<std::string> below, Descendants(child));
+    out.insert(out.end(), below.begin(), below.end());
+    out.push_back(child);
+  }
+  return out;
+}
+
 // Polls `done` with a short backoff until it is true or `timeout` passes.
 // Kernel state changes (freezing, tasks leaving a group) have no portable
 // notification on v1, so a bounded poll is the honest way to wait.
@@ -299,6 +313,8 @@ class GroupBase : public Cgroup {
       destroyed_ = true;
       return absl::OkStatus();
     }
+    // Children first: cgroupfs refuses to rmdir a group that has any.
+    RETURN_IF_ERROR(DestroyChildren());
     RETURN_IF_ERROR(KillAll());
     ASSIGN_OR_RETURN(bool empty, PollUntil([this] { return Empty(); }, kDrainTimeout));
     if (!empty) {
@@ -318,11 +334,54 @@ class GroupBase : public Cgroup {
 
   std::vector<std::string> Paths() const override { return dirs_; }
 
+  absl::StatusOr<std::unique_ptr<Cgroup>> CreateChild(absl::string_view name,
+                                                      const CgroupLimits& limits) override {
+    RETURN_IF_ERROR(ValidateName("group name", name));
+    RETURN_IF_ERROR(PrepareForChildren());
+    return Materialize(MakeChild(std::string(name)), limits);
+  }
+
   // For a group whose directories could not all be made: its destructor must
   // not touch paths that may belong to another group of the same name.
   void Disown() { destroyed_ = true; }
 
+  // Makes `group`'s directories and writes its limits. On failure nothing
+  // it made is left behind.
+  static absl::StatusOr<std::unique_ptr<Cgroup>> Materialize(std::unique_ptr<GroupBase> group,
+                                                             const CgroupLimits& limits) {
+    std::vector<std::string> made;
+    for (const std::string& dir : group->dirs_) {
+      absl::Status s = group->ops_->MakeDirectory(dir);
+      if (!s.ok()) {
+        for (const std::string& m : made) (void)group->ops_->RemoveDirectory(m);
+        group->Disown();
+        return s;
+      }
+      made.push_back(dir);
+    }
+    // From here the group owns its directories and removes them on failure.
+    RETURN_IF_ERROR(group->SetLimits(limits));
+    return std::unique_ptr<Cgroup>(std::move(group));
+  }
+
  protected:
+  virtual absl::Status SetLimits(const CgroupLimits& limits) = 0;
+  // The group nested in this one under `name`; makes no directory.
+  virtual std::unique_ptr<GroupBase> MakeChild(const std::string& name) const = 0;
+  // Readies this group to hold groups instead of processes.
+  virtual absl::Status PrepareForChildren() { return absl::OkStatus(); }
+
+  // This group's directories and those of every group nested in it.
+  std::vector<std::string> TreeDirs() const {
+    std::vector<std::string> all;
+    for (const std::string& dir : dirs_) {
+      absl::StatusOr<std::vector<std::string>> below = Descendants(dir);
+      if (below.ok()) all.insert(all.end(), below->begin(), below->end());
+    }
+    all.insert(all.end(), dirs_.begin(), dirs_.end());
+    return all;
+  }
+
   // Called from the subclasses' destructors, while KillAll is still theirs.
   void DestroyLoggingErrors() {
     absl::Status s = Destroy();
@@ -333,6 +392,20 @@ class GroupBase : public Cgroup {
   const std::shared_ptr<CgroupDirectoryOps> ops_;
 
  private:
+  absl::Status DestroyChildren() {
+    std::set<std::string> names;
+    for (const std::string& dir : dirs_) {
+      absl::StatusOr<std::vector<std::string>> found = ListSubdirectories(dir);
+      if (found.ok()) names.insert(found->begin(), found->end());
+    }
+    absl::Status first_error;
+    for (const std::string& name : names) {
+      absl::Status s = MakeChild(name)->Destroy();
+      if (!s.ok() && first_error.ok()) first_error = s;
+    }
+    return first_error;
+  }
+
   bool destroyed_ = false;
 };
 
@@ -346,7 +419,25 @@ class CgroupV1 : public GroupBase {
       : GroupBase(std::move(dirs), std::move(ops)), by_controller_(std::move(by_controller)) {}
   ~CgroupV1() override { DestroyLoggingErrors(); }
 
-  absl::Status SetLimits(const CgroupLimits& limits) {
+  // The group `name` beneath the groups (or subtrees) in `parents`, which
+  // maps each of kV1Controllers to a directory; makes no directory.
+  static std::unique_ptr<CgroupV1> Nested(const std::map<std::string, std::string>& parents,
+                                          const std::string& name,
+                                          const std::shared_ptr<CgroupDirectoryOps>& ops) {
+    std::map<std::string, std::string> by_controller;
+    std::vector<std::string> dirs;
+    for (const auto& [controller, parent] : parents) {
+      by_controller[controller] = JoinPath(parent, name);
+    }
+    for (const char* controller : kV1Controllers) {
+      const std::string& dir = by_controller.at(controller);
+      if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    }
+    return std::make_unique<CgroupV1>(std::move(by_controller), std::move(dirs), ops);
+  }
+
+ protected:
+  absl::Status SetLimits(const CgroupLimits& limits) override {
     const std::string& memory = by_controller_.at("memory");
     if (limits.memory_bytes > 0) {
       // memsw (memory+swap) must stay >= the memory limit, so the memory limit
@@ -370,6 +461,11 @@ class CgroupV1 : public GroupBase {
     return absl::OkStatus();
   }
 
+  std::unique_ptr<GroupBase> MakeChild(const std::string& name) const override {
+    return Nested(by_controller_, name, ops_);
+  }
+
+ public:
   absl::StatusOr<CgroupUsage> Usage() const override {
     CgroupUsage usage;
     ASSIGN_OR_RETURN(usage.cpu_usage_ns,
@@ -390,10 +486,13 @@ class CgroupV1 : public GroupBase {
   absl::Status KillAll() override {
     // Freezing costs milliseconds on v1 even for an empty group, and the
     // usual caller has already reaped the sandbox's whole pid namespace.
-    ASSIGN_OR_RETURN(bool empty, Empty());
-    if (empty) return absl::OkStatus();
+    // The v1 freezer freezes nested groups with their parent; cgroup.procs
+    // lists only a group's own tasks, so every nested group is read.
+    const std::vector<std::string> tree = TreeDirs();
+    ASSIGN_OR_RETURN(std::set<pid_t> pids, ReadProcs(tree));
+    if (pids.empty()) return absl::OkStatus();
     const std::string state = JoinPath(by_controller_.at("freezer"), "freezer.state");
-    return FreezeKillThaw(dirs_, state, "FROZEN", "THAWED", [&state]() -> absl::StatusOr<bool> {
+    return FreezeKillThaw(tree, state, "FROZEN", "THAWED", [&state]() -> absl::StatusOr<bool> {
       ASSIGN_OR_RETURN(std::string s, ReadFile(state));
       return absl::StripAsciiWhitespace(s) == "FROZEN";
     });
@@ -410,7 +509,8 @@ class CgroupV2 : public GroupBase {
       : GroupBase({std::move(dir)}, std::move(ops)) {}
   ~CgroupV2() override { DestroyLoggingErrors(); }
 
-  absl::Status SetLimits(const CgroupLimits& limits) {
+ protected:
+  absl::Status SetLimits(const CgroupLimits& limits) override {
     const std::string& dir = dirs_.front();
     if (limits.memory_bytes > 0) {
       RETURN_IF_ERROR(WriteFile(JoinPath(dir, "memory.max"), absl::StrCat(limits.memory_bytes)));
@@ -437,6 +537,31 @@ class CgroupV2 : public GroupBase {
     return absl::OkStatus();
   }
 
+  std::unique_ptr<GroupBase> MakeChild(const std::string& name) const override {
+    return std::make_unique<CgroupV2>(JoinPath(dirs_.front(), name), ops_);
+  }
+
+  // The no-internal-processes rule allows it: this group holds no process.
+  absl::Status PrepareForChildren() override {
+    const std::string& dir = dirs_.front();
+    std::set<std::string> available = ReadTokens(JoinPath(dir, "cgroup.controllers"));
+    std::vector<std::string> enable;
+    for (const char* c : {"memory", "pids", "cpu"}) {
+      if (available.contains(c)) enable.push_back(c);
+    }
+    if (!enable.empty()) {
+      RETURN_IF_ERROR(WriteFile(JoinPath(dir, "cgroup.subtree_control"),
+                                absl::StrCat("+", absl::StrJoin(enable, " +"))));
+    }
+    // An OOM at this group's limit kills the child the kernel picked (its
+    // own memory.oom.group takes the child's whole sandbox), not every
+    // child: the kernel kills the highest group with oom.group set.
+    const std::string oom_group = JoinPath(dir, "memory.oom.group");
+    if (Exists(oom_group)) RETURN_IF_ERROR(WriteFile(oom_group, "0"));
+    return absl::OkStatus();
+  }
+
+ public:
   absl::StatusOr<CgroupUsage> Usage() const override {
     const std::string& dir = dirs_.front();
     CgroupUsage usage;
@@ -462,7 +587,7 @@ class CgroupV2 : public GroupBase {
     const std::string kill = JoinPath(dir, "cgroup.kill");
     if (Exists(kill)) return WriteFile(kill, "1");
     const std::string events = JoinPath(dir, "cgroup.events");
-    return FreezeKillThaw(dirs_, JoinPath(dir, "cgroup.freeze"), "1", "0",
+    return FreezeKillThaw(TreeDirs(), JoinPath(dir, "cgroup.freeze"), "1", "0",
                           [&events]() -> absl::StatusOr<bool> {
                             ASSIGN_OR_RETURN(int64_t frozen, ReadKeyedInt(events, "frozen"));
                             return frozen == 1;
@@ -699,10 +824,10 @@ absl::StatusOr<CgroupManager::Reclaimed> ReclaimDirectories(
     const std::vector<std::string>& subtrees, std::unique_ptr<GroupBase> extra,
     CgroupDirectoryOps& ops,
     const std::function<std::unique_ptr<GroupBase>(const std::string&)>& make_group) {
-  std::vector<std::string> all;  // groups first, then the subtrees: the order of removal
+  std::vector<std::string> all;  // groups (nested first), then the subtrees: the order of removal
   for (const std::string& dir : subtrees) {
-    ASSIGN_OR_RETURN(std::vector<std::string> names, ListSubdirectories(dir));
-    for (const std::string& name : names) all.push_back(JoinPath(dir, name));
+    ASSIGN_OR_RETURN(std::vector<std::string> groups, Descendants(dir));
+    all.insert(all.end(), groups.begin(), groups.end());
   }
   all.insert(all.end(), subtrees.begin(), subtrees.end());
   if (extra != nullptr) {
@@ -771,20 +896,7 @@ class CgroupManagerV1 : public CgroupManager {
   absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(absl::string_view name,
                                                       const CgroupLimits& limits) override {
     RETURN_IF_ERROR(ValidateName("group name", name));
-    std::unique_ptr<CgroupV1> group = MakeGroup(std::string(name));
-    std::vector<std::string> made;
-    for (const std::string& dir : group->Paths()) {
-      absl::Status s = ops_->MakeDirectory(dir);
-      if (!s.ok()) {
-        for (const std::string& m : made) (void)ops_->RemoveDirectory(m);
-        group->Disown();
-        return s;
-      }
-      made.push_back(dir);
-    }
-    // From here the group owns its directories and removes them on failure.
-    RETURN_IF_ERROR(group->SetLimits(limits));
-    return std::unique_ptr<Cgroup>(std::move(group));
+    return GroupBase::Materialize(MakeGroup(std::string(name)), limits);
   }
 
   std::string Describe() const override {
@@ -818,28 +930,13 @@ class CgroupManagerV1 : public CgroupManager {
       }
     }
     return ReclaimDirectories(existing, nullptr, *ops_, [&](const std::string& name) {
-      return MakeGroup(dead_by_controller, name, ops_);
+      return CgroupV1::Nested(dead_by_controller, name, ops_);
     });
   }
 
  private:
   std::unique_ptr<CgroupV1> MakeGroup(const std::string& name) const {
-    return MakeGroup(subtree_by_controller_, name, ops_);
-  }
-  // A group named `name` in the subtree whose directories are `subtrees`.
-  static std::unique_ptr<CgroupV1> MakeGroup(const std::map<std::string, std::string>& subtrees,
-                                             const std::string& name,
-                                             const std::shared_ptr<CgroupDirectoryOps>& ops) {
-    std::map<std::string, std::string> by_controller;
-    std::vector<std::string> dirs;
-    for (const auto& [controller, subtree] : subtrees) {
-      by_controller[controller] = JoinPath(subtree, name);
-    }
-    for (const char* controller : kV1Controllers) {
-      const std::string& dir = by_controller.at(controller);
-      if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
-    }
-    return std::make_unique<CgroupV1>(std::move(by_controller), std::move(dirs), ops);
+    return CgroupV1::Nested(subtree_by_controller_, name, ops_);
   }
 
   const std::shared_ptr<CgroupDirectoryOps> ops_;
@@ -935,14 +1032,7 @@ class CgroupManagerV2 : public CgroupManager {
   absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(absl::string_view name,
                                                       const CgroupLimits& limits) override {
     RETURN_IF_ERROR(ValidateName("group name", name));
-    std::unique_ptr<CgroupV2> group = MakeGroup(std::string(name));
-    if (absl::Status s = ops_->MakeDirectory(group->Paths().front()); !s.ok()) {
-      group->Disown();
-      return s;
-    }
-    // From here the group owns its directory and removes it on failure.
-    RETURN_IF_ERROR(group->SetLimits(limits));
-    return std::unique_ptr<Cgroup>(std::move(group));
+    return GroupBase::Materialize(MakeGroup(std::string(name)), limits);
   }
 
   std::string Describe() const override {

@@ -4,7 +4,9 @@
 // runs in (read from /proc/self/cgroup), as a delegated subtree would be in
 // production; it never creates groups elsewhere in a hierarchy and never
 // touches the host's cgroup mounts. Each sandbox gets one Cgroup, which kills
-// its processes and removes itself when destroyed.
+// its processes and removes itself when destroyed. Sandboxes that are to be
+// capped and accounted together (a session's interpreters and commands) get
+// theirs as children of one parent Cgroup that holds no process itself.
 //
 // The filesystem is reached through `CgroupOptions::fs_root`, so both backends
 // can be unit-tested against a temporary directory laid out like cgroupfs.
@@ -55,6 +57,17 @@ class Cgroup {
   virtual absl::Status Destroy() = 0;
   // The directories of this group (for diagnostics and leak tests).
   virtual std::vector<std::string> Paths() const = 0;
+
+  // Creates a group nested in this one, with `limits` of its own beneath
+  // this one's, which then hold for all its children together (memory,
+  // pids, CPU; usage is reported for them together too). A group with
+  // children holds no process itself; on v2 it enables its controllers for
+  // them and an OOM at its limit kills only the child the kernel chose
+  // (each child has memory.oom.group, the parent not). Destroy() kills and
+  // removes the children first; a child object destroyed later finds its
+  // directories gone, which is not an error.
+  virtual absl::StatusOr<std::unique_ptr<Cgroup>> CreateChild(absl::string_view name,
+                                                              const CgroupLimits& limits) = 0;
 };
 
 // How cgroup directories are made and removed. The real one is mkdir(2) and

@@ -620,6 +620,124 @@ TEST_P(CgroupBackendTest, ReclaimRefusesAnythingButAnotherWardenSubtree) {
   for (const std::string& dir : manager->SubtreePaths()) EXPECT_TRUE(IsDir(dir)) << dir;
 }
 
+// A session's parent group and its sandboxes' groups nested in it.
+
+TEST_P(CgroupBackendTest, NestsChildGroupsInsideTheirParentWithLimitsOnBoth) {
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  auto parent = manager->CreateGroup("group-1", {.memory_bytes = 256 << 20, .pids = 64, .cpu_percent = 200});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  auto child = (*parent)->CreateChild("run-2", {.memory_bytes = 128 << 20, .pids = 32});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_EQ((*child)->Paths().size(), (*parent)->Paths().size());
+  for (size_t i = 0; i < (*child)->Paths().size(); ++i) {
+    EXPECT_EQ((*child)->Paths()[i], (*parent)->Paths()[i] + "/run-2");
+    EXPECT_TRUE(IsDir((*child)->Paths()[i]));
+  }
+  if (v1()) {
+    EXPECT_EQ(Trimmed(GroupDir("memory", "group-1") + "/memory.limit_in_bytes"), "268435456");
+    EXPECT_EQ(Trimmed(GroupDir("pids", "group-1") + "/pids.max"), "64");
+    EXPECT_EQ(Trimmed(GroupDir("cpu", "group-1") + "/cpu.cfs_quota_us"), "200000");
+    EXPECT_EQ(Trimmed(GroupDir("memory", "group-1/run-2") + "/memory.limit_in_bytes"), "134217728");
+    EXPECT_EQ(Trimmed(GroupDir("pids", "group-1/run-2") + "/pids.max"), "32");
+  } else {
+    const std::string dir = GroupDir("", "group-1");
+    EXPECT_EQ(Trimmed(dir + "/memory.max"), "268435456");
+    EXPECT_EQ(Trimmed(dir + "/pids.max"), "64");
+    EXPECT_EQ(Trimmed(dir + "/cpu.max"), "200000 100000");
+    // The parent hands its controllers down and, holding no process, lets
+    // an OOM at its limit take only the child the kernel picked.
+    EXPECT_EQ(Trimmed(dir + "/cgroup.subtree_control"), "+memory +pids +cpu");
+    EXPECT_EQ(Trimmed(dir + "/memory.oom.group"), "0");
+    EXPECT_EQ(Trimmed(dir + "/run-2/memory.max"), "134217728");
+    EXPECT_EQ(Trimmed(dir + "/run-2/pids.max"), "32");
+    EXPECT_EQ(Trimmed(dir + "/run-2/memory.oom.group"), "1");
+    EXPECT_EQ(Trimmed(dir + "/run-2/memory.swap.max"), "0");
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument((*parent)->CreateChild("../run-3", {}).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists((*parent)->CreateChild("run-2", {}).status()));
+}
+
+TEST_P(CgroupBackendTest, DestroyingAParentKillsAndRemovesItsChildrenFirst) {
+  if (!v1()) tree_->features().cgroup_kill = false;  // kill by pid, so the fake sees it
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  auto parent = manager->CreateGroup("group-1", {});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  auto busy = (*parent)->CreateChild("run-1", {});
+  auto idle = (*parent)->CreateChild("run-2", {});
+  ASSERT_TRUE(busy.ok() && idle.ok());
+  PausedChild inside, outsider;
+  ASSERT_TRUE((*busy)->AddProcess(inside.pid()).ok());
+  std::vector<std::string> dirs = (*busy)->Paths();
+  for (const std::string& dir : (*idle)->Paths()) dirs.push_back(dir);
+  for (const std::string& dir : (*parent)->Paths()) dirs.push_back(dir);
+  if (!v1()) {
+    for (const std::string& dir : dirs) WriteText(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
+  }
+  // The fake kernel empties cgroup.procs once the task is dead.
+  std::thread forget([&] {
+    EXPECT_EQ(inside.WaitForTermSignal(), SIGKILL);
+    ForgetProcesses(**busy);
+  });
+  absl::Status destroyed = (*parent)->Destroy();
+  forget.join();
+  ASSERT_TRUE(destroyed.ok()) << destroyed;
+  for (const std::string& dir : dirs) EXPECT_FALSE(IsDir(dir)) << dir;
+  EXPECT_TRUE(outsider.Alive());
+  // The children's own objects find nothing left to do.
+  EXPECT_TRUE((*busy)->Destroy().ok());
+  EXPECT_TRUE((*idle)->Destroy().ok());
+}
+
+TEST_P(CgroupBackendTest, KillAllOfAParentReachesProcessesInItsChildren) {
+  if (!v1()) tree_->features().cgroup_kill = false;
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  auto parent = manager->CreateGroup("group-1", {});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  auto child = (*parent)->CreateChild("run-1", {});
+  ASSERT_TRUE(child.ok()) << child.status();
+  PausedChild inside, outsider;
+  ASSERT_TRUE((*child)->AddProcess(inside.pid()).ok());
+  if (!v1()) {
+    for (const Cgroup* group : {parent->get(), child->get()}) {
+      WriteText(group->Paths()[0] + "/cgroup.events", "populated 1\nfrozen 1\n");
+    }
+  }
+  ASSERT_TRUE((*parent)->KillAll().ok());
+  EXPECT_EQ(inside.WaitForTermSignal(), SIGKILL);
+  EXPECT_TRUE(outsider.Alive());
+  ForgetProcesses(**child);
+}
+
+TEST_P(CgroupBackendTest, ReclaimRemovesNestedGroupsOfADeadDaemon) {
+  std::unique_ptr<CgroupManager> dead = NewDeadManager();
+  ASSERT_NE(dead, nullptr);
+  auto parent = dead->CreateGroup("group-1", {.memory_bytes = 64 << 20});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  std::vector<std::string> group_dirs = (*parent)->Paths();
+  for (const char* name : {"run-2", "run-3"}) {
+    auto child = (*parent)->CreateChild(name, {});
+    ASSERT_TRUE(child.ok()) << child.status();
+    for (const std::string& dir : (*child)->Paths()) group_dirs.push_back(dir);
+    (void)child->release();
+  }
+  (void)parent->release();
+  const std::vector<std::string> dead_subtrees = dead->SubtreePaths();
+  (void)dead.release();
+  ForgetDeadSupervisor();
+
+  auto manager = NewManager();
+  ASSERT_NE(manager, nullptr);
+  absl::StatusOr<CgroupManager::Reclaimed> reclaimed = manager->ReclaimSubtree("warden-dead");
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  for (const std::string& dir : group_dirs) EXPECT_FALSE(IsDir(dir)) << dir;
+  for (const std::string& dir : dead_subtrees) EXPECT_FALSE(IsDir(dir)) << dir;
+  EXPECT_EQ(reclaimed->directories.size(),
+            group_dirs.size() + dead_subtrees.size() + (v1() ? 0 : 1));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CgroupBackendTest,
                          ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
                          [](const ::testing::TestParamInfo<CgroupVersion>& info) {

@@ -203,9 +203,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
 
   const uint64_t run = next_run_.fetch_add(1);
   if (cgroups_) {
-    ASSIGN_OR_RETURN(worker->cgroup_,
-                     cgroups_->CreateGroup(absl::StrCat("run-", run),
-                                           {limits.memory_bytes, limits.pids, limits.cpu_percent}));
+    const std::string name = absl::StrCat("run-", run);
+    const CgroupLimits group_limits{limits.memory_bytes, limits.pids, limits.cpu_percent};
+    ASSIGN_OR_RETURN(worker->cgroup_, options.parent_cgroup != nullptr
+                                          ? options.parent_cgroup->CreateChild(name, group_limits)
+                                          : cgroups_->CreateGroup(name, group_limits));
   }
   worker->stage_times_.cgroup = absl::Now();
 
@@ -301,6 +303,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     fcntl(fd, F_SETFL, O_NONBLOCK);
   }
   return worker;
+}
+
+absl::StatusOr<std::unique_ptr<Cgroup>> Executor::CreateGroup(const CgroupLimits& limits) {
+  if (!cgroups_) return nullptr;
+  return cgroups_->CreateGroup(absl::StrCat("group-", next_run_.fetch_add(1)), limits);
 }
 
 std::pair<uid_t, gid_t> Executor::ProgramHostIds(uint64_t slot) const {

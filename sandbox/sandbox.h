@@ -75,6 +75,10 @@ struct SpawnOptions {
   // fresh ones: sandboxes that share a workspace directory must also share
   // the owner of its files.
   std::optional<uint64_t> identity_slot;
+  // Nest the sandbox's cgroup in this one (not owned; from CreateGroup), so
+  // that its limits and accounting are shared with the group's other
+  // sandboxes. Null: a group of its own in the executor's subtree.
+  Cgroup* parent_cgroup = nullptr;
 };
 
 class Executor {
@@ -96,6 +100,10 @@ class Executor {
   // A slot of host ids for sandboxes that are to run as one user
   // (SpawnOptions::identity_slot), and the program's host uid and gid in it.
   uint64_t ReserveIdentity() { return next_run_.fetch_add(1); }
+
+  // A cgroup for several sandboxes to share (SpawnOptions::parent_cgroup):
+  // `limits` cap them all together. Null in degraded mode.
+  absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(const CgroupLimits& limits);
   std::pair<uid_t, gid_t> ProgramHostIds(uint64_t slot) const;
 
   bool degraded() const { return cgroups_ == nullptr; }

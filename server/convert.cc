@@ -104,6 +104,19 @@ void FillResponse(const CellResult& cell, const std::string& session_id, v1::Exe
   out->set_session_id(session_id);
 }
 
+int64_t PeakMemoryBytes(const ManagedSession& entry) {
+  // The cgroup's high-water mark; v1 has no cheap "current" worth more. A
+  // session of several processes: their common cgroup's, all of them together.
+  std::optional<CgroupUsage> usage;
+  if (entry.cgroup != nullptr) {
+    absl::StatusOr<CgroupUsage> whole = entry.cgroup->Usage();
+    if (whole.ok()) usage = *whole;
+  } else {
+    usage = entry.session->Usage();
+  }
+  return usage ? usage->peak_memory_bytes : 0;
+}
+
 void FillSession(const ManagedSession& entry, v1::Session* out) {
   const absl::Time now = absl::Now();
   out->set_id(entry.id);
@@ -113,12 +126,9 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->set_created_unix_ms(absl::ToUnixMillis(entry.created));
   out->set_age_ms(absl::ToInt64Milliseconds(now - entry.created));
   out->set_idle_ms(entry.busy() ? 0 : absl::ToInt64Milliseconds(now - entry.last_used()));
-  if (auto usage = entry.session->Usage()) {
-    // The cgroup's high-water mark; v1 has no cheap "current" worth more.
-    out->set_memory_bytes(usage->peak_memory_bytes);
-  }
+  out->set_memory_bytes(PeakMemoryBytes(entry));
   out->set_execution_count(entry.session->execution_count());
-  out->set_expires_unix_ms(absl::ToUnixMillis(entry.expires));
+  out->set_expires_unix_ms(absl::ToUnixMillis(entry.expires()));
   out->set_lost_reason(entry.session->lost_reason());
   out->mutable_limits()->set_wall_ms(entry.cell_defaults.wall_ms);
   out->mutable_limits()->set_cpu_ms(entry.cell_defaults.cpu_ms);
@@ -140,6 +150,7 @@ void FillContext(const ManagedSession& context, v1::Context* out) {
   out->set_execution_count(context.session->execution_count());
   out->set_created_unix_ms(absl::ToUnixMillis(context.created));
   out->set_lost_reason(context.session->lost_reason());
+  if (auto usage = context.session->Usage()) out->set_memory_bytes(usage->peak_memory_bytes);
 }
 
 void FillCommand(const ManagedCommand& command, v1::CommandInfo* out) {

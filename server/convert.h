@@ -23,6 +23,9 @@ v1::Language ToProto(Language language);
 v1::Result ToProto(const MimeBundle& bundle);
 v1::Error ToProto(const CellError& error);
 void FillResponse(const CellResult& cell, const std::string& session_id, v1::ExecuteResponse* out);
+// A session's peak memory: of all its contexts and commands together when it
+// has several (0 if unknown).
+int64_t PeakMemoryBytes(const ManagedSession& entry);
 void FillSession(const ManagedSession& entry, v1::Session* out);
 v1::SessionState StateOf(const ManagedSession& entry);
 void FillContext(const ManagedSession& context, v1::Context* out);

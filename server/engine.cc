@@ -51,6 +51,13 @@ void Retire(ManagedSession& entry) {
   for (auto& [id, command] : entry.commands) {
     if (!command->command->ended()) (void)command->command->Signal(SIGKILL);
   }
+  // All the session's processes end now and its cgroups go, however long
+  // calls in flight keep the objects that ran them.
+  if (entry.cgroup != nullptr) {
+    if (absl::Status s = entry.cgroup->Destroy(); !s.ok()) {
+      spdlog::warn("session {}: removing its cgroup: {}", entry.id, s.ToString());
+    }
+  }
 }
 
 absl::Status RestartEntry(ManagedSession& entry, bool clear_workspace) {
@@ -66,6 +73,7 @@ void Cancellation::Cancel() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
   if (session_) (void)session_->Interrupt();
+  if (command_) command_->WakeReaders();
 }
 
 bool Cancellation::cancelled() const { return cancelled_.load(); }
@@ -75,9 +83,15 @@ void Cancellation::Attach(Session* session) {
   session_ = session;
 }
 
+void Cancellation::Attach(Command* command) {
+  absl::MutexLock lock(&mu_);
+  command_ = command;
+}
+
 void Cancellation::Detach() {
   absl::MutexLock lock(&mu_);
   session_ = nullptr;
+  command_ = nullptr;
 }
 
 std::vector<std::string> WarmModules(const DaemonOptions& options, Language language) {
@@ -422,7 +436,13 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   if (call.shared_workspace) {
     auto workspace = SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),
                                              options_.limits.tmpfs_mb << 20);
-    if (workspace.ok()) {
+    // One cgroup for all the session's processes: its limits hold for them together.
+    const Limits& limits = pools_.at({language, options_.limits.defaults.memory_mb})->options().limits;
+    auto cgroup = executor_.CreateGroup({entry->memory_mb << 20, limits.pids, limits.cpu_percent});
+    if (!cgroup.ok()) {
+      started = cgroup.status();
+    } else if (workspace.ok()) {
+      entry->cgroup = *std::move(cgroup);
       entry->workspace = *std::move(workspace);
       entry->workspace_aliases = call.workspace_aliases;
       if (!entry->workspace->size_limited()) {
@@ -445,7 +465,8 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   entry->language = language;
   entry->labels = call.labels;
   entry->created = absl::Now();
-  entry->expires = entry->created + absl::Seconds(call.ttl_seconds ? call.ttl_seconds : so.default_ttl_seconds);
+  entry->set_expires(entry->created +
+                     absl::Seconds(call.ttl_seconds ? call.ttl_seconds : so.default_ttl_seconds));
   entry->idle_timeout = absl::Seconds(call.idle_timeout_seconds ? call.idle_timeout_seconds
                                                                 : so.default_idle_timeout_seconds);
   entry->cell_defaults = defaults;
@@ -558,6 +579,7 @@ absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const Manage
   options.workspace_dir = owner.workspace->path();
   options.workspace_aliases = owner.workspace_aliases;
   options.identity_slot = owner.workspace->identity_slot();
+  options.parent_cgroup = owner.cgroup;
   return Session::Start(executor_, options);
 }
 
@@ -601,7 +623,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateContext(const std:
   context->language = language.value_or(Language::kPython);
   context->labels = owner->labels;
   context->created = absl::Now();
-  context->expires = owner->expires;
+  context->set_expires(owner->expires());
   context->idle_timeout = owner->idle_timeout;
   context->cell_defaults = owner->cell_defaults;
   context->memory_mb = owner->memory_mb;
@@ -695,6 +717,7 @@ absl::StatusOr<std::shared_ptr<ManagedCommand>> Engine::StartCommand(const RunCo
   spec.workspace_aliases = owner->workspace_aliases;
   spec.identity_slot = owner->workspace->identity_slot();
   spec.binds = session.binds;
+  spec.parent_cgroup = owner->cgroup;
   auto managed = std::make_shared<ManagedCommand>();
   managed->tag = call.tag;
   ASSIGN_OR_RETURN(managed->command, Command::Start(executor_, spec));

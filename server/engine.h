@@ -34,8 +34,10 @@ class Cancellation {
  public:
   void Cancel();
   bool cancelled() const;
-  // The engine attaches the session while a cell runs in it.
+  // The engine attaches the session while a cell runs in it; a command's
+  // follower attaches the command, whose waiting readers Cancel wakes.
   void Attach(Session* session);
+  void Attach(Command* command);
   void Detach();
   // For Session::Execute, which reads it after marking the cell busy.
   const std::atomic<bool>* flag() const { return &cancelled_; }
@@ -43,6 +45,7 @@ class Cancellation {
  private:
   mutable absl::Mutex mu_;
   Session* session_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Command* command_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<bool> cancelled_{false};
 };
 

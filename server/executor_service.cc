@@ -188,14 +188,15 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
   std::string data_;
 };
 
-// Streams a command's events from the start until its end. When the client
-// goes away first, a command not in the background is killed.
+// Streams a command's events from the start until its end, each as soon as
+// it comes. When the client goes away first (which wakes the wait), a
+// command not in the background is killed.
 void FollowCommand(const std::shared_ptr<ManagedCommand>& managed, bool kill_on_cancel,
-                   QueuedWriter<v1::CommandEvent>* writer, const Cancellation& cancellation) {
+                   QueuedWriter<v1::CommandEvent>* writer, Cancellation& cancellation) {
+  cancellation.Attach(managed->command.get());
   size_t cursor = 0;
   for (;;) {
-    // The client's cancellation is looked at between slices of waiting.
-    auto events = managed->command->Next(&cursor, absl::Now() + absl::Milliseconds(200));
+    auto events = managed->command->Next(&cursor, absl::InfiniteFuture(), cancellation.flag());
     bool ended = false;
     for (const CommandEvent& event : events) {
       ended = ended || event.kind == CommandEvent::Kind::kEnd;
@@ -207,6 +208,7 @@ void FollowCommand(const std::shared_ptr<ManagedCommand>& managed, bool kill_on_
       break;
     }
   }
+  cancellation.Detach();
   writer->Close(grpc::Status::OK);
 }
 
@@ -573,6 +575,7 @@ grpc::ServerUnaryReactor* ExecutorService::ListContexts(grpc::CallbackServerCont
   auto contexts = engine_.ListContexts(*tenant, request->session_id());
   if (contexts.ok()) {
     for (const auto& context : *contexts) FillContext(*context, response->add_contexts());
+    response->set_session_memory_bytes(PeakMemoryBytes(*contexts->front()));
   }
   return FinishNow(ctx, contexts.status());
 }

@@ -87,7 +87,7 @@ absl::Status SessionManager::SetExpires(const std::string& tenant, const std::st
                                         absl::Time expires) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto entry, FindLocked(tenant, id));
-  entry->expires = expires;
+  entry->set_expires(expires);
   return absl::OkStatus();
 }
 
@@ -109,7 +109,7 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::T
     const auto& s = it->second;
     // A busy session is idle only once its cell returns; its TTL still holds.
     const bool idle_expired = !s->busy() && now - s->last_used() >= s->idle_timeout;
-    if (now >= s->expires || idle_expired) {
+    if (now >= s->expires() || idle_expired) {
       if (--per_tenant_[s->tenant] <= 0) per_tenant_.erase(s->tenant);
       --total_;
       s->MarkClosed();

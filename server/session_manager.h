@@ -31,13 +31,16 @@ struct ManagedSession {
   // contexts and commands share. Declared first, so it goes last.
   std::unique_ptr<SharedWorkspace> workspace;
   std::vector<std::string> workspace_aliases;  // where else it is bound (E2B's /home/user)
+  // With a workspace: the cgroup every context and command of the session
+  // is nested in, carrying the session's limits for all of them together
+  // (null in degraded mode). Shared with their sandboxes' options.
+  std::shared_ptr<Cgroup> cgroup;
 
   std::string id;
   std::string tenant;
   Language language = Language::kPython;
   std::map<std::string, std::string> labels;
   absl::Time created;
-  absl::Time expires;  // changed only through SessionManager::SetExpires
   absl::Duration idle_timeout;
   CellLimitsOptions cell_defaults;  // for cells that leave a limit at 0
   int64_t memory_mb = 0;
@@ -55,6 +58,15 @@ struct ManagedSession {
   absl::Time last_used() const {
     absl::MutexLock lock(&mu);
     return last_used_;
+  }
+  // Moved by SessionManager::SetExpires while others read it.
+  absl::Time expires() const {
+    absl::MutexLock lock(&mu);
+    return expires_;
+  }
+  void set_expires(absl::Time expires) {
+    absl::MutexLock lock(&mu);
+    expires_ = expires;
   }
   void Touch() {
     absl::MutexLock lock(&mu);
@@ -95,6 +107,7 @@ struct ManagedSession {
  private:
   mutable absl::Mutex mu;
   absl::Time last_used_ ABSL_GUARDED_BY(mu);
+  absl::Time expires_ ABSL_GUARDED_BY(mu);
   bool busy_ ABSL_GUARDED_BY(mu) = false;
   bool closed_ ABSL_GUARDED_BY(mu) = false;
 };

@@ -2,12 +2,22 @@
 // in several languages and commands beside them share one workspace, each
 // in a real sandbox; commands stream output, take stdin, run in the
 // background and are killed on request.
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 #include "gtest/gtest.h"
 #include "grpcpp/create_channel.h"
@@ -61,9 +71,10 @@ class ContextsTest : public ::testing::Test {
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     return ctx;
   }
-  std::string CreateShared(v1::Language language = v1::LANGUAGE_PYTHON) {
+  std::string CreateShared(v1::Language language = v1::LANGUAGE_PYTHON, int64_t memory_mb = 0) {
     v1::CreateSessionRequest request;
     request.set_language(language);
+    request.mutable_limits()->set_memory_mb(memory_mb);
     request.set_shared_workspace(true);
     request.add_workspace_aliases("/home/user");
     v1::Session session;
@@ -133,6 +144,41 @@ class ContextsTest : public ::testing::Test {
     ctx.TryCancel();  // stop reading: a background command keeps going
     (void)reader->Finish();
     return event.started();
+  }
+  // Follows a running command until its stdout holds a whole line.
+  std::string FirstLine(const std::string& session, int id) {
+    v1::ConnectCommandRequest request;
+    request.set_session_id(session);
+    request.set_command_id(id);
+    auto ctx = Ctx();
+    auto reader = stub_->ConnectCommand(ctx.get(), request);
+    std::string out;
+    v1::CommandEvent event;
+    while (out.find('\n') == std::string::npos && reader->Read(&event)) out += event.stdout();
+    ctx->TryCancel();
+    (void)reader->Finish();
+    return out.substr(0, out.find('\n'));
+  }
+  v1::CommandEnd Kill(const std::string& session, int id) {
+    v1::SignalCommandRequest kill;
+    kill.set_session_id(session);
+    kill.set_command_id(id);
+    v1::SignalCommandResponse killed;
+    EXPECT_TRUE(stub_->SignalCommand(Ctx().get(), kill, &killed).ok());
+    return Connect(session, id).end;
+  }
+  void Close(const std::string& session) {
+    v1::CloseSessionRequest close;
+    close.set_session_id(session);
+    v1::CloseSessionResponse closed;
+    ASSERT_TRUE(stub_->CloseSession(Ctx().get(), close, &closed).ok());
+  }
+  v1::Session Get(const std::string& session) {
+    v1::GetSessionRequest request;
+    request.set_session_id(session);
+    v1::Session out;
+    EXPECT_TRUE(stub_->GetSession(Ctx().get(), request, &out).ok());
+    return out;
   }
   CommandRun Connect(const std::string& session, int id) {
     v1::ConnectCommandRequest request;
@@ -364,6 +410,207 @@ TEST_F(ContextsTest, SetSessionTtlMovesTheExpiry) {
   request.set_ttl_seconds(0);
   EXPECT_EQ(stub_->SetSessionTtl(Ctx().get(), request, &updated).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// ---------------------------------------------------------------------------
+// One session, one accounting and limit unit: its contexts' and commands'
+// cgroups are nested in the session's, which carries its limits.
+
+// Python that forks until the kernel refuses, holding every child, and says
+// how many it got.
+constexpr char kForkBomb[] = R"(exec python3 - <<'EOF'
+import os, signal
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        signal.pause()
+        os._exit(0)
+    n += 1
+print('forked', n, flush=True)
+signal.pause()
+EOF
+)";
+
+constexpr char kForkOnce[] = R"py(import os
+try:
+    pid = os.fork()
+except OSError as e:
+    print('fork failed', e.errno)
+else:
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print('forked'))py";
+
+// 200 MiB, written so that every page is resident.
+constexpr char kAllocate[] =
+    R"sh(exec python3 -c "b = bytearray(b'\x01') * (200 << 20); print('survived')")sh";
+
+TEST_F(ContextsTest, TheSessionsMemoryLimitHoldsForAllItsProcessesTogether) {
+  constexpr int64_t kLimitMb = 256;
+  // Alone, the command's 200 MiB fit in the session's 256.
+  const std::string alone = CreateShared(v1::LANGUAGE_PYTHON, kLimitMb);
+  CommandRun fits = Command(alone, kAllocate);
+  ASSERT_TRUE(fits.ended) << fits.status.error_message();
+  EXPECT_EQ(fits.end.outcome(), v1::OUTCOME_OK) << fits.err;
+  EXPECT_EQ(fits.out, "survived\n");
+  Close(alone);
+
+  // Beside two contexts holding 48 MiB each, they do not: the session's
+  // limit holds for all three together, and the kernel's victim (the
+  // command, which asks to be) is the one that ends with MEMORY_LIMIT.
+  const std::string session = CreateShared(v1::LANGUAGE_PYTHON, kLimitMb);
+  const std::string js = CreateContext(session, v1::LANGUAGE_JAVASCRIPT);
+  EXPECT_EQ(Run(session, "", "x = bytearray(b'\\x01') * (48 << 20)\nprint(len(x))").stdout(),
+            "50331648\n");
+  EXPECT_EQ(Run(session, js, "globalThis.x = Buffer.alloc(48 << 20, 1); console.log(x.length)").stdout(),
+            "50331648\n");
+  EXPECT_GE(Get(session).memory_bytes(), 96LL << 20) << "the session's memory is its contexts' together";
+
+  CommandRun run = Command(session, absl::StrCat("echo 1000 > /proc/self/oom_score_adj && ", kAllocate));
+  ASSERT_TRUE(run.ended) << run.status.error_message();
+  EXPECT_EQ(run.end.outcome(), v1::OUTCOME_MEMORY_LIMIT) << run.out << run.err;
+  EXPECT_EQ(run.out, "");
+
+  // The contexts live on with their data, and are not blamed.
+  v1::ExecuteResponse py = Run(session, "", "print(len(x))");
+  EXPECT_EQ(py.outcome(), v1::OUTCOME_OK);
+  EXPECT_EQ(py.stdout(), "50331648\n");
+  EXPECT_EQ(Run(session, js, "console.log(x.length)").stdout(), "50331648\n");
+  v1::ListContextsRequest list;
+  list.set_session_id(session);
+  v1::ListContextsResponse contexts;
+  ASSERT_TRUE(stub_->ListContexts(Ctx().get(), list, &contexts).ok());
+  ASSERT_EQ(contexts.contexts_size(), 2);
+  const int64_t whole = contexts.session_memory_bytes();
+  EXPECT_LE(whole, kLimitMb << 20);
+  EXPECT_GT(whole, (96LL + 32) << 20) << "the command's memory counts too";
+  for (const v1::Context& context : contexts.contexts()) {
+    EXPECT_EQ(context.state(), v1::SESSION_STATE_IDLE) << context.id();
+    EXPECT_GE(context.memory_bytes(), 48LL << 20) << context.id();
+    EXPECT_LT(context.memory_bytes(), whole) << context.id();
+  }
+  EXPECT_EQ(Get(session).memory_bytes(), whole);
+
+  // The daemon and other sessions carry on.
+  v1::ExecuteRequest other;
+  other.set_code("print(6 * 7)");
+  v1::ExecuteResponse answer;
+  ASSERT_TRUE(stub_->Execute(Ctx().get(), other, &answer).ok());
+  EXPECT_EQ(answer.stdout(), "42\n");
+}
+
+TEST_F(ContextsTest, TheSessionsPidsLimitIsSharedByItsProcesses) {
+  const std::string session = CreateShared();
+  const std::string other = CreateShared();
+  ASSERT_EQ(Run(session, "", kForkOnce).stdout(), "forked\n");
+
+  const int bomb = StartBackground(session, kForkBomb, false);
+  const std::string line = FirstLine(session, bomb);
+  std::vector<std::string> words = absl::StrSplit(line, ' ');
+  int forked = 0;
+  ASSERT_EQ(words.size(), 2u) << line;
+  ASSERT_TRUE(absl::SimpleAtoi(words[1], &forked)) << line;
+  EXPECT_GT(forked, 8);
+  EXPECT_LT(forked, 64) << "bounded by the session's pids limit (64), not by one of its own";
+
+  // The session's interpreter, which could fork before, finds the
+  // session's pids used up; another session does not.
+  EXPECT_EQ(Run(session, "", kForkOnce).stdout(), "fork failed 11\n");
+  EXPECT_EQ(Run(other, "", kForkOnce).stdout(), "forked\n");
+
+  EXPECT_EQ(Kill(session, bomb).outcome(), v1::OUTCOME_SIGNALED);
+  // The pids come back once the bomb's sandbox is reaped.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::string out;
+  while ((out = Run(session, "", kForkOnce).stdout()) != "forked\n" && absl::Now() < deadline) {
+  }
+  EXPECT_EQ(out, "forked\n");
+}
+
+TEST_F(ContextsTest, ACommandCannotSeeOrSignalTheSessionsInterpreters) {
+  const std::string session = CreateShared();
+  ASSERT_EQ(Run(session, "", "x = 41\nprint('set')").stdout(), "set\n");
+  // Its own pid namespace: its own init and programs only, none of the
+  // session's interpreters; a kill of all it may signal stays inside it.
+  CommandRun run = Command(session,
+                           "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done; "
+                           "kill -KILL -1; echo still here");
+  ASSERT_TRUE(run.ended) << run.status.error_message();
+  EXPECT_FALSE(absl::StrContains(run.out, "python")) << run.out;
+  EXPECT_FALSE(absl::StrContains(run.out, "kernel")) << run.out;
+  EXPECT_TRUE(absl::EndsWith(run.out, "still here\n")) << run.out;
+  v1::ExecuteResponse after = Run(session, "", "print(x + 1)");
+  EXPECT_EQ(after.outcome(), v1::OUTCOME_OK);
+  EXPECT_EQ(after.stdout(), "42\n");
+}
+
+// The directories of this process's subtrees' names starting with `prefix`.
+std::vector<std::string> Subdirectories(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  while (struct dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    const std::string path = dir + "/" + e->d_name;
+    struct stat st;
+    if (absl::StartsWith(e->d_name, prefix) && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      out.push_back(path);
+    }
+  }
+  if (d != nullptr) closedir(d);
+  return out;
+}
+
+// The session groups ("group-*") in this process's wardend subtrees, in
+// every hierarchy /proc/self/cgroup names.
+std::vector<std::string> SessionCgroups() {
+  std::ifstream in("/proc/self/cgroup");
+  std::vector<std::string> bases;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3) continue;
+    if (f[1].empty()) {
+      bases.push_back("/sys/fs/cgroup" + f[2]);
+      bases.push_back("/sys/fs/cgroup/unified" + f[2]);
+    } else {
+      for (absl::string_view c : absl::StrSplit(f[1], ',')) {
+        bases.push_back(absl::StrCat("/sys/fs/cgroup/", c, f[2]));
+      }
+    }
+  }
+  std::vector<std::string> groups;
+  for (const std::string& base : bases) {
+    for (const std::string& subtree : Subdirectories(base, absl::StrCat("warden-", getpid(), "-"))) {
+      for (const std::string& group : Subdirectories(subtree, "group-")) groups.push_back(group);
+    }
+  }
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  return groups;
+}
+
+TEST_F(ContextsTest, TheSessionsProcessesNestInItsCgroupWhichGoesWithIt) {
+  ASSERT_TRUE(SessionCgroups().empty());
+  const std::string session = CreateShared();
+  CreateContext(session, v1::LANGUAGE_JAVASCRIPT);
+  const int command = StartBackground(session, "echo up; exec sleep 600", false);
+  ASSERT_EQ(FirstLine(session, command), "up");
+  const std::vector<std::string> groups = SessionCgroups();
+  ASSERT_FALSE(groups.empty()) << "no session cgroup in any hierarchy";
+  for (const std::string& group : groups) {
+    // The session's interpreter, the JavaScript context and the command.
+    EXPECT_EQ(Subdirectories(group, "run-").size(), 3u) << group;
+  }
+  // Closing it ends them all and removes every group, nested ones first.
+  Close(session);
+  for (const std::string& group : groups) {
+    struct stat st;
+    EXPECT_NE(stat(group.c_str(), &st), 0) << group << " is left over";
+  }
+  EXPECT_TRUE(SessionCgroups().empty());
 }
 
 }  // namespace

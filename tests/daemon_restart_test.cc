@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -216,6 +217,22 @@ TEST_F(DaemonRestartTest, KillNineLeavesNothingOnceTheNextDaemonStarts) {
     (void)first->stub().Execute(Context().get(), request, &response);
   });
 
+  // A session of several processes, whose cgroups nest in the session's.
+  v1::CreateSessionRequest shared_request;
+  shared_request.set_shared_workspace(true);
+  v1::Session shared;
+  ASSERT_TRUE(first->stub().CreateSession(Context().get(), shared_request, &shared).ok());
+  v1::RunCommandRequest command;
+  command.set_session_id(shared.id());
+  for (const char* arg : {"/bin/bash", "-c", "echo up; exec sleep 600"}) command.add_argv(arg);
+  command.set_background(true);
+  grpc::ClientContext command_ctx;
+  auto command_reader = first->stub().RunCommand(&command_ctx, command);
+  v1::CommandEvent event;
+  ASSERT_TRUE(command_reader->Read(&event));  // started
+  ASSERT_TRUE(command_reader->Read(&event));
+  EXPECT_EQ(event.stdout(), "up\n");
+
   // What the first daemon made: its cgroup subtree in every hierarchy, the
   // processes in it, its zygote. Pinned by pidfd, so pid reuse cannot fool us.
   const std::string record = ReadText(dir_ + "/wardend.state");
@@ -223,6 +240,9 @@ TEST_F(DaemonRestartTest, KillNineLeavesNothingOnceTheNextDaemonStarts) {
   ASSERT_EQ(subtree.size(), 1u) << record;
   std::vector<std::string> cgroups = CgroupDirsNamed(subtree[0]);
   ASSERT_FALSE(cgroups.empty());
+  EXPECT_TRUE(std::any_of(cgroups.begin(), cgroups.end(), [](const std::string& dir) {
+    return absl::StrContains(dir, "/group-") && absl::StrContains(dir, "/run-");
+  })) << "no session cgroup with nested ones";
   std::set<pid_t> pids = ProcsIn(cgroups);
   for (const std::string& p : RecordLines(record, "process")) {
     pid_t pid;
@@ -241,6 +261,8 @@ TEST_F(DaemonRestartTest, KillNineLeavesNothingOnceTheNextDaemonStarts) {
   const int status = first->Wait();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   running.join();
+  command_ctx.TryCancel();
+  (void)command_reader->Finish();
 
   Wardend second(dir_, "second.log");
   ASSERT_TRUE(second.WaitServing());

@@ -97,6 +97,24 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
 
 HttpServer::~HttpServer() { Stop(); }
 
+int HttpServer::connections() const {
+  absl::MutexLock lock(&shared_->mu);
+  int n = 0;
+  for (const Shared::Live& c : shared_->live) n += c.done ? 0 : 1;
+  return n;
+}
+
+bool HttpServer::WaitForConnectionsAtMost(int n, absl::Time deadline) const {
+  Shared& shared = *shared_;
+  absl::MutexLock lock(&shared.mu);
+  auto few = [&shared, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared.mu) {
+    int live = 0;
+    for (const Shared::Live& c : shared.live) live += c.done ? 0 : 1;
+    return live <= n;
+  };
+  return shared.mu.AwaitWithDeadline(absl::Condition(&few), deadline);
+}
+
 void HttpServer::AcceptLoop() {
   Shared& shared = *shared_;
   static constexpr absl::string_view kBusyBody = "too many connections; try again in a moment\n";

@@ -72,6 +72,11 @@ class HttpServer {
   ~HttpServer();  // Stop()
 
   int port() const { return port_; }
+  // Connections being served now (each holds a thread).
+  int connections() const;
+  // Waits until at most `n` connections are served, or `deadline`; says
+  // which came first.
+  bool WaitForConnectionsAtMost(int n, absl::Time deadline) const;
   // Stops accepting, breaks every open connection (handlers see their
   // writes fail) and joins their threads. Idempotent.
   void Stop();

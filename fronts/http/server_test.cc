@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "boost/asio/connect.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/read.hpp"
@@ -291,6 +292,31 @@ TEST_F(HttpServerTest, WebSocketRefusesUnknownSubprotocolsAndPlainRequests) {
 TEST_F(HttpServerTest, WebSocketNeedsTheToken) {
   // (With the token the handshake succeeds: WebSocketHandshakeNegotiatesTheSubprotocol.)
   EXPECT_THAT(Raw(Upgrade("")), ::testing::StartsWith("HTTP/1.1 401 Unauthorized"));
+}
+
+TEST_F(HttpServerTest, AWebSocketClientThatDropsTheConnectionFreesItsThreadAtOnce) {
+  for (bool reset : {false, true}) {
+    {
+      WsClient client;
+      beast::get_lowest_layer(client.ws).connect(Endpoint());
+      client.ws.set_option(websocket::stream_base::decorator(
+          [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
+      client.ws.handshake("localhost", "/ws");
+      ASSERT_EQ(server_->connections(), 1);
+      // No close frame: the TCP connection just goes (with RST, or FIN).
+      net::ip::tcp::socket& socket = beast::get_lowest_layer(client.ws).socket();
+      if (reset) socket.set_option(net::socket_base::linger(true, 0));
+      socket.close();
+    }
+    // Long before the WebSocket's idle timeout (two minutes).
+    EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)))
+        << (reset ? "reset" : "closed") << " connection still holds a thread";
+  }
+  // A raw client that reads the 101 and leaves.
+  EXPECT_THAT(Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\n")), /*head_only=*/true),
+              ::testing::StartsWith("HTTP/1.1 101 Switching Protocols"));
+  EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)));
+  ExpectStillServing();
 }
 
 TEST_F(HttpServerTest, StopEndsOpenWebSocketsAndIdleConnections) {
