@@ -128,7 +128,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions
         "rlimits only, pass --allow-degraded (not for hostile code)."));
   }
   ASSIGN_OR_RETURN(executor->seccomp_, BuildSeccompPolicy(options.seccomp));
-  if (options.recycle && !executor->rootless_) {
+  // Not in degraded mode: reuse waits for the cgroup to read empty.
+  if (options.recycle && !executor->rootless_ && executor->cgroups_) {
     auto pool = RecyclePool::Create();
     if (pool.ok()) {
       executor->recycle_ = *std::move(pool);

@@ -64,8 +64,8 @@ struct ExecutorOptions {
   SeccompOptions seccomp;
   // Reuse the network, IPC and UTS namespaces and the cgroups of finished
   // sandboxes (RecyclePool: only what passes its checks) instead of
-  // building them for every sandbox. Needs real root; without it, or off,
-  // every sandbox gets fresh ones.
+  // building them for every sandbox. Needs real root and cgroups; without
+  // them, or off, every sandbox gets fresh ones.
   bool recycle = true;
 };
 

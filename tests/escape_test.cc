@@ -1250,6 +1250,12 @@ class RecycleEscapeTest : public EscapeTest {
     spec.filesystem.hostname = hostname;
     return executor_->Run(spec);
   }
+  // The stdout of a run that must end OK (a failure says how it ended).
+  std::string RunOk(const std::string& code) {
+    const Result r = RunPython(code);
+    EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+    return r.stdout_data;
+  }
   RecyclePoolStats Stats() const { return executor_->recycle_pool()->Stats(); }
 
   std::unique_ptr<Executor> executor_;
@@ -1329,7 +1335,7 @@ TEST_F(RecycleEscapeTest, SysvObjectsCreatedAndRemovedLeaveNoCountBehind) {
 // bound. The next run must reach neither, and nothing of the run survives.
 TEST_F(RecycleEscapeTest, DaemonizedListenersDieWithTheirRun) {
   const std::string token = RandomToken();
-  const Result planted = RunPython(
+  const std::string planted = RunOk(
       "import os, socket, time\n"
       "r, w = os.pipe()\n"
       "if os.fork() == 0:\n"
@@ -1341,10 +1347,9 @@ TEST_F(RecycleEscapeTest, DaemonizedListenersDieWithTheirRun) {
       "        while True: time.sleep(60)\n"
       "    os._exit(0)\n"
       "print(os.read(r, 1).decode())\n");
-  ASSERT_EQ(OutcomeName(planted.outcome), std::string("OK")) << Describe(planted);
-  ASSERT_EQ(planted.stdout_data, "x\n");
+  ASSERT_EQ(planted, "x\n");
   EXPECT_TRUE(StraySandboxProcesses().empty()) << Join(StraySandboxProcesses());
-  const Result next = RunPython(
+  const std::string next = RunOk(
       "import os, socket\n"
       "def reach(family, address):\n"
       "    s = socket.socket(family)\n"
@@ -1355,15 +1360,14 @@ TEST_F(RecycleEscapeTest, DaemonizedListenersDieWithTheirRun) {
       "print(reach(socket.AF_UNIX, '\\0warden-" + token + "'), "
       "reach(socket.AF_INET, ('127.0.0.1', 47123)))\n"
       "print(sorted(p for p in os.listdir('/proc') if p.isdigit()) == [str(os.getpid())])\n");
-  ASSERT_EQ(OutcomeName(next.outcome), std::string("OK")) << Describe(next);
-  EXPECT_EQ(next.stdout_data, "ConnectionRefusedError ConnectionRefusedError\nTrue\n");
+  EXPECT_EQ(next, "ConnectionRefusedError ConnectionRefusedError\nTrue\n");
 }
 
 // A TCP connection the server side closed first leaves its port in
 // TIME_WAIT, which outlives every process; the next run must be able to
 // bind that port without SO_REUSEADDR.
 TEST_F(RecycleEscapeTest, TimeWaitSocketsDoNotCarryOver) {
-  const Result planted = RunPython(
+  const std::string planted = RunOk(
       "import socket\n"
       "srv = socket.socket(); srv.bind(('127.0.0.1', 47124)); srv.listen()\n"
       "cli = socket.create_connection(('127.0.0.1', 47124))\n"
@@ -1371,13 +1375,10 @@ TEST_F(RecycleEscapeTest, TimeWaitSocketsDoNotCarryOver) {
       "tw = lambda: int(open('/proc/net/sockstat').read().split('tw ')[1].split()[0])\n"
       "while tw() == 0: pass  # the server side's FIN_WAIT2 turns TIME_WAIT on the client's FIN\n"
       "print(tw())\n");
-  ASSERT_EQ(OutcomeName(planted.outcome), std::string("OK")) << Describe(planted);
-  ASSERT_EQ(planted.stdout_data, "1\n") << "no TIME_WAIT socket was made";
-  const Result next = RunPython(
-      "import socket\n"
-      "s = socket.socket(); s.bind(('127.0.0.1', 47124)); print('bound')\n");
-  EXPECT_EQ(OutcomeName(next.outcome), std::string("OK")) << Describe(next);
-  EXPECT_EQ(next.stdout_data, "bound\n");
+  ASSERT_EQ(planted, "1\n") << "no TIME_WAIT socket was made";
+  EXPECT_EQ(RunOk("import socket\n"
+                  "s = socket.socket(); s.bind(('127.0.0.1', 47124)); print('bound')\n"),
+            "bound\n");
   EXPECT_GE(Stats().net_dirty, 1);
 }
 
@@ -1387,15 +1388,12 @@ TEST_F(RecycleEscapeTest, LoopbackCountersDoNotCarryOver) {
   constexpr char kCounters[] =
       "lo = [l for l in open('/proc/net/dev') if l.strip().startswith('lo:')][0]\n"
       "print(lo.split(':')[1].split()[0], lo.split(':')[1].split()[8])\n";
-  const Result sent = RunPython(std::string(
-      "import socket\n"
-      "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-      "for i in range(7): s.sendto(b'x' * 100, ('127.0.0.1', 9))\n") + kCounters);
-  ASSERT_EQ(OutcomeName(sent.outcome), std::string("OK")) << Describe(sent);
-  ASSERT_NE(sent.stdout_data, "0 0\n");
-  const Result next = RunPython(kCounters);
-  ASSERT_EQ(OutcomeName(next.outcome), std::string("OK")) << Describe(next);
-  EXPECT_EQ(next.stdout_data, "0 0\n");
+  ASSERT_NE(RunOk(std::string("import socket\n"
+                              "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                              "for i in range(7): s.sendto(b'x' * 100, ('127.0.0.1', 9))\n") +
+                  kCounters),
+            "0 0\n");
+  EXPECT_EQ(RunOk(kCounters), "0 0\n");
 }
 
 // sethostname is a seccomp violation, and the pooled UTS namespace is not
@@ -1408,20 +1406,17 @@ TEST_F(RecycleEscapeTest, HostnameCannotBeChangedAndIsTheRunsOwn) {
   EXPECT_EQ(OutcomeName(tried.outcome), std::string("VIOLATION")) << Describe(tried);
   const Result other = RunPython("import socket; print(socket.gethostname())", SmallLimits(), "other");
   EXPECT_EQ(other.stdout_data, "other\n") << Describe(other);
-  const Result back = RunPython("import socket; print(socket.gethostname())");
-  EXPECT_EQ(back.stdout_data, "sandbox\n") << Describe(back);
+  EXPECT_EQ(RunOk("import socket; print(socket.gethostname())"), "sandbox\n");
   EXPECT_GE(Stats().namespaces_reused, 3);
 }
 
 TEST_F(RecycleEscapeTest, FilesInTmpAndDevShmDoNotCarryOver) {
-  const Result planted = RunPython(
-      "for d in ('/tmp', '/dev/shm'): open(f'{d}/warden-leftover', 'w').write('x')\n"
-      "print('planted')\n");
-  ASSERT_EQ(planted.stdout_data, "planted\n") << Describe(planted);
-  const Result next = RunPython(
-      "import os\n"
-      "print([os.listdir(d) for d in ('/tmp', '/dev/shm')])\n");
-  EXPECT_EQ(next.stdout_data, "[[], []]\n") << Describe(next);
+  ASSERT_EQ(RunOk("for d in ('/tmp', '/dev/shm'): open(f'{d}/warden-leftover', 'w').write('x')\n"
+                  "print('planted')\n"),
+            "planted\n");
+  EXPECT_EQ(RunOk("import os\n"
+                  "print([os.listdir(d) for d in ('/tmp', '/dev/shm')])\n"),
+            "[[], []]\n");
 }
 
 // The cgroup passes on: the next run must get its own limits and see none
