@@ -466,6 +466,33 @@ class CgroupV1 : public GroupBase {
   }
 
  public:
+  bool Reusable() const override { return true; }
+
+  absl::Status Reuse(const CgroupLimits& limits) override {
+    ASSIGN_OR_RETURN(bool empty, Empty());
+    if (!empty) return absl::FailedPreconditionError("the cgroup still holds processes");
+    const std::string& memory = by_controller_.at("memory");
+    // Unlimited first (memsw before memory: memsw >= memory at all times),
+    // then SetLimits lowers them to the run's.
+    const std::string memsw = JoinPath(memory, "memory.memsw.limit_in_bytes");
+    if (Exists(memsw)) RETURN_IF_ERROR(WriteFile(memsw, "-1"));
+    RETURN_IF_ERROR(WriteFile(JoinPath(memory, "memory.limit_in_bytes"), "-1"));
+    RETURN_IF_ERROR(WriteFile(JoinPath(by_controller_.at("pids"), "pids.max"), "max"));
+    RETURN_IF_ERROR(WriteFile(JoinPath(by_controller_.at("cpu"), "cpu.cfs_quota_us"), "-1"));
+    RETURN_IF_ERROR(SetLimits(limits));
+    // Writing 0 resets the watermark to the current usage and the CPU
+    // total to zero (cgroup-v1/memory.rst 5.7, cpuacct.rst). What stays
+    // charged is page cache the last run read in (reclaimable; its anonymous
+    // memory and tmpfs died with it). Not memory.force_empty: it drains
+    // every CPU's LRU cache and waits for them, 100 ms on a busy host.
+    RETURN_IF_ERROR(WriteFile(JoinPath(memory, "memory.max_usage_in_bytes"), "0"));
+    RETURN_IF_ERROR(WriteFile(JoinPath(by_controller_.at("cpuacct"), "cpuacct.usage"), "0"));
+    // The OOM kill count cannot be reset: Usage() reports it from here.
+    absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(memory, "memory.oom_control"), "oom_kill");
+    oom_kills_before_ = ooms.ok() ? *ooms : 0;
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<CgroupUsage> Usage() const override {
     CgroupUsage usage;
     ASSIGN_OR_RETURN(usage.cpu_usage_ns,
@@ -476,7 +503,7 @@ class CgroupV1 : public GroupBase {
     // The oom_kill line appeared in Linux 4.13; older kernels report 0.
     absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(memory, "memory.oom_control"), "oom_kill");
     if (ooms.ok()) {
-      usage.oom_kills = *ooms;
+      usage.oom_kills = *ooms - oom_kills_before_;
     } else if (!absl::IsNotFound(ooms.status())) {
       return ooms.status();
     }
@@ -500,6 +527,7 @@ class CgroupV1 : public GroupBase {
 
  private:
   const std::map<std::string, std::string> by_controller_;
+  int64_t oom_kills_before_ = 0;  // memory.oom_control's oom_kill when last reused
 };
 
 // v2: one directory in the unified hierarchy.

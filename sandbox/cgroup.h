@@ -68,6 +68,16 @@ class Cgroup {
   // directories gone, which is not an error.
   virtual absl::StatusOr<std::unique_ptr<Cgroup>> CreateChild(absl::string_view name,
                                                               const CgroupLimits& limits) = 0;
+  // Whether Reuse can serve another sandbox with this group (v1 only: v2's
+  // memory.peak cannot be reset for the next reader).
+  virtual bool Reusable() const { return false; }
+  // Readies an emptied group for the next sandbox (RecyclePool): fails
+  // unless it holds no process, then writes `limits` (0 = unlimited) and
+  // resets what Usage() reports - peak memory and CPU to zero, OOM kills
+  // counted from here.
+  virtual absl::Status Reuse(const CgroupLimits& limits) {
+    return absl::UnimplementedError("this cgroup cannot be reused");
+  }
 };
 
 // How cgroup directories are made and removed. The real one is mkdir(2) and

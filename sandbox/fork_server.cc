@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,17 +30,53 @@ namespace {
 
 // Requests are one SOCK_SEQPACKET message each: this header, the encoded
 // plan, and the child's fds (SCM_RIGHTS) in ChildFds order, the absent
-// channel left out, the bind trees last. Replies: a Reply and, on success,
+// channel left out, then the prepared namespaces (net, ipc, uts) if any,
+// the bind trees last. Replies: a Reply and, on success,
 // the init's pidfd.
 constexpr uint32_t kRequestMagic = 0x77617264;  // "ward"
 constexpr size_t kMaxMessage = 4 << 20;
-constexpr int kChildFds = 5;  // control, stdin, stdout, stderr, channel
-static_assert(kMaxPassedFds >= kChildFds + kMaxMountOps);
+constexpr int kChildFds = 5;       // control, stdin, stdout, stderr, channel
+constexpr int kNamespaceFds = 3;   // net, ipc, uts
+static_assert(kMaxPassedFds >= kChildFds + kNamespaceFds + kMaxMountOps);
 
 struct RequestHeader {
   uint32_t magic = kRequestMagic;
   uint32_t has_channel = 0;
   int32_t n_bind_trees = -1;  // -1: the sandbox opens its bind sources itself
+  uint32_t has_namespaces = 0;
+};
+
+// Enters the prepared namespaces for one clone and returns to the server's
+// own afterwards. Single-threaded server: the whole process moves.
+class PreparedNamespaces {
+ public:
+  // 0 or the errno of the setns that failed (then nothing is entered).
+  int Enter(int net, int ipc, int uts) {
+    if (!own_net_) {
+      own_net_.Reset(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+      own_ipc_.Reset(open("/proc/self/ns/ipc", O_RDONLY | O_CLOEXEC));
+      own_uts_.Reset(open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC));
+      if (!own_net_ || !own_ipc_ || !own_uts_) return errno;
+    }
+    if (setns(net, CLONE_NEWNET) != 0 || setns(ipc, CLONE_NEWIPC) != 0 ||
+        setns(uts, CLONE_NEWUTS) != 0) {
+      const int e = errno;
+      Leave();
+      return e;
+    }
+    return 0;
+  }
+  // Back to the server's own; a server that cannot get back would clone
+  // the next fresh sandbox into this one's namespaces, so it exits.
+  void Leave() {
+    if (setns(own_net_.get(), CLONE_NEWNET) != 0 || setns(own_ipc_.get(), CLONE_NEWIPC) != 0 ||
+        setns(own_uts_.get(), CLONE_NEWUTS) != 0) {
+      _exit(1);
+    }
+  }
+
+ private:
+  UniqueFd own_net_, own_ipc_, own_uts_;
 };
 
 struct Reply {
@@ -200,6 +237,10 @@ absl::StatusOr<ForkServer::Cloned> ForkServer::Clone(const std::string& encoded_
   int sent_fds[kMaxPassedFds] = {fds.control, fds.stdin_read, fds.stdout_write, fds.stderr_write,
                                  fds.channel};
   int n_fds = header.has_channel ? 5 : 4;
+  if (fds.net >= 0) {
+    header.has_namespaces = 1;
+    for (int ns : {fds.net, fds.ipc, fds.uts}) sent_fds[n_fds++] = ns;
+  }
   if (fds.bind_trees != nullptr) {
     if (fds.bind_trees->size() > static_cast<size_t>(kMaxMountOps)) {
       return absl::InvalidArgumentError("too many bind mounts for one fork request");
@@ -250,6 +291,7 @@ std::string ReceiveForkServerSetup() {
   if (!absl::StartsWith(hello, "ok")) _exit(1);
 
   char* const buffer = ReceiveArea();
+  PreparedNamespaces prepared;
   for (;;) {
     std::vector<UniqueFd> fds;
     fds.reserve(kMaxPassedFds);
@@ -273,10 +315,11 @@ std::string ReceiveForkServerSetup() {
     // clearing them costs no further copy-on-write fault.
     memset(buffer, 0, static_cast<size_t>(n));
     const size_t n_child_fds = header.has_channel ? 5 : 4;
+    const size_t n_ns = header.has_namespaces ? kNamespaceFds : 0;
     const size_t n_trees = header.n_bind_trees > 0 ? static_cast<size_t>(header.n_bind_trees) : 0;
     if (header.magic != kRequestMagic || !plan.ok() || header.n_bind_trees < -1 ||
         header.n_bind_trees > kMaxMountOps ||
-        fds.size() != n_child_fds + n_trees) {
+        fds.size() != n_child_fds + n_ns + n_trees) {
       reply.error = EINVAL;
       SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, nullptr, 0);
       continue;
@@ -288,19 +331,31 @@ std::string ReceiveForkServerSetup() {
     child.stderr_fd = fds[3].get();
     child.channel_fd = header.has_channel ? fds[4].get() : -1;
     int trees[kMaxMountOps];
-    for (size_t i = 0; i < n_trees; ++i) trees[i] = fds[n_child_fds + i].get();
+    for (size_t i = 0; i < n_trees; ++i) trees[i] = fds[n_child_fds + n_ns + i].get();
     if (header.n_bind_trees >= 0) {
       child.bind_trees = trees;
       child.n_bind_trees = header.n_bind_trees;
     }
     child.run_in_place = hooks.run_in_place;
 
+    child.namespaces_prepared = header.has_namespaces != 0;
+    if (child.namespaces_prepared) {
+      const int ns = static_cast<int>(n_child_fds);
+      if (int e = prepared.Enter(fds[ns].get(), fds[ns + 1].get(), fds[ns + 2].get()); e != 0) {
+        reply.error = e;
+        SendWithFds(socket, &reply, sizeof(reply), nullptr, 0, nullptr, 0);
+        continue;
+      }
+    }
+
     if (hooks.before_clone) hooks.before_clone();
     int pidfd = -1;
-    const long pid = CloneSandboxInit(/*as_sibling=*/true, &pidfd);
+    const long pid = CloneSandboxInit(/*as_sibling=*/true, &pidfd,
+                                      /*fresh_net_ipc_uts=*/!child.namespaces_prepared);
     if (pid == 0) SandboxInitMain(child);
     const int error = pid < 0 ? errno : 0;
     if (hooks.after_clone) hooks.after_clone();
+    if (child.namespaces_prepared) prepared.Leave();
 
     reply.error = error;
     reply.pid = static_cast<int32_t>(pid);

@@ -67,6 +67,9 @@ class ForkServer {
     // OpenBindSources' detached mounts, one per bind of the plan (not
     // owned); null when the sandbox opens its bind sources itself.
     const std::vector<int>* bind_trees = nullptr;
+    // Prepared network, IPC and UTS namespaces (RecyclePool) to clone the
+    // init into, all three or none (-1: fresh ones).
+    int net = -1, ipc = -1, uts = -1;
   };
   // Clones one sandbox init from the plan (SandboxPlan::Encode()).
   // UNAVAILABLE once the server is gone (it is never restarted here).

@@ -128,6 +128,17 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions
         "rlimits only, pass --allow-degraded (not for hostile code)."));
   }
   ASSIGN_OR_RETURN(executor->seccomp_, BuildSeccompPolicy(options.seccomp));
+  // Not in degraded mode: reuse waits for the cgroup to read empty.
+  if (options.recycle && !executor->rootless_ && executor->cgroups_) {
+    auto pool = RecyclePool::Create();
+    if (pool.ok()) {
+      executor->recycle_ = *std::move(pool);
+    } else {
+      // Slower, not weaker: every sandbox gets fresh namespaces.
+      fprintf(stderr, "warden: sandboxes get fresh namespaces, none recycled: %s\n",
+              std::string(pool.status().message()).c_str());
+    }
+  }
   EnsureStdioOpen();
   // Writing to a pipe whose reader is gone must be an error, not a signal
   // that kills the supervisor. The payload resets it to the default.
@@ -202,14 +213,22 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   for (const MountOp& op : plan.mounts.ops) worker->mount_targets_.push_back("/" + op.target);
 
   const uint64_t run = next_run_.fetch_add(1);
-  if (cgroups_) {
+  const CgroupLimits cgroup_limits = {limits.memory_bytes, limits.pids, limits.cpu_percent};
+  if (recycle_) {
+    worker->recycle_pool_ = recycle_;
+    ASSIGN_OR_RETURN(worker->namespaces_, recycle_->TakeNamespaces(fs.hostname));
+    // A group nested in a session's is the session's, never the pool's.
+    worker->cgroup_recyclable_ = options.parent_cgroup == nullptr;
+    if (cgroups_ && worker->cgroup_recyclable_) worker->cgroup_ = recycle_->TakeCgroup(cgroup_limits);
+  }
+  if (cgroups_ && !worker->cgroup_) {
     const std::string name = absl::StrCat("run-", run);
-    const CgroupLimits group_limits{limits.memory_bytes, limits.pids, limits.cpu_percent};
     ASSIGN_OR_RETURN(worker->cgroup_, options.parent_cgroup != nullptr
-                                          ? options.parent_cgroup->CreateChild(name, group_limits)
-                                          : cgroups_->CreateGroup(name, group_limits));
+                                          ? options.parent_cgroup->CreateChild(name, cgroup_limits)
+                                          : cgroups_->CreateGroup(name, cgroup_limits));
   }
   worker->stage_times_.cgroup = absl::Now();
+  const PooledNamespaces& prepared = worker->namespaces_;
 
   // Pipes and sockets: the child's ends are close-on-exec and stay open in
   // it only as far as the containment sequence keeps them.
@@ -249,6 +268,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
     fds.stderr_write = err_w.get();
     fds.channel = chan_child.get();
     fds.bind_trees = rootless_ ? nullptr : &bind_fds;
+    if (prepared.valid()) {
+      fds.net = prepared.net.get();
+      fds.ipc = prepared.ipc.get();
+      fds.uts = prepared.uts.get();
+    }
     ASSIGN_OR_RETURN(ForkServer::Cloned cloned, options.fork_server->Clone(plan.Encode(), fds));
     pid = cloned.pid;
     pidfd = cloned.pidfd.Release();
@@ -263,8 +287,16 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
       child.bind_trees = bind_fds.data();
       child.n_bind_trees = static_cast<int>(bind_fds.size());
     }
-    pid = CloneSandboxInit(/*as_sibling=*/false, &pidfd);
-    if (pid == 0) SandboxInitMain(child);
+    child.namespaces_prepared = prepared.valid();
+    {
+      // This thread enters the prepared namespaces for the clone only.
+      ScopedNamespaces in(recycle_ ? recycle_->host() : prepared, prepared.net.get(),
+                          prepared.ipc.get(), prepared.uts.get());
+      if (in.error() != 0) return absl::ErrnoToStatus(in.error(), "setns into pooled namespaces");
+      pid = CloneSandboxInit(/*as_sibling=*/false, &pidfd,
+                             /*fresh_net_ipc_uts=*/!child.namespaces_prepared);
+      if (pid == 0) SandboxInitMain(child);
+    }
     if (pid < 0) {
       int e = errno;
       return absl::FailedPreconditionError(absl::StrCat(

@@ -25,6 +25,7 @@
 #include "sandbox/fork_server.h"
 #include "sandbox/limits.h"
 #include "sandbox/mount_plan.h"
+#include "sandbox/recycle_pool.h"
 #include "sandbox/result.h"
 #include "sandbox/seccomp_policy.h"
 #include "sandbox/worker.h"
@@ -61,6 +62,11 @@ struct ExecutorOptions {
   uid_t host_id_base = 1'500'000;
   uint32_t host_id_count = 65'536;
   SeccompOptions seccomp;
+  // Reuse the network, IPC and UTS namespaces and the cgroups of finished
+  // sandboxes (RecyclePool: only what passes its checks) instead of
+  // building them for every sandbox. Needs real root and cgroups; without
+  // them, or off, every sandbox gets fresh ones.
+  bool recycle = true;
 };
 
 struct SpawnOptions {
@@ -108,12 +114,17 @@ class Executor {
 
   bool degraded() const { return cgroups_ == nullptr; }
   const CgroupManager* cgroups() const { return cgroups_.get(); }
+  // Null when sandboxes are not recycled (ExecutorOptions::recycle).
+  const RecyclePool* recycle_pool() const { return recycle_.get(); }
 
  private:
   Executor() = default;
 
   ExecutorOptions options_;
   std::unique_ptr<CgroupManager> cgroups_;  // null in degraded mode
+  // Shared with the Workers, which give their namespaces and cgroup back
+  // when they end (and drop them if the executor is gone by then).
+  std::shared_ptr<RecyclePool> recycle_;
   SeccompProgram seccomp_;
   bool rootless_ = false;
   std::atomic<uint64_t> next_run_{0};

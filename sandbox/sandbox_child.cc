@@ -106,20 +106,6 @@ void CloseAllExcept(const int* keep_in, int n) {
   syscall(SYS_close_range, next, ~0U, 0);
 }
 
-int BringUpLoopback() {
-  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno;
-  struct ifreq ifr = {};
-  memcpy(ifr.ifr_name, "lo", 3);
-  int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
-  if (rc == 0) {
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    rc = ioctl(s, SIOCSIFFLAGS, &ifr);
-  }
-  int err = rc == 0 ? 0 : errno;
-  close(s);
-  return err;
-}
 
 // The program's process: becomes the sandbox user with nothing else, then
 // execs. Its parent is the sandbox's init.
@@ -259,10 +245,26 @@ constexpr uint64_t kClonePidfd = 0x00001000;
 
 }  // namespace
 
-long CloneSandboxInit(bool as_sibling, int* pidfd) {
+int BringUpLoopback() {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  struct ifreq ifr = {};
+  memcpy(ifr.ifr_name, "lo", 3);
+  int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+  if (rc == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  int err = rc == 0 ? 0 : errno;
+  close(s);
+  return err;
+}
+
+long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts) {
   CloneArgs args = {};
-  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-               CLONE_NEWUTS | kClonePidfd | (as_sibling ? CLONE_PARENT : 0);
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | kClonePidfd |
+               (fresh_net_ipc_uts ? CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS : 0) |
+               (as_sibling ? CLONE_PARENT : 0);
   args.pidfd = reinterpret_cast<uint64_t>(pidfd);
   // With CLONE_PARENT the kernel takes the caller's own exit signal and
   // refuses any other.
@@ -310,9 +312,13 @@ long CloneSandboxInit(bool as_sibling, int* pidfd) {
   // shows "/" and nothing of the host's hierarchy.
   if (unshare(CLONE_NEWCGROUP) != 0) Fail(ctl, ChildStage::kCgroupNamespace, errno);
 
-  if (sethostname(p.hostname, strlen(p.hostname)) != 0) Fail(ctl, ChildStage::kHostname, errno);
-  // The network namespace is new and empty: loopback only, private to us.
-  if (int err = BringUpLoopback(); err != 0) Fail(ctl, ChildStage::kLoopback, err);
+  // The network namespace is empty but for loopback, private to us. A
+  // prepared one (RecyclePool) has its hostname and loopback set already;
+  // it belongs to the host's user namespace, so they are not ours to touch.
+  if (!p.namespaces_prepared) {
+    if (sethostname(p.hostname, strlen(p.hostname)) != 0) Fail(ctl, ChildStage::kHostname, errno);
+    if (int err = BringUpLoopback(); err != 0) Fail(ctl, ChildStage::kLoopback, err);
+  }
 
   // Drop the supplementary groups inherited from the supervisor (as root:
   // host gid 0), which would otherwise still grant group access to files.

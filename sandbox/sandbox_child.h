@@ -93,14 +93,24 @@ struct ChildPlan {
   // function of the server's own (pre-initialised) code, after the whole
   // containment sequence, seccomp included. It must not return.
   void (*run_in_place)(const ChildPlan& plan) = nullptr;
+  // The init was cloned into prepared network, IPC and UTS namespaces
+  // (RecyclePool) instead of fresh ones: their hostname and loopback are
+  // set already, and not the init's to change.
+  bool namespaces_prepared = false;
 };
 
 // clone3 of the sandbox's init into new user, pid, mount, net, ipc and uts
 // namespaces (the init enters its cgroup namespace itself, from inside its
 // cgroup) with a pidfd in *pidfd. `as_sibling` makes the init a child of the
 // caller's parent (CLONE_PARENT: a fork server cloning for its supervisor).
+// `fresh_net_ipc_uts` false keeps the calling thread's network, IPC and UTS
+// namespaces (prepared ones it has entered: ScopedNamespaces).
 // Returns as clone3 does: 0 in the child, its pid, or -1 with errno.
-long CloneSandboxInit(bool as_sibling, int* pidfd);
+long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts = true);
+
+// Sets the loopback interface of the caller's network namespace up; 0 or
+// an errno. Async-signal-safe.
+int BringUpLoopback();
 
 // The sandbox's init (PID 1 of its pid namespace). Never returns.
 [[noreturn]] void SandboxInitMain(const ChildPlan& plan);

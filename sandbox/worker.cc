@@ -50,6 +50,13 @@ pid_t PidOfPidfd(int pidfd) {
 
 Worker::~Worker() {
   Kill();
+  // Every process of the sandbox is dead now (its pid namespace's init is
+  // reaped); the pool checks that its cgroup agrees before reusing anything.
+  if (std::shared_ptr<RecyclePool> pool = recycle_pool_.lock()) {
+    absl::StatusOr<bool> empty = cgroup_ ? cgroup_->Empty() : absl::StatusOr<bool>(true);
+    pool->ReturnNamespaces(std::move(namespaces_), empty.ok() && *empty);
+    if (cgroup_ && cgroup_recyclable_ && empty.ok() && *empty) pool->ReturnCgroup(std::move(cgroup_));
+  }
   if (cgroup_) {
     if (auto s = cgroup_->Destroy(); !s.ok()) {
       fprintf(stderr, "warden: removing cgroup: %s\n", std::string(s.message()).c_str());

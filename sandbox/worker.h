@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/recycle_pool.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {
@@ -119,6 +120,11 @@ class Worker {
   UniqueFd init_pidfd_;
   bool reaped_ = false;
   std::unique_ptr<Cgroup> cgroup_;
+  // Where the namespaces and the cgroup go back when the sandbox ends;
+  // empty when they were made for this sandbox alone.
+  std::weak_ptr<RecyclePool> recycle_pool_;
+  bool cgroup_recyclable_ = false;  // false: nested in a session's group
+  PooledNamespaces namespaces_;  // invalid: fresh ones, owned by the init
   UniqueFd stdin_, stdout_, stderr_, channel_, control_, listener_;
   UniqueFd program_pidfd_;  // the program (sent by it just before execve)
   pid_t program_pid_ = -1;  // its host pid, also its process group

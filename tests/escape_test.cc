@@ -80,13 +80,17 @@ std::string RandomToken() {
 
 // Every open descriptor of this process as "fd -> target"; the directory
 // iterator's own is among them, the same in every call.
-std::vector<std::string> OpenFds() {
+// The test process's fds but those of namespaces (the executor's recycle
+// pool holds those: PooledNamespaceFds).
+std::vector<std::string> OpenFds(bool namespaces = false) {
   std::vector<std::string> fds;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
     const fs::path target = fs::read_symlink(e.path(), ec);
     if (ec) continue;  // closed meanwhile
-    fds.push_back(e.path().filename().string() + " -> " + target.string());
+    const std::string t = target.string();
+    const bool ns = t.rfind("net:[", 0) == 0 || t.rfind("ipc:[", 0) == 0 || t.rfind("uts:[", 0) == 0;
+    if (ns == namespaces) fds.push_back(e.path().filename().string() + " -> " + t);
   }
   return fds;
 }
@@ -170,13 +174,17 @@ std::vector<std::string> StraySandboxProcesses() {
   return stray;
 }
 
-// Run cgroups under this executor's subtree(s); every run removes its own.
+// Run cgroups under this executor's subtree(s); every run removes its own
+// or hands it, empty, to the executor's recycle pool.
 std::vector<std::string> RunCgroups() {
   std::vector<std::string> runs;
+  std::vector<std::string> idle;
+  if (const RecyclePool* pool = TestExecutor().recycle_pool()) idle = pool->IdleCgroupPaths();
   for (const std::string& subtree : TestExecutor().cgroups()->SubtreePaths()) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(subtree, ec)) {
-      if (entry.is_directory() && entry.path().filename().string().rfind("run-", 0) == 0) {
+      if (entry.is_directory() && entry.path().filename().string().rfind("run-", 0) == 0 &&
+          std::find(idle.begin(), idle.end(), entry.path().string()) == idle.end()) {
         runs.push_back(entry.path());
       }
     }
@@ -307,6 +315,12 @@ class EscapeTest : public ::testing::Test {
     EXPECT_TRUE(stray.empty()) << "sandbox processes outlived their run:\n" << Join(stray);
     const std::vector<std::string> runs = RunCgroups();
     EXPECT_TRUE(runs.empty()) << "run cgroups left behind:\n" << Join(runs);
+    // The pool holds the host's three namespaces and three per idle set.
+    if (const RecyclePool* pool = TestExecutor().recycle_pool()) {
+      EXPECT_EQ(OpenFds(/*namespaces=*/true).size(),
+                3u * (1 + static_cast<size_t>(pool->Stats().idle_namespaces)))
+          << "namespace fds not the recycle pool's:\n" << Join(OpenFds(true));
+    }
     EXPECT_EQ(OpenFds().size(), fds_before_.size()) << "the test process's fds changed; before:\n"
                                                     << Join(fds_before_) << "\nafter:\n"
                                                     << Join(OpenFds());
@@ -1205,6 +1219,235 @@ INSTANTIATE_TEST_SUITE_P(
                       // Control: a bind into the same workspace without links works.
                       PlantedLinkCase{"NoLinkControl", "/workspace/TOKEN", false, false}),
     [](const ::testing::TestParamInfo<PlantedLinkCase>& info) { return info.param.name; });
+
+
+// ---------------------------------------------------------------------------
+// Recycled namespaces and cgroups (sandbox/recycle_pool.h): a run tries to
+// leave something in each object the next run may get again, and the next
+// run looks for it. Each test has an executor of its own, so its pool holds
+// exactly the one set of namespaces and the one cgroup the runs pass on.
+
+class RecycleEscapeTest : public EscapeTest {
+ protected:
+  void SetUp() override {
+    EscapeTest::SetUp();
+    ExecutorOptions options;
+    options.host_id_base = TestIdRange().first;
+    options.host_id_count = TestIdRange().count;
+    auto created = Executor::Create(options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    executor_ = std::move(*created);
+    ASSERT_NE(executor_->recycle_pool(), nullptr) << "this host does not recycle namespaces";
+  }
+  void TearDown() override {
+    executor_.reset();  // its subtree and pooled cgroups go with it
+    EscapeTest::TearDown();
+  }
+
+  Result RunPython(const std::string& code, Limits limits = SmallLimits(),
+                   const std::string& hostname = "sandbox") {
+    SandboxSpec spec = PythonSpec(code, limits);
+    spec.filesystem.hostname = hostname;
+    return executor_->Run(spec);
+  }
+  // The stdout of a run that must end OK (a failure says how it ended).
+  std::string RunOk(const std::string& code) {
+    const Result r = RunPython(code);
+    EXPECT_EQ(OutcomeName(r.outcome), std::string("OK")) << Describe(r);
+    return r.stdout_data;
+  }
+  RecyclePoolStats Stats() const { return executor_->recycle_pool()->Stats(); }
+
+  std::unique_ptr<Executor> executor_;
+};
+
+// Python that prints the inodes of the namespaces it runs in.
+constexpr char kPrintNamespaces[] =
+    "import os\n"
+    "print(' '.join(os.readlink(f'/proc/self/ns/{n}') for n in ('net','ipc','uts','pid','mnt')))\n";
+
+TEST_F(RecycleEscapeTest, CleanRunsGetTheSameNetIpcUtsNamespacesAndCgroup) {
+  const Result first = RunPython(kPrintNamespaces);
+  ASSERT_EQ(OutcomeName(first.outcome), std::string("OK")) << Describe(first);
+  const Result second = RunPython(kPrintNamespaces);
+  ASSERT_EQ(OutcomeName(second.outcome), std::string("OK")) << Describe(second);
+  const std::vector<std::string> a = absl::StrSplit(first.stdout_data, ' ');
+  const std::vector<std::string> b = absl::StrSplit(second.stdout_data, ' ');
+  ASSERT_EQ(a.size(), 5u) << first.stdout_data;
+  ASSERT_EQ(b.size(), 5u) << second.stdout_data;
+  EXPECT_EQ(a[0], b[0]) << "network namespace not recycled";
+  EXPECT_EQ(a[1], b[1]) << "IPC namespace not recycled";
+  EXPECT_EQ(a[2], b[2]) << "UTS namespace not recycled";
+  // (Not comparable for pid and mnt: the kernel hands a freed namespace's
+  // inode number to the next one made. Their freshness is what the other
+  // tests here show: no process, no file of the run before.)
+  EXPECT_GE(Stats().namespaces_reused, 2);
+  EXPECT_GE(Stats().cgroups_reused, 1);
+}
+
+// SysV shared memory and semaphores, kept (no IPC_RMID) under a fixed key;
+// the next run must find no key, and its first new object of each kind must
+// get id 0, as in a namespace no one used. (Message queues are not the
+// sandbox's to make: msgget is a seccomp violation, below.)
+constexpr char kSysvHelpers[] =
+    "import ctypes, ctypes.util\n"
+    "libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)\n"
+    "KEY, CREAT, PRIVATE, RMID = 0x57415243, 0o1000, 0, 0\n"
+    "def ids():\n"
+    "    out = []\n"
+    "    for get, args in ((libc.shmget, (4096,)), (libc.semget, (1,))):\n"
+    "        out.append(get(PRIVATE, *args, CREAT | 0o600))\n"
+    "    return out\n";
+
+TEST_F(RecycleEscapeTest, SysvObjectsLeftBehindAreGoneAndIdsStartAfresh) {
+  const Result planted = RunPython(std::string(kSysvHelpers) +
+                                   "shm = libc.shmget(KEY, 4096, CREAT | 0o666)\n"
+                                   "sem = libc.semget(KEY, 1, CREAT | 0o666)\n"
+                                   "assert libc.semctl(sem, 0, 16, 42) == 0  # SETVAL\n"
+                                   "print(shm >= 0, sem >= 0)\n");
+  ASSERT_EQ(OutcomeName(planted.outcome), std::string("OK")) << Describe(planted);
+  ASSERT_EQ(planted.stdout_data, "True True\n");
+  const Result next = RunPython(std::string(kSysvHelpers) +
+                                "print(libc.shmget(KEY, 0, 0), libc.semget(KEY, 0, 0), *ids())\n");
+  ASSERT_EQ(OutcomeName(next.outcome), std::string("OK")) << Describe(next);
+  EXPECT_EQ(next.stdout_data, "-1 -1 0 0\n");
+  EXPECT_GE(Stats().ipc_dirty, 1);
+  const Result queue = RunPython(std::string(kSysvHelpers) + "libc.msgget(KEY, CREAT | 0o666)\n");
+  EXPECT_EQ(OutcomeName(queue.outcome), std::string("VIOLATION")) << Describe(queue);
+}
+
+TEST_F(RecycleEscapeTest, SysvObjectsCreatedAndRemovedLeaveNoCountBehind) {
+  // Five of each kind made and removed: only the ids' sequence remembers.
+  const Result counted = RunPython(std::string(kSysvHelpers) +
+                                   "for _ in range(5):\n"
+                                   "    shm, sem = ids()\n"
+                                   "    libc.shmctl(shm, RMID, None); libc.semctl(sem, 0, RMID)\n"
+                                   "print(shm, sem)\n");
+  ASSERT_EQ(OutcomeName(counted.outcome), std::string("OK")) << Describe(counted);
+  ASSERT_EQ(counted.stdout_data, "4 4\n") << "the first run's namespace was not fresh";
+  const Result next = RunPython(std::string(kSysvHelpers) + "print(*ids())\n");
+  ASSERT_EQ(OutcomeName(next.outcome), std::string("OK")) << Describe(next);
+  EXPECT_EQ(next.stdout_data, "0 0\n") << "the next run can count the objects made before it";
+}
+
+// A daemonized child (double fork, setsid) holding an abstract UNIX socket
+// and a loopback TCP listener; the run's main process exits once both are
+// bound. The next run must reach neither, and nothing of the run survives.
+TEST_F(RecycleEscapeTest, DaemonizedListenersDieWithTheirRun) {
+  const std::string token = RandomToken();
+  const std::string planted = RunOk(
+      "import os, socket, time\n"
+      "r, w = os.pipe()\n"
+      "if os.fork() == 0:\n"
+      "    os.setsid()\n"
+      "    if os.fork() == 0:\n"
+      "        u = socket.socket(socket.AF_UNIX); u.bind('\\0warden-" + token + "'); u.listen()\n"
+      "        t = socket.socket(); t.bind(('127.0.0.1', 47123)); t.listen()\n"
+      "        os.write(w, b'x')\n"
+      "        while True: time.sleep(60)\n"
+      "    os._exit(0)\n"
+      "print(os.read(r, 1).decode())\n");
+  ASSERT_EQ(planted, "x\n");
+  EXPECT_TRUE(StraySandboxProcesses().empty()) << Join(StraySandboxProcesses());
+  const std::string next = RunOk(
+      "import os, socket\n"
+      "def reach(family, address):\n"
+      "    s = socket.socket(family)\n"
+      "    try:\n"
+      "        s.connect(address); return 'reached'\n"
+      "    except OSError as e:\n"
+      "        return e.__class__.__name__\n"
+      "print(reach(socket.AF_UNIX, '\\0warden-" + token + "'), "
+      "reach(socket.AF_INET, ('127.0.0.1', 47123)))\n"
+      "print(sorted(p for p in os.listdir('/proc') if p.isdigit()) == [str(os.getpid())])\n");
+  EXPECT_EQ(next, "ConnectionRefusedError ConnectionRefusedError\nTrue\n");
+}
+
+// A TCP connection the server side closed first leaves its port in
+// TIME_WAIT, which outlives every process; the next run must be able to
+// bind that port without SO_REUSEADDR.
+TEST_F(RecycleEscapeTest, TimeWaitSocketsDoNotCarryOver) {
+  const std::string planted = RunOk(
+      "import socket\n"
+      "srv = socket.socket(); srv.bind(('127.0.0.1', 47124)); srv.listen()\n"
+      "cli = socket.create_connection(('127.0.0.1', 47124))\n"
+      "conn, _ = srv.accept(); conn.close(); srv.close(); cli.recv(1); cli.close()\n"
+      "tw = lambda: int(open('/proc/net/sockstat').read().split('tw ')[1].split()[0])\n"
+      "while tw() == 0: pass  # the server side's FIN_WAIT2 turns TIME_WAIT on the client's FIN\n"
+      "print(tw())\n");
+  ASSERT_EQ(planted, "1\n") << "no TIME_WAIT socket was made";
+  EXPECT_EQ(RunOk("import socket\n"
+                  "s = socket.socket(); s.bind(('127.0.0.1', 47124)); print('bound')\n"),
+            "bound\n");
+  EXPECT_GE(Stats().net_dirty, 1);
+}
+
+// Loopback traffic moves counters no one can reset; the next run must see
+// the counters of a namespace nothing has been sent through.
+TEST_F(RecycleEscapeTest, LoopbackCountersDoNotCarryOver) {
+  constexpr char kCounters[] =
+      "lo = [l for l in open('/proc/net/dev') if l.strip().startswith('lo:')][0]\n"
+      "print(lo.split(':')[1].split()[0], lo.split(':')[1].split()[8])\n";
+  ASSERT_NE(RunOk(std::string("import socket\n"
+                              "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                              "for i in range(7): s.sendto(b'x' * 100, ('127.0.0.1', 9))\n") +
+                  kCounters),
+            "0 0\n");
+  EXPECT_EQ(RunOk(kCounters), "0 0\n");
+}
+
+// sethostname is a seccomp violation, and the pooled UTS namespace is not
+// the sandbox's user namespace's either; the pool sets each run's name.
+TEST_F(RecycleEscapeTest, HostnameCannotBeChangedAndIsTheRunsOwn) {
+  const Result tried = RunPython(
+      "import ctypes, ctypes.util\n"
+      "libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)\n"
+      "libc.sethostname(b'planted', 7)\n");
+  EXPECT_EQ(OutcomeName(tried.outcome), std::string("VIOLATION")) << Describe(tried);
+  const Result other = RunPython("import socket; print(socket.gethostname())", SmallLimits(), "other");
+  EXPECT_EQ(other.stdout_data, "other\n") << Describe(other);
+  EXPECT_EQ(RunOk("import socket; print(socket.gethostname())"), "sandbox\n");
+  EXPECT_GE(Stats().namespaces_reused, 3);
+}
+
+TEST_F(RecycleEscapeTest, FilesInTmpAndDevShmDoNotCarryOver) {
+  ASSERT_EQ(RunOk("for d in ('/tmp', '/dev/shm'): open(f'{d}/warden-leftover', 'w').write('x')\n"
+                  "print('planted')\n"),
+            "planted\n");
+  EXPECT_EQ(RunOk("import os\n"
+                  "print([os.listdir(d) for d in ('/tmp', '/dev/shm')])\n"),
+            "[[], []]\n");
+}
+
+// The cgroup passes on: the next run must get its own limits and see none
+// of the previous run's peak memory, CPU time or OOM kill.
+TEST_F(RecycleEscapeTest, CgroupLimitsAndCountersAreTheRunsOwn) {
+  Limits tight = SmallLimits();
+  tight.memory_bytes = 48LL << 20;
+  const Result oom = RunPython(
+      "import os\n"
+      "print(os.path.exists('/sys/fs/cgroup'), flush=True)\n"
+      "x = bytearray(160 << 20)\n", tight);
+  ASSERT_EQ(OutcomeName(oom.outcome), std::string("MEMORY_LIMIT")) << Describe(oom);
+  EXPECT_EQ(oom.stdout_data, "False\n") << "the run can reach its own cgroup's settings";
+  Limits roomy = SmallLimits();
+  roomy.memory_bytes = 256LL << 20;
+  const Result big = RunPython(
+      "import time\n"
+      "x = bytearray(120 << 20)\n"
+      "end = time.process_time() + 0.3\n"
+      "while time.process_time() < end: pass\n"
+      "print('ok')\n", roomy);
+  ASSERT_EQ(OutcomeName(big.outcome), std::string("OK")) << Describe(big) << "\nthe limit of "
+                                                          << "the run before still held";
+  EXPECT_GE(big.peak_memory_bytes, 120LL << 20);
+  EXPECT_GE(big.cpu_ms, 300);
+  const Result small = RunPython("print('ok')", roomy);
+  ASSERT_EQ(OutcomeName(small.outcome), std::string("OK")) << Describe(small);
+  EXPECT_LT(small.peak_memory_bytes, 100LL << 20) << "the previous run's peak shows";
+  EXPECT_LT(small.cpu_ms, 250) << "the previous run's CPU time shows";
+  EXPECT_GE(Stats().cgroups_reused, 2);
+}
 
 }  // namespace
 }  // namespace warden::testing
