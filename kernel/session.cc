@@ -92,6 +92,44 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(Executor& executor,
   return session;
 }
 
+absl::StatusOr<WorkerHandles> Session::DuplicateHandles() const {
+  absl::MutexLock lock(&mu_);
+  if (!worker_) return absl::FailedPreconditionError("the session has no sandbox");
+  return worker_->DuplicateHandles();
+}
+
+Session::Snapshot Session::Describe() const {
+  absl::MutexLock lock(&mu_);
+  Snapshot snapshot;
+  snapshot.execution_count = execution_count_;
+  snapshot.next_cell_id = next_cell_id_;
+  snapshot.version = info_.version;
+  if (worker_) {
+    snapshot.cgroup_paths = worker_->CgroupPaths();
+    snapshot.program_host_uid = worker_->program_host_uid();
+    snapshot.program_host_gid = worker_->program_host_gid();
+  }
+  return snapshot;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Adopt(Executor& executor,
+                                                         const SessionOptions& options,
+                                                         std::unique_ptr<Worker> worker,
+                                                         const Snapshot& snapshot) {
+  auto session = std::unique_ptr<Session>(new Session(executor, options));
+  if (!session->wake_) return absl::ErrnoToStatus(errno, "eventfd");
+  absl::MutexLock lock(&session->mu_);
+  session->worker_ = std::move(worker);
+  fcntl(session->worker_->channel_fd(), F_SETFL, O_NONBLOCK);
+  session->execution_count_ = snapshot.execution_count;
+  session->next_cell_id_ = snapshot.next_cell_id;
+  session->info_.language = LanguageName(options.language);
+  session->info_.version = snapshot.version;
+  session->info_.warm = options.warm;
+  session->start_times_ = {session->worker_->stage_times(), absl::Now()};
+  return session;
+}
+
 absl::Status Session::StartWorker(bool fresh_sandbox) {
   absl::MutexLock lock(&mu_);
   if (fresh_sandbox || !worker_) {

@@ -128,6 +128,26 @@ class Session {
                                                         const SessionOptions& options);
   ~Session();
 
+  // Keeping sessions across wardend's restarts (docs/keeper-design.md).
+  // What a successor needs besides the sandbox's handles.
+  struct Snapshot {
+    int execution_count = 0;
+    int next_cell_id = 1;
+    std::vector<std::string> cgroup_paths;  // the sandbox's group
+    uid_t program_host_uid = 0;
+    gid_t program_host_gid = 0;
+    std::string version;  // the kernel's language version
+  };
+  absl::StatusOr<WorkerHandles> DuplicateHandles() const;
+  Snapshot Describe() const;
+  // A session around a sandbox a predecessor started (Worker::Adopt), as
+  // Describe() saw it. Its kernel may still be running a cell the
+  // predecessor started; words about it are told apart by the cell id.
+  static absl::StatusOr<std::unique_ptr<Session>> Adopt(Executor& executor,
+                                                        const SessionOptions& options,
+                                                        std::unique_ptr<Worker> worker,
+                                                        const Snapshot& snapshot);
+
   // `cancelled` (may be null) closes the gap before the cell counts as
   // running, when Interrupt() would still be a no-op: a caller that sets it
   // and then calls Interrupt() stops the cell whenever it does so.
@@ -185,7 +205,7 @@ class Session {
   bool interrupt_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<std::string> lost_ ABSL_GUARDED_BY(mu_);
   int execution_count_ ABSL_GUARDED_BY(mu_) = 0;
-  int next_cell_id_ = 1;
+  std::atomic<int> next_cell_id_{1};
   UniqueFd wake_;  // eventfd: Interrupt() wakes a waiting Execute()
   KernelChannel channel_;
   KernelInfo info_;

@@ -455,6 +455,22 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   return shared;
 }
 
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
+    std::unique_ptr<ManagedSession> entry, std::unique_ptr<Worker> worker,
+    const Session::Snapshot& snapshot, absl::Time last_used) {
+  // As StartSession's on-demand path would have built it.
+  const int64_t default_mb = options_.limits.defaults.memory_mb;
+  auto pool = pools_.find({entry->language, default_mb});
+  if (pool == pools_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no ", LanguageName(entry->language), " pool is configured any more"));
+  }
+  SessionOptions options = pool->second->options();
+  options.limits.memory_bytes = entry->memory_mb << 20;
+  ASSIGN_OR_RETURN(entry->session, Session::Adopt(executor_, options, std::move(worker), snapshot));
+  return sessions_.Adopt(std::move(entry), last_used);
+}
+
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::GetSession(const std::string& tenant,
                                                                    const std::string& id) const {
   return sessions_.Get(tenant, id);
@@ -484,6 +500,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
                                                                        bool clear_workspace) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   RETURN_IF_ERROR(RestartEntry(*entry, clear_workspace));
+  if (observer_ != nullptr) observer_->OnRegistered(*entry);  // a new sandbox, or a reset count
   return entry;
 }
 
