@@ -89,14 +89,14 @@ absl::Status Daemon::ConnectKeeper() {
   const std::string socket = SessionKeeper::SocketFromEnvironment();
   if (socket.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(keeper_, SessionKeeper::Connect(socket, state_ ? state_->dir() : ""));
-  RETURN_IF_ERROR(keeper_->Receive());
+  RETURN_IF_ERROR(keeper_->Receive(options_.drop_sessions));
   kept_groups_ = keeper_->KeptGroups();
   return absl::OkStatus();
 }
 
 void Daemon::AdoptSessions() {
   if (!keeper_) return;
-  const AdoptReport report = keeper_->AdoptInto(*engine_, *executor_, options_.drop_sessions);
+  const AdoptReport report = keeper_->AdoptInto(*engine_, *executor_);
   spdlog::info("{}", report.Summary());
   engine_->SetSessionObserver(keeper_.get());
 }

@@ -194,7 +194,7 @@ absl::StatusOr<std::unique_ptr<SessionKeeper>> SessionKeeper::Connect(const std:
   return std::unique_ptr<SessionKeeper>(new SessionKeeper(std::move(client), dir));
 }
 
-absl::Status SessionKeeper::Receive() {
+absl::Status SessionKeeper::Receive(bool drop_all) {
   ASSIGN_OR_RETURN(std::vector<keeper::HeldSandbox> held, client_->Adopt());
   std::set<std::string> paired;
   for (keeper::HeldSandbox& sandbox : held) {
@@ -203,6 +203,8 @@ absl::Status SessionKeeper::Receive() {
     const std::string id = r.held.id;
     if (!ValidId(id)) {
       r.problem = "not a session id";
+    } else if (drop_all) {
+      r.problem = "wardend --drop-sessions";
     } else if (absl::StatusOr<std::string> text = ReadWholeFile(PathOf(id)); !text.ok()) {
       r.problem = "no metadata";
     } else if (absl::StatusOr<SessionRecord> record = SessionRecord::Decode(*text); !record.ok()) {
@@ -238,7 +240,7 @@ std::map<std::string, std::set<std::string>> SessionKeeper::KeptGroups() const {
   return keep;
 }
 
-AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor, bool drop_all) {
+AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor) {
   AdoptReport report;
   uid_t max_uid = 0;
   for (Received& r : received_) {
@@ -247,7 +249,6 @@ AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor, bool dr
       report.buffered_bytes += static_cast<int64_t>(r.held.buffered[s].size());
       report.truncated_bytes += r.held.dropped[s];
     }
-    if (drop_all && r.problem.empty()) r.problem = "wardend --drop-sessions";
     absl::Status adopted = absl::OkStatus();
     if (r.problem.empty()) {
       const SessionRecord& record = *r.record;
@@ -292,6 +293,13 @@ AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor, bool dr
         continue;
       }
       r.problem = std::string(adopted.message());
+      // Its group was spared by the reclaim: it goes now.
+      if (!record.cgroup_group.empty() && executor.cgroups() != nullptr) {
+        if (auto group = executor.cgroups()->OpenGroup(record.cgroup_subtree, record.cgroup_group);
+            group.ok()) {
+          (void)(*group)->Destroy();
+        }
+      }
     }
     // Not adopted: its sandbox ends now (the keeper kills it; its cgroup
     // went, or goes, with the predecessor's subtree).

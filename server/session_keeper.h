@@ -63,14 +63,15 @@ class SessionKeeper : public SessionObserver {
                                                                 const std::string& state_dir);
 
   // Takes every sandbox the keeper holds and reads the metadata beside them.
-  absl::Status Receive();
+  // With `drop_all` (wardend --drop-sessions) none is to be adopted.
+  absl::Status Receive(bool drop_all);
   // Cgroup subtree -> the groups of sandboxes about to be adopted: what the
   // reclaim of a predecessor's subtree must leave alone.
   std::map<std::string, std::set<std::string>> KeptGroups() const;
-  // Rebuilds the received sessions in `engine` (before it starts), or,
-  // with `drop_all`, ends every one of them. The keeper forgets what is
-  // dropped; its metadata files are removed.
-  AdoptReport AdoptInto(Engine& engine, Executor& executor, bool drop_all);
+  // Rebuilds the received sessions in `engine` (before it starts) and ends
+  // those it cannot. The keeper forgets what is dropped; its metadata files
+  // are removed.
+  AdoptReport AdoptInto(Engine& engine, Executor& executor);
 
   void OnRegistered(const ManagedSession& entry) override;
   void OnRemoved(const ManagedSession& entry) override;

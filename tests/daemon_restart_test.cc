@@ -151,7 +151,12 @@ class Wardend {
         return ::testing::AssertionFailure() << "wardend exited (" << status << "):\n" << log();
       }
       if (fs::exists(socket())) {
-        auto channel = grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials());
+        // A channel of its own: a shared subchannel could still be the one
+        // connected to the wardend before, which is gone.
+        grpc::ChannelArguments args;
+        args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+        auto channel =
+            grpc::CreateCustomChannel("unix:" + socket(), grpc::InsecureChannelCredentials(), args);
         if (channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(200))) {
           stub_ = Executor::NewStub(channel);
           return ::testing::AssertionSuccess();
