@@ -209,6 +209,7 @@ void Engine::Stop() {
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (auto& entry : sessions_.TakeAll()) Retire(*entry);
+  for (std::thread& resumer : resumers_) resumer.join();
   for (auto& [profile, pool] : pools_) pool->Stop();
 }
 
@@ -468,7 +469,23 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
   SessionOptions options = pool->second->options();
   options.limits.memory_bytes = entry->memory_mb << 20;
   ASSIGN_OR_RETURN(entry->session, Session::Adopt(executor_, options, std::move(worker), snapshot));
-  return sessions_.Adopt(std::move(entry), last_used);
+  const CellLimits limits{entry->cell_defaults.wall_ms, entry->cell_defaults.cpu_ms,
+                          entry->cell_defaults.output_bytes};
+  std::shared_ptr<ManagedSession> shared = sessions_.Adopt(std::move(entry), last_used);
+  if (snapshot.busy) {
+    // Its cell keeps running; the session stays busy until it ends, and
+    // GetSession then reports what it produced.
+    (void)shared->Begin(absl::InfiniteFuture());
+    resumers_.emplace_back([shared, limits] {
+      if (std::optional<CellResult> cell = shared->session->ResumeCell(limits)) {
+        spdlog::info("session {}: the cell running across the restart ended ({})", shared->id,
+                     OutcomeName(cell->outcome));
+        shared->SetDetachedCell(*std::move(cell));
+      }
+      shared->End();
+    });
+  }
+  return shared;
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::GetSession(const std::string& tenant,

@@ -217,6 +217,8 @@ class Engine {
   Executor& executor_;
   ForkServer* const python_zygote_;
   SessionObserver* observer_ = nullptr;
+  // Adopted sessions finishing a cell their predecessor started; joined in Stop.
+  std::vector<std::thread> resumers_;
   SessionManager sessions_;
   // By language and memory limit (MiB): one per configured limits profile,
   // and always one for each language's default profile (size 0 when not

@@ -281,8 +281,13 @@ AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor) {
         entry->idle_timeout = record.idle_timeout;
         entry->cell_defaults = record.cell_defaults;
         entry->memory_mb = record.memory_mb;
+        Session::Snapshot snapshot = record.snapshot;
+        snapshot.busy = record.busy;
+        snapshot.pending_stdout = std::move(r.held.buffered[keeper::kStreamStdout]);
+        snapshot.pending_stderr = std::move(r.held.buffered[keeper::kStreamStderr]);
+        snapshot.pending_channel = std::move(r.held.buffered[keeper::kStreamChannel]);
         absl::StatusOr<std::shared_ptr<ManagedSession>> session =
-            engine.AdoptSession(std::move(entry), *std::move(worker), record.snapshot, record.last_used);
+            engine.AdoptSession(std::move(entry), *std::move(worker), snapshot, record.last_used);
         adopted = session.status();
       } else {
         adopted = worker.status();

@@ -91,12 +91,23 @@ struct ManagedSession {
     absl::MutexLock lock(&mu);
     closed_ = true;
   }
+  // The cell that was running when the previous wardend went (kept by
+  // warden-keeper), once it has ended: GetSession reports it.
+  void SetDetachedCell(CellResult cell) {
+    absl::MutexLock lock(&mu);
+    detached_cell_ = std::move(cell);
+  }
+  std::optional<CellResult> detached_cell() const {
+    absl::MutexLock lock(&mu);
+    return detached_cell_;
+  }
 
  private:
   mutable absl::Mutex mu;
   absl::Time last_used_ ABSL_GUARDED_BY(mu);
   bool busy_ ABSL_GUARDED_BY(mu) = false;
   bool closed_ ABSL_GUARDED_BY(mu) = false;
+  std::optional<CellResult> detached_cell_ ABSL_GUARDED_BY(mu);
 };
 
 // A command run in a session, by its id there (E2B's pid).

@@ -347,6 +347,22 @@ class KeptSessionsTest : public DaemonRestartTest {
     }
     return kept.WaitServing();
   }
+  ::testing::AssertionResult WriteWorkspaceFile(Wardend& d, const std::string& id, const std::string& path) {
+    v1::FileInfo info;
+    auto ctx = Context();
+    auto writer = d.stub().UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest header;
+    header.mutable_header()->set_session_id(id);
+    header.mutable_header()->set_path(path);
+    v1::UploadFileRequest chunk;
+    chunk.set_chunk("open");
+    if (!writer->Write(header) || !writer->Write(chunk) || !writer->WritesDone()) {
+      return ::testing::AssertionFailure() << "upload cut";
+    }
+    grpc::Status s = writer->Finish();
+    if (!s.ok()) return ::testing::AssertionFailure() << s.error_message();
+    return ::testing::AssertionSuccess();
+  }
   v1::Session GetSession(Wardend& d, const std::string& id) {
     v1::GetSessionRequest request;
     request.set_session_id(id);
@@ -400,6 +416,52 @@ TEST_F(KeptSessionsTest, StateSurvivesSigtermAndKillNine) {
   // when closed, and a fresh session works beside it.
   const std::string other = CreateSession(kept);
   EXPECT_EQ(Execute(kept, other, "print('x' in globals())").stdout(), "False\n");
+}
+
+TEST_F(KeptSessionsTest, ACellRunningAcrossTheRestartIsDeliveredToGetSession) {
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept.WaitServing());
+  const std::string id = CreateSession(kept);
+  // The cell prints, waits for a file the test writes once the restart is
+  // under way, then prints again and ends with a value.
+  const std::string gate = "gate";
+  std::thread caller([&] {
+    v1::ExecuteRequest request;
+    request.set_session_id(id);
+    request.set_code(
+        "import os, time\n"
+        "print('before', flush=True)\n"
+        "while not os.path.exists('gate'): time.sleep(0.05)\n"
+        "print('after', flush=True)\n"
+        "6 * 7\n");
+    v1::ExecuteResponse response;
+    // Cut by the restart: this caller hears UNAVAILABLE.
+    (void)kept.stub().Execute(Context().get(), request, &response);
+  });
+  // Running: the first line has gone out.
+  const absl::Time deadline = absl::Now() + kStartTimeout;
+  while (GetSession(kept, id).state() != v1::SESSION_STATE_BUSY && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));  // no event for "the call has begun"
+  }
+  const pid_t daemon = RecordedDaemon(dir_);
+  ASSERT_EQ(::kill(daemon, SIGTERM), 0);
+  caller.join();
+  ASSERT_TRUE(WaitForNext(kept, daemon));
+  // Still busy with it, and it ends once let go.
+  v1::Session session = GetSession(kept, id);
+  EXPECT_FALSE(session.has_detached_cell()) << session.DebugString();
+  // Let it go: the workspace file the cell waits for, written as the tenant would.
+  ASSERT_TRUE(WriteWorkspaceFile(kept, id, gate));
+  while (!GetSession(kept, id).has_detached_cell() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));  // the cell ends on its own time
+  }
+  session = GetSession(kept, id);
+  ASSERT_TRUE(session.has_detached_cell()) << kept.log();
+  EXPECT_EQ(session.detached_cell().stdout(), "before\nafter\n") << session.DebugString();
+  EXPECT_EQ(session.detached_cell().outcome(), v1::OUTCOME_OK) << session.DebugString();
+  EXPECT_EQ(session.state(), v1::SESSION_STATE_IDLE);
+  // And the session goes on.
+  EXPECT_EQ(Execute(kept, id, "print('next')").stdout(), "next\n");
 }
 
 TEST_F(KeptSessionsTest, ASecondDaemonStillRefuses) {
