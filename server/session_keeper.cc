@@ -68,7 +68,9 @@ std::string SessionRecord::Encode() const {
   line("tenant", absl::CEscape(tenant));
   line("language", LanguageName(language));
   line("memory_mb", memory_mb);
-  for (const auto& [k, v] : labels) line("label", absl::StrCat(absl::CEscape(k), "=", absl::CEscape(v)));
+  for (const auto& [k, v] : labels) {
+    line("label", absl::StrCat(absl::BytesToHexString(k), " ", absl::BytesToHexString(v)));
+  }
   line("created_ns", absl::ToUnixNanos(created));
   line("expires_ns", absl::ToUnixNanos(expires));
   line("last_used_ns", absl::ToUnixNanos(last_used));
@@ -110,10 +112,13 @@ absl::StatusOr<SessionRecord> SessionRecord::Decode(const std::string& text) {
       ok = language.ok();
       if (ok) r.language = *language;
     } else if (key == "label") {
-      std::pair<std::string, std::string> label = absl::StrSplit(value, absl::MaxSplits('=', 1));
-      std::string k, v;
-      ok = absl::CUnescape(label.first, &k) && absl::CUnescape(label.second, &v);
-      r.labels[k] = v;
+      // Hex: keys and values may hold anything, spaces and '=' included.
+      std::pair<std::string, std::string> label = absl::StrSplit(value, absl::MaxSplits(' ', 1));
+      auto hex = [](const std::string& h) {
+        return h.size() % 2 == 0 && std::all_of(h.begin(), h.end(), [](char c) { return isxdigit(c); });
+      };
+      ok = hex(label.first) && hex(label.second);
+      if (ok) r.labels[absl::HexStringToBytes(label.first)] = absl::HexStringToBytes(label.second);
     } else if (key == "version") {
       ok = absl::CUnescape(value, &r.snapshot.version);
     } else if (key == "cgroup") {
