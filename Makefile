@@ -118,7 +118,7 @@ clean:
 	rm -rf $(BUILD_DIR)
 
 # `make install` puts what `make build` built where a system finds it:
-#   $(PREFIX)/bin                  wardend, warden, warden-run
+#   $(PREFIX)/bin                  wardend, warden-keeper, warden, warden-run
 #   $(PREFIX)/lib/warden/kernels   the kernel programs, one directory per language,
 #                                  and bin/ (Warden's pip)
 #   $(UNITDIR)/wardend.service     the systemd unit (deploy/wardend.service)
@@ -130,7 +130,7 @@ clean:
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(if $(DESTDIR),/lib/systemd/system,/etc/systemd/system)
-INSTALL_BINARIES := wardend warden warden-run warden-python-zygote
+INSTALL_BINARIES := wardend warden-keeper warden warden-run warden-python-zygote
 KERNEL_LANGUAGES := python node bash
 
 install:

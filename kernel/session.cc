@@ -92,6 +92,48 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(Executor& executor,
   return session;
 }
 
+absl::StatusOr<WorkerHandles> Session::DuplicateHandles() const {
+  absl::MutexLock lock(&mu_);
+  if (!worker_) return absl::FailedPreconditionError("the session has no sandbox");
+  return worker_->DuplicateHandles();
+}
+
+Session::Snapshot Session::Describe() const {
+  absl::MutexLock lock(&mu_);
+  Snapshot snapshot;
+  snapshot.execution_count = execution_count_;
+  snapshot.next_cell_id = next_cell_id_;
+  snapshot.version = info_.version;
+  if (worker_) {
+    snapshot.cgroup_paths = worker_->CgroupPaths();
+    snapshot.program_host_uid = worker_->program_host_uid();
+    snapshot.program_host_gid = worker_->program_host_gid();
+  }
+  return snapshot;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Adopt(Executor& executor,
+                                                         const SessionOptions& options,
+                                                         std::unique_ptr<Worker> worker,
+                                                         const Snapshot& snapshot) {
+  auto session = std::unique_ptr<Session>(new Session(executor, options));
+  if (!session->wake_) return absl::ErrnoToStatus(errno, "eventfd");
+  absl::MutexLock lock(&session->mu_);
+  session->worker_ = std::move(worker);
+  fcntl(session->worker_->channel_fd(), F_SETFL, O_NONBLOCK);
+  session->execution_count_ = snapshot.execution_count;
+  session->next_cell_id_ = snapshot.next_cell_id;
+  session->info_.language = LanguageName(options.language);
+  session->info_.version = snapshot.version;
+  session->info_.warm = options.warm;
+  session->start_times_ = {session->worker_->stage_times(), absl::Now()};
+  session->channel_.Feed(snapshot.pending_channel.data(), snapshot.pending_channel.size());
+  session->pending_stdout_ = snapshot.pending_stdout;
+  session->pending_stderr_ = snapshot.pending_stderr;
+  if (snapshot.busy) session->resume_cell_ = snapshot.next_cell_id - 1;
+  return session;
+}
+
 absl::Status Session::StartWorker(bool fresh_sandbox) {
   absl::MutexLock lock(&mu_);
   if (fresh_sandbox || !worker_) {
@@ -253,6 +295,22 @@ absl::Status Session::Interrupt() {
 
 CellResult Session::Execute(const std::string& code, const CellLimits& limits,
                             const EventCallback& on_event, const std::atomic<bool>* cancelled) {
+  return RunCell(code, limits, on_event, cancelled, std::nullopt);
+}
+
+std::optional<CellResult> Session::ResumeCell(const CellLimits& limits) {
+  std::optional<int> id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = std::exchange(resume_cell_, std::nullopt);
+  }
+  if (!id) return std::nullopt;
+  return RunCell("", limits, nullptr, nullptr, id);
+}
+
+CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
+                            const EventCallback& on_event, const std::atomic<bool>* cancelled,
+                            std::optional<int> resume) {
   CellResult r;
   Worker* worker = nullptr;
   {
@@ -284,7 +342,7 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
     if (on_event) on_event(event);
   };
 
-  const int id = next_cell_id_++;
+  const int id = resume ? *resume : next_cell_id_++;
   const CgroupUsage before = worker->Usage().value_or(CgroupUsage{});
   const absl::Time start = absl::Now();
   const absl::Time wall_deadline = start + absl::Milliseconds(limits.wall_ms);
@@ -336,10 +394,17 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
   auto out_sink = capture(r.stdout_data, r.stdout_truncated, CellEvent::Kind::kStdout);
   auto err_sink = capture(r.stderr_data, r.stderr_truncated, CellEvent::Kind::kStderr);
 
-  if (auto s = WriteAll(worker->channel_fd(), KernelChannel::EncodeExecute(id, code), wall_deadline);
-      !s.ok()) {
+  if (resume) {
+    // The predecessor sent it; what it wrote while no one read comes first.
+    out_sink(pending_stdout_.data(), pending_stdout_.size());
+    err_sink(pending_stderr_.data(), pending_stderr_.size());
+  } else if (auto s = WriteAll(worker->channel_fd(), KernelChannel::EncodeExecute(id, code), wall_deadline);
+             !s.ok()) {
     lost = absl::StrCat("could not send the cell to the kernel: ", s.message());
   }
+  pending_stdout_.clear();
+  pending_stderr_.clear();
+  bool drain_buffered = resume.has_value();
 
   while (!done && !lost) {
     const absl::Time now = absl::Now();
@@ -368,7 +433,12 @@ CellResult Session::Execute(const std::string& code, const CellLimits& limits,
     if (now >= next_signal) interrupt_now();
     absl::Time wake = std::min({grace_deadline, next_signal, stop ? absl::InfiniteFuture() : wall_deadline});
     if (!stop && worker->has_cgroup()) wake = std::min(wake, next_cpu_check);
-    const unsigned ready = worker->Wait(wake, false, wake_.get());
+    // Resuming, the keeper's buffer may already hold the cell's last words:
+    // look at them before waiting for more.
+    const bool buffered = std::exchange(drain_buffered, false);
+    const unsigned ready =
+        worker->Wait(buffered ? absl::InfinitePast() : wake, false, wake_.get()) |
+        (buffered ? Worker::kChannel : 0u);
 
     if (ready & Worker::kExtra) {
       uint64_t count;

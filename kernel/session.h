@@ -134,12 +134,41 @@ class Session {
                                                         const SessionOptions& options);
   ~Session();
 
+  // Keeping sessions across wardend's restarts (docs/keeper-design.md).
+  // What a successor needs besides the sandbox's handles.
+  struct Snapshot {
+    int execution_count = 0;
+    int next_cell_id = 1;
+    std::vector<std::string> cgroup_paths;  // the sandbox's group
+    uid_t program_host_uid = 0;
+    gid_t program_host_gid = 0;
+    std::string version;  // the kernel's language version
+    bool busy = false;    // a cell (the one before next_cell_id) was running
+    // What the sandbox wrote while no wardend was attached (the keeper's
+    // buffer), to be read before anything more from the sandbox.
+    std::string pending_stdout, pending_stderr, pending_channel;
+  };
+  absl::StatusOr<WorkerHandles> DuplicateHandles() const;
+  Snapshot Describe() const;
+  // A session around a sandbox a predecessor started (Worker::Adopt), as
+  // Describe() saw it. Its kernel may still be running a cell the
+  // predecessor started; words about it are told apart by the cell id.
+  static absl::StatusOr<std::unique_ptr<Session>> Adopt(Executor& executor,
+                                                        const SessionOptions& options,
+                                                        std::unique_ptr<Worker> worker,
+                                                        const Snapshot& snapshot);
+
   // `cancelled` (may be null) closes the gap before the cell counts as
   // running, when Interrupt() would still be a no-op: a caller that sets it
   // and then calls Interrupt() stops the cell whenever it does so.
   CellResult Execute(const std::string& code, const CellLimits& limits,
                      const EventCallback& on_event = nullptr,
                      const std::atomic<bool>* cancelled = nullptr);
+  // After Adopt of a session whose cell was running: waits for that cell
+  // to end (within `limits`, counted from now) and returns what it
+  // produced since the predecessor stopped reading, buffered output first.
+  // nullopt when no cell was running.
+  std::optional<CellResult> ResumeCell(const CellLimits& limits);
   // Interrupts the running cell (SIGINT); no-op when idle.
   absl::Status Interrupt();
   // A fresh interpreter. With `clear_workspace` the whole sandbox is new;
@@ -175,6 +204,9 @@ class Session {
  private:
   Session(Executor& executor, const SessionOptions& options);
   absl::Status StartWorker(bool fresh_sandbox);
+  // Execute, or with `resume` the wait for a cell already sent (ResumeCell).
+  CellResult RunCell(const std::string& code, const CellLimits& limits, const EventCallback& on_event,
+                     const std::atomic<bool>* cancelled, std::optional<int> resume);
   absl::Status AwaitReady();
   void MarkLost(const std::string& reason);
   struct OpenedWorkspace {
@@ -194,7 +226,9 @@ class Session {
   bool interrupt_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<std::string> lost_ ABSL_GUARDED_BY(mu_);
   int execution_count_ ABSL_GUARDED_BY(mu_) = 0;
-  int next_cell_id_ = 1;
+  std::atomic<int> next_cell_id_{1};
+  std::optional<int> resume_cell_;  // set by Adopt; taken by ResumeCell
+  std::string pending_stdout_, pending_stderr_;
   UniqueFd wake_;  // eventfd: Interrupt() wakes a waiting Execute()
   KernelChannel channel_;
   KernelInfo info_;

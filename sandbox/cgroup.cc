@@ -851,13 +851,25 @@ absl::Status ValidateReclaimable(absl::string_view name, absl::string_view own) 
 absl::StatusOr<CgroupManager::Reclaimed> ReclaimDirectories(
     const std::vector<std::string>& subtrees, std::unique_ptr<GroupBase> extra,
     CgroupDirectoryOps& ops,
-    const std::function<std::unique_ptr<GroupBase>(const std::string&)>& make_group) {
-  std::vector<std::string> all;  // groups (nested first), then the subtrees: the order of removal
+    const std::function<std::unique_ptr<GroupBase>(const std::string&)>& make_group,
+    const std::set<std::string>& keep) {
+  // Groups (nested ones before their parents), then the subtrees: the order
+  // of removal. Groups named in `keep` (adopted by the keeper) stay, with
+  // everything in them.
+  std::vector<std::string> all;
+  std::set<std::string> names_to_remove;
   for (const std::string& dir : subtrees) {
-    ASSIGN_OR_RETURN(std::vector<std::string> groups, Descendants(dir));
-    all.insert(all.end(), groups.begin(), groups.end());
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListSubdirectories(dir));
+    for (const std::string& name : names) {
+      if (keep.contains(name)) continue;
+      const std::string group = JoinPath(dir, name);
+      ASSIGN_OR_RETURN(std::vector<std::string> below, Descendants(group));
+      all.insert(all.end(), below.begin(), below.end());
+      all.push_back(group);
+      names_to_remove.insert(name);
+    }
   }
-  all.insert(all.end(), subtrees.begin(), subtrees.end());
+  if (keep.empty()) all.insert(all.end(), subtrees.begin(), subtrees.end());
   if (extra != nullptr) {
     for (const std::string& dir : extra->Paths()) all.push_back(dir);
   }
@@ -873,7 +885,15 @@ absl::StatusOr<CgroupManager::Reclaimed> ReclaimDirectories(
     absl::Status s = extra->Destroy();
     if (!s.ok()) std::fprintf(stderr, "warden: reclaiming cgroup: %s\n", s.ToString().c_str());
   }
-  RemoveSubtrees(subtrees, ops, make_group);
+  if (keep.empty()) {
+    RemoveSubtrees(subtrees, ops, make_group);
+  } else {
+    // Adopted groups stay, and so does the subtree holding them.
+    for (const std::string& name : names_to_remove) {
+      absl::Status s = make_group(name)->Destroy();
+      if (!s.ok()) std::fprintf(stderr, "warden: reclaiming cgroup %s: %s\n", name.c_str(), s.ToString().c_str());
+    }
+  }
   std::vector<std::string> left;
   for (const std::string& dir : all) (Exists(dir) ? left : reclaimed.directories).push_back(dir);
   if (!left.empty()) {
@@ -946,7 +966,8 @@ class CgroupManagerV1 : public CgroupManager {
 
   std::vector<std::string> SubtreePaths() const override { return created_; }
 
-  absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name) const override {
+  absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name,
+                                           const std::set<std::string>& keep) const override {
     RETURN_IF_ERROR(ValidateReclaimable(subtree_name, subtree_name_));
     std::map<std::string, std::string> dead_by_controller;
     std::vector<std::string> existing;
@@ -957,9 +978,27 @@ class CgroupManagerV1 : public CgroupManager {
         existing.push_back(dir);
       }
     }
-    return ReclaimDirectories(existing, nullptr, *ops_, [&](const std::string& name) {
-      return CgroupV1::Nested(dead_by_controller, name, ops_);
-    });
+    return ReclaimDirectories(
+        existing, nullptr, *ops_,
+        [&](const std::string& name) { return CgroupV1::Nested(dead_by_controller, name, ops_); }, keep);
+  }
+
+  absl::StatusOr<std::unique_ptr<Cgroup>> OpenGroup(absl::string_view subtree_name,
+                                                    absl::string_view group_name) const override {
+    RETURN_IF_ERROR(ValidateName("subtree_name", subtree_name));
+    RETURN_IF_ERROR(ValidateName("group name", group_name));
+    std::map<std::string, std::string> subtrees;
+    for (const char* controller : kV1Controllers) {
+      subtrees[controller] = JoinPath(current_by_controller_.at(controller), subtree_name);
+    }
+    std::unique_ptr<CgroupV1> group = CgroupV1::Nested(subtrees, std::string(group_name), ops_);
+    for (const std::string& dir : group->Paths()) {
+      if (!Exists(dir)) {
+        group->Disown();
+        return absl::NotFoundError(absl::StrCat("cgroup ", dir, " does not exist"));
+      }
+    }
+    return std::unique_ptr<Cgroup>(std::move(group));
   }
 
  private:
@@ -1082,7 +1121,8 @@ class CgroupManagerV2 : public CgroupManager {
     return {subtree_};
   }
 
-  absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name) const override {
+  absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name,
+                                           const std::set<std::string>& keep) const override {
     RETURN_IF_ERROR(ValidateReclaimable(subtree_name, subtree_name_));
     const std::string dead = JoinPath(current_, subtree_name);
     std::vector<std::string> existing;
@@ -1091,9 +1131,19 @@ class CgroupManagerV2 : public CgroupManager {
     std::unique_ptr<GroupBase> leaf;
     const std::string leaf_dir = absl::StrCat(dead, ".supervisor");
     if (Exists(leaf_dir)) leaf = std::make_unique<CgroupV2>(leaf_dir, ops_);
-    return ReclaimDirectories(existing, std::move(leaf), *ops_, [&](const std::string& name) {
-      return std::make_unique<CgroupV2>(JoinPath(dead, name), ops_);
-    });
+    return ReclaimDirectories(
+        existing, std::move(leaf), *ops_,
+        [&](const std::string& name) { return std::make_unique<CgroupV2>(JoinPath(dead, name), ops_); },
+        keep);
+  }
+
+  absl::StatusOr<std::unique_ptr<Cgroup>> OpenGroup(absl::string_view subtree_name,
+                                                    absl::string_view group_name) const override {
+    RETURN_IF_ERROR(ValidateName("subtree_name", subtree_name));
+    RETURN_IF_ERROR(ValidateName("group name", group_name));
+    const std::string dir = JoinPath(JoinPath(current_, subtree_name), group_name);
+    if (!Exists(dir)) return absl::NotFoundError(absl::StrCat("cgroup ", dir, " does not exist"));
+    return std::unique_ptr<Cgroup>(std::make_unique<CgroupV2>(dir, ops_));
   }
 
  private:

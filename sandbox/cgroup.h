@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -143,7 +144,15 @@ class CgroupManager {
   // names other than this manager's own are accepted, so nothing but a
   // Warden subtree is ever touched. A subtree that does not exist is not an
   // error: nothing is reclaimed.
-  virtual absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name) const = 0;
+  // Groups named in `keep` (sandboxes a successor adopted: docs/keeper-design.md)
+  // are left alone, and so is the subtree directory that holds them.
+  virtual absl::StatusOr<Reclaimed> ReclaimSubtree(absl::string_view subtree_name,
+                                                   const std::set<std::string>& keep = {}) const = 0;
+  // The existing group `group_name` in the subtree `subtree_name` beside this
+  // manager's own (one a predecessor created, adopted with its sandbox). The
+  // Cgroup removes itself when destroyed, like one CreateGroup made.
+  virtual absl::StatusOr<std::unique_ptr<Cgroup>> OpenGroup(absl::string_view subtree_name,
+                                                            absl::string_view group_name) const = 0;
 };
 
 }  // namespace warden

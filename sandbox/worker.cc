@@ -48,6 +48,55 @@ pid_t PidOfPidfd(int pidfd) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Adopt(WorkerHandles handles,
+                                                      std::unique_ptr<Cgroup> cgroup,
+                                                      uid_t program_host_uid, gid_t program_host_gid) {
+  if (!handles.init_pidfd || !handles.control) {
+    return absl::InvalidArgumentError("an adopted sandbox needs its init's pidfd and control socket");
+  }
+  auto worker = std::unique_ptr<Worker>(new Worker());
+  worker->adopted_ = true;
+  worker->init_pid_ = PidOfPidfd(handles.init_pidfd.get());
+  worker->init_pidfd_ = std::move(handles.init_pidfd);
+  worker->control_ = std::move(handles.control);
+  worker->stdin_ = std::move(handles.stdin_fd);
+  worker->stdout_ = std::move(handles.stdout_fd);
+  worker->stderr_ = std::move(handles.stderr_fd);
+  worker->channel_ = std::move(handles.channel);
+  worker->listener_ = std::move(handles.listener);
+  worker->program_pidfd_ = std::move(handles.program_pidfd);
+  if (worker->program_pidfd_) worker->program_pid_ = PidOfPidfd(worker->program_pidfd_.get());
+  worker->cgroup_ = std::move(cgroup);
+  worker->program_host_uid_ = program_host_uid;
+  worker->program_host_gid_ = program_host_gid;
+  worker->started_ = absl::Now();
+  for (int fd : {worker->stdout_.get(), worker->stderr_.get(), worker->stdin_.get()}) {
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  return worker;
+}
+
+absl::StatusOr<WorkerHandles> Worker::DuplicateHandles() const {
+  WorkerHandles out;
+  auto dup = [](const UniqueFd& from, UniqueFd* to) -> absl::Status {
+    if (!from) return absl::OkStatus();
+    to->Reset(fcntl(from.get(), F_DUPFD_CLOEXEC, 3));
+    if (!*to) return absl::ErrnoToStatus(errno, "dup");
+    return absl::OkStatus();
+  };
+  for (auto [from, to] : {std::pair{&init_pidfd_, &out.init_pidfd}, {&control_, &out.control},
+                          {&stdin_, &out.stdin_fd}, {&stdout_, &out.stdout_fd},
+                          {&stderr_, &out.stderr_fd}, {&channel_, &out.channel},
+                          {&listener_, &out.listener}, {&program_pidfd_, &out.program_pidfd}}) {
+    if (absl::Status s = dup(*from, to); !s.ok()) return s;
+  }
+  return out;
+}
+
+std::vector<std::string> Worker::CgroupPaths() const {
+  return cgroup_ ? cgroup_->Paths() : std::vector<std::string>{};
+}
+
 Worker::~Worker() {
   Kill();
   // Every process of the sandbox is dead now (its pid namespace's init is
@@ -216,6 +265,12 @@ void Worker::Kill() {
   siginfo_t info;
   while (waitid(static_cast<idtype_t>(P_PIDFD), init_pidfd_.get(), &info, WEXITED) != 0 &&
          errno == EINTR) {
+  }
+  if (adopted_) {
+    // Not our child (the keeper reaps it): wait for it to have exited.
+    struct pollfd p = {init_pidfd_.get(), POLLIN, 0};
+    while (poll(&p, 1, 10'000) < 0 && errno == EINTR) {
+    }
   }
   reaped_ = true;
   init_exited_ = true;

@@ -27,6 +27,12 @@
 
 namespace warden {
 
+// Every handle of one sandbox, as a Worker holds them (for the keeper,
+// docs/keeper-design.md); a Worker may lack some (no channel, no listener).
+struct WorkerHandles {
+  UniqueFd init_pidfd, control, stdin_fd, stdout_fd, stderr_fd, channel, listener, program_pidfd;
+};
+
 class Worker {
  public:
   // What Wait() found ready; several may be set at once.
@@ -40,6 +46,19 @@ class Worker {
     kTimedOut = 1 << 6,       // the deadline passed first
     kExtra = 1 << 7,          // the caller's extra_fd is readable
   };
+
+  // Rebuilds the Worker of a sandbox another wardend started and the
+  // keeper held across that wardend's end: `handles` are the ones that
+  // wardend's Worker had (DuplicateHandles), `cgroup` its group (may be
+  // null), the program's host ids as they were. What the sandbox reported
+  // meanwhile (its program ended, a violation) is read by Wait as usual.
+  static absl::StatusOr<std::unique_ptr<Worker>> Adopt(WorkerHandles handles,
+                                                       std::unique_ptr<Cgroup> cgroup,
+                                                       uid_t program_host_uid, gid_t program_host_gid);
+  // Duplicates of every handle (close-on-exec), for the keeper to hold.
+  absl::StatusOr<WorkerHandles> DuplicateHandles() const;
+  // The cgroup's directories (empty without one), to find it again on adopt.
+  std::vector<std::string> CgroupPaths() const;
 
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -119,6 +138,7 @@ class Worker {
   pid_t init_pid_ = -1;
   UniqueFd init_pidfd_;
   bool reaped_ = false;
+  bool adopted_ = false;  // the init is not our child: the keeper reaps it
   std::unique_ptr<Cgroup> cgroup_;
   // Where the namespaces and the cgroup go back when the sandbox ends;
   // empty when they were made for this sandbox alone.

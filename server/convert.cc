@@ -135,6 +135,9 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->mutable_limits()->set_memory_mb(entry.memory_mb);
   out->mutable_limits()->set_output_bytes(entry.cell_defaults.output_bytes);
   out->set_shared_workspace(entry.workspace != nullptr);
+  if (std::optional<CellResult> cell = entry.detached_cell()) {
+    FillResponse(*cell, entry.id, out->mutable_detached_cell());
+  }
 }
 
 v1::SessionState StateOf(const ManagedSession& entry) {

@@ -72,11 +72,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
   auto daemon = std::unique_ptr<Daemon>(new Daemon(options));
   if (mode == Mode::kServe) RETURN_IF_ERROR(daemon->ClaimState());
   ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(options.executor));
+  if (mode == Mode::kServe) RETURN_IF_ERROR(daemon->ConnectKeeper());
   daemon->ReclaimPrevious();
   if (options.zygote.enabled) daemon->StartPythonZygote();
   RETURN_IF_ERROR(daemon->RecordState());
   daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_,
                                              daemon->python_zygote_.get());
+  daemon->AdoptSessions();
   daemon->engine_->SetHealthListener([d = daemon.get()] { d->UpdateHealth(); });
 
   Authenticator authenticate = [](const std::string&) -> absl::StatusOr<std::string> {
@@ -105,9 +107,39 @@ absl::Status Daemon::ClaimState() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::ConnectKeeper() {
+  const std::string socket = SessionKeeper::SocketFromEnvironment();
+  if (socket.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(keeper_, SessionKeeper::Connect(socket, state_ ? state_->dir() : ""));
+  RETURN_IF_ERROR(keeper_->Receive(options_.drop_sessions));
+  kept_groups_ = keeper_->KeptGroups();
+  return absl::OkStatus();
+}
+
+void Daemon::AdoptSessions() {
+  if (!keeper_) return;
+  const AdoptReport report = keeper_->AdoptInto(*engine_, *executor_);
+  spdlog::info("{}", report.Summary());
+  engine_->SetSessionObserver(keeper_.get());
+}
+
+bool Daemon::Detach() {
+  if (!keeper_) return false;
+  draining_ = true;
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_ = nullptr;
+  }
+  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+  const auto sessions = engine_->AllSessions();
+  keeper_->PersistAll(sessions);
+  spdlog::info("detached from warden-keeper: {} sessions wait for the next wardend", sessions.size());
+  return true;
+}
+
 void Daemon::ReclaimPrevious() {
   if (!state_ || !state_->previous()) return;
-  const ReclaimReport report = Reclaim(*state_->previous(), executor_->cgroups());
+  const ReclaimReport report = Reclaim(*state_->previous(), executor_->cgroups(), kept_groups_);
   if (report.problems.empty()) {
     spdlog::info("{}", report.Summary());
   } else {
@@ -123,6 +155,7 @@ absl::Status Daemon::RecordState() {
     const std::vector<std::string> subtrees = cgroups->SubtreePaths();
     if (!subtrees.empty()) record.cgroup_subtree = subtrees.front().substr(subtrees.front().rfind('/') + 1);
   }
+  for (const auto& [subtree, groups] : kept_groups_) record.held_subtrees.push_back(subtree);
   if (python_zygote_) {
     // Gone already: nothing of it for a successor to reclaim.
     if (absl::StatusOr<uint64_t> start = ProcessStartTime(python_zygote_->pid()); start.ok()) {
@@ -246,6 +279,19 @@ void Daemon::Shutdown(absl::Duration grace) {
   http_.reset();  // after the calls it forwarded have ended; /metrics reads the engine
   engine_.reset();
   python_zygote_.reset();  // sandboxes cloned from it live on until killed above
+  if (keeper_) {
+    // Stop for real: the predecessors' subtrees that held adopted sessions
+    // go too (those sessions were ended with the engine), and the keeper
+    // quits once this process exits.
+    if (const CgroupManager* cgroups = executor_->cgroups(); cgroups != nullptr) {
+      for (const auto& [subtree, groups] : kept_groups_) {
+        if (auto r = cgroups->ReclaimSubtree(subtree); !r.ok()) {
+          spdlog::warn("cgroup subtree {}: {}", subtree, std::string(r.status().message()));
+        }
+      }
+    }
+    keeper_->Stop();
+  }
   executor_.reset();  // removes Warden's cgroups
   if (state_) {
     // Everything the record names is gone: nothing for a successor to reclaim.

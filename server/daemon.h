@@ -22,6 +22,7 @@
 #include "server/executor_service.h"
 #include "server/http_fronts.h"
 #include "server/options.h"
+#include "server/session_keeper.h"
 #include "server/state_dir.h"
 #include "server/startup_probe.h"
 
@@ -45,6 +46,12 @@ class Daemon {
 
   absl::Status Start();
   void Shutdown(absl::Duration grace);
+  // Under warden-keeper: stops serving and leaves every session to the
+  // keeper and the next wardend (their metadata written afresh); the caller
+  // then exits at once, without tearing anything down. False (and nothing
+  // done) without a keeper.
+  bool Detach();
+  bool has_keeper() const { return keeper_ != nullptr; }
 
   // The addresses actually bound ("127.0.0.1:0" resolved to its port).
   const std::vector<std::string>& listening() const { return listening_; }
@@ -63,6 +70,10 @@ class Daemon {
   // before the executor exists, so nothing of ours is mistaken for it.
   absl::Status ClaimState();
   void ReclaimPrevious();
+  // Under warden-keeper: connects and takes back the sandboxes it holds
+  // (adopted into the engine once it exists, by AdoptSessions).
+  absl::Status ConnectKeeper();
+  void AdoptSessions();
   absl::Status RecordState();
   void StartPythonZygote();
   // gRPC health: SERVING unless draining or a pool cannot start any worker.
@@ -70,6 +81,8 @@ class Daemon {
 
   DaemonOptions options_;
   std::unique_ptr<StateDir> state_;  // null: no state directory
+  std::unique_ptr<SessionKeeper> keeper_;  // null: sessions die with this process
+  std::map<std::string, std::set<std::string>> kept_groups_;  // adopted, by predecessor subtree
   Metrics metrics_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold

@@ -223,6 +223,7 @@ void Engine::Stop() {
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (auto& entry : sessions_.TakeAll()) Retire(*entry);
+  for (std::thread& resumer : resumers_) resumer.join();
   for (auto& [profile, pool] : pools_) pool->Stop();
 }
 
@@ -476,6 +477,38 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   return shared;
 }
 
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
+    std::unique_ptr<ManagedSession> entry, std::unique_ptr<Worker> worker,
+    const Session::Snapshot& snapshot, absl::Time last_used) {
+  // As StartSession's on-demand path would have built it.
+  const int64_t default_mb = options_.limits.defaults.memory_mb;
+  auto pool = pools_.find({entry->language, default_mb});
+  if (pool == pools_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no ", LanguageName(entry->language), " pool is configured any more"));
+  }
+  SessionOptions options = pool->second->options();
+  options.limits.memory_bytes = entry->memory_mb << 20;
+  ASSIGN_OR_RETURN(entry->session, Session::Adopt(executor_, options, std::move(worker), snapshot));
+  const CellLimits limits{entry->cell_defaults.wall_ms, entry->cell_defaults.cpu_ms,
+                          entry->cell_defaults.output_bytes};
+  std::shared_ptr<ManagedSession> shared = sessions_.Adopt(std::move(entry), last_used);
+  if (snapshot.busy) {
+    // Its cell keeps running; the session stays busy until it ends, and
+    // GetSession then reports what it produced.
+    (void)shared->Begin(absl::InfiniteFuture());
+    resumers_.emplace_back([shared, limits] {
+      if (std::optional<CellResult> cell = shared->session->ResumeCell(limits)) {
+        spdlog::info("session {}: the cell running across the restart ended ({})", shared->id,
+                     OutcomeName(cell->outcome));
+        shared->SetDetachedCell(*std::move(cell));
+      }
+      shared->End();
+    });
+  }
+  return shared;
+}
+
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::GetSession(const std::string& tenant,
                                                                    const std::string& id) const {
   return sessions_.Get(tenant, id);
@@ -505,6 +538,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
                                                                        bool clear_workspace) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   RETURN_IF_ERROR(RestartEntry(*entry, clear_workspace));
+  if (observer_ != nullptr) observer_->OnRegistered(*entry);  // a new sandbox, or a reset count
   return entry;
 }
 

@@ -178,6 +178,21 @@ class Engine {
                                                                 const std::string& id,
                                                                 int64_t ttl_seconds);
 
+  // Keeping sessions across restarts (server/session_keeper.h). Set the
+  // observer before Start(); it is told of every session registered,
+  // restarted (a new sandbox) or removed.
+  void SetSessionObserver(SessionObserver* observer) {
+    observer_ = observer;
+    sessions_.SetObserver(observer);
+  }
+  // Rebuilds a session a predecessor started around its adopted sandbox;
+  // `entry` has everything but `session`. Before Start().
+  absl::StatusOr<std::shared_ptr<ManagedSession>> AdoptSession(std::unique_ptr<ManagedSession> entry,
+                                                               std::unique_ptr<Worker> worker,
+                                                               const Session::Snapshot& snapshot,
+                                                               absl::Time last_used);
+  std::vector<std::shared_ptr<ManagedSession>> AllSessions() const { return sessions_.All(); }
+
   // Ready to serve: every configured pool has at least one warm worker.
   bool Ready() const;
   // OK, or UNAVAILABLE naming the first pool that cannot start any worker
@@ -213,6 +228,9 @@ class Engine {
   const DaemonOptions options_;
   Executor& executor_;
   ForkServer* const python_zygote_;
+  SessionObserver* observer_ = nullptr;
+  // Adopted sessions finishing a cell their predecessor started; joined in Stop.
+  std::vector<std::thread> resumers_;
   SessionManager sessions_;
   // By language and memory limit (MiB): one per configured limits profile,
   // and always one for each language's default profile (size 0 when not

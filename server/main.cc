@@ -4,7 +4,7 @@
 //
 //   wardend [--config FILE] [--listen ADDR ...] [--http-listen HOST:PORT]
 //           [--admin-listen HOST:PORT]
-//           [--allow-degraded] [--log-format text|json] [--check]
+//           [--allow-degraded] [--drop-sessions] [--log-format text|json] [--check]
 //           [--llm-base-url URL --llm-model NAME]
 #include <signal.h>
 #include <unistd.h>
@@ -40,6 +40,8 @@ constexpr char kUsage[] =
     "  --allow-degraded       run without writable cgroups (rlimits only; not for hostile code)\n"
     "  --state-dir DIR        lock and crash-recovery record (default: the UNIX socket's\n"
     "                         directory, /run/warden)\n"
+    "  --drop-sessions        under warden-keeper: end every session it holds instead of\n"
+    "                         adopting them (docs/operations.md)\n"
     "  --log-format F         text (default) or json\n"
     "  --llm-base-url URL     the agent's OpenAI-compatible model server, e.g.\n"
     "                         http://127.0.0.1:8000/v1 (docs/agent.md)\n"
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
   std::string config;
   std::vector<std::string> listen;
   std::string admin_listen, http_listen;
-  bool check = false, degraded = false, insecure_loopback = false;
+  bool check = false, degraded = false, insecure_loopback = false, drop_sessions = false;
   std::string log_format, llm_base_url, llm_model, state_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -114,6 +116,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--check") {
       check = true;
+    } else if (arg == "--drop-sessions") {
+      drop_sessions = true;
     } else if (arg == "--allow-degraded") {
       degraded = true;
     } else if (arg == "--allow-insecure-loopback") {
@@ -154,6 +158,7 @@ int main(int argc, char** argv) {
   if (!llm_base_url.empty()) options.agent.llm.base_url = llm_base_url;
   if (!llm_model.empty()) options.agent.llm.model = llm_model;
   if (!state_dir.empty()) options.state_dir = state_dir;
+  options.drop_sessions = drop_sessions;
 
   if (check) {
     warden::HostCheck host = warden::CheckHost(options.executor.cgroup, options.executor.allow_degraded);
@@ -202,6 +207,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto daemon = warden::Daemon::Create(options);
@@ -237,6 +243,14 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) continue;  // no reload yet
+    // Under warden-keeper, SIGTERM (and SIGINT) hand the sessions on to the
+    // next wardend unless keep_sessions is off; SIGUSR1 (the keeper's stop
+    // for real) always ends them.
+    if (sig != SIGUSR1 && options.keep_sessions && (*daemon)->Detach()) {
+      spdlog::info("signal {}: exiting; warden-keeper starts the next wardend", sig);
+      spdlog::default_logger()->flush();
+      _exit(0);  // nothing torn down: the sessions live on
+    }
     spdlog::info("signal {}: shutting down (grace {} ms)", sig, options.shutdown_grace_ms);
     break;
   }

@@ -308,6 +308,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   });
   r.Int("max_concurrent_per_tenant", &o->max_concurrent_per_tenant);
   r.Int("shutdown_grace_ms", &o->shutdown_grace_ms);
+  r.Bool("keep_sessions", &o->keep_sessions);
   r.Object("log", [o](ObjectReader& l) {
     l.String("format", &o->log.format);
     l.String("level", &o->log.level);

@@ -133,6 +133,12 @@ struct DaemonOptions {
   QueueOptions queue;
   int max_concurrent_per_tenant = 16;
   int64_t shutdown_grace_ms = 10'000;
+  // Under warden-keeper only (docs/operations.md): SIGTERM detaches from the
+  // keeper and keeps every session for the next wardend (true), or ends
+  // them all, as a stop for real does (false).
+  bool keep_sessions = true;
+  // wardend --drop-sessions: end every session the keeper holds at start.
+  bool drop_sessions = false;
   LogOptions log;
   ExecutorOptions executor;  // cgroups, degraded mode, host ids
   std::string kernels_dir;   // empty: the built-in location

@@ -100,6 +100,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"max_running", o.queue.max_running}}},
       {"max_concurrent_per_tenant", o.max_concurrent_per_tenant},
       {"shutdown_grace_ms", o.shutdown_grace_ms},
+      {"keep_sessions", o.keep_sessions},
       {"log", {{"format", o.log.format}, {"level", o.log.level}}},
       {"executor",
        {{"allow_degraded", o.executor.allow_degraded},
@@ -187,6 +188,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
       {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}, {"max_waiting_per_tenant", 35}, {"max_running", 36}}},
       {"max_concurrent_per_tenant", 22},
       {"shutdown_grace_ms", 23},
+      {"keep_sessions", false},
       {"log", {{"format", "json"}, {"level", "debug"}}},
       {"executor", {{"allow_degraded", true}, {"host_id_base", 4000000000}, {"host_id_count", 24}}},
       {"kernels_dir", "/usr/lib/warden/kernels"},
@@ -262,7 +264,7 @@ TEST(FromFileTest, UnknownTopLevelKeyIsNamedWithTheKnownKeys) {
               AllOf(HasSubstr("unknown key 'limts' at the top level of " + file +
                               "; known keys: listen, allow_insecure_loopback, admin_listen, http_listen, tls, "
                               "auth, limits, sessions, pools, queue, max_concurrent_per_tenant, "
-                              "shutdown_grace_ms, log, executor, kernels_dir"),
+                              "shutdown_grace_ms, keep_sessions, log, executor, kernels_dir"),
                     HasSubstr("Did you mean 'limits'?")));
 }
 

@@ -45,9 +45,30 @@ std::shared_ptr<ManagedSession> SessionManager::Register(std::unique_ptr<Managed
   entry->id = NewId();
   entry->Touch();
   std::shared_ptr<ManagedSession> shared(std::move(entry));
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_[shared->id] = shared;
+  }
+  if (observer_ != nullptr) observer_->OnRegistered(*shared);
+  return shared;
+}
+
+std::shared_ptr<ManagedSession> SessionManager::Adopt(std::unique_ptr<ManagedSession> entry,
+                                                      absl::Time last_used) {
+  entry->Touch(last_used);
+  std::shared_ptr<ManagedSession> shared(std::move(entry));
   absl::MutexLock lock(&mu_);
   sessions_[shared->id] = shared;
+  ++per_tenant_[shared->tenant];
+  ++total_;
   return shared;
+}
+
+std::vector<std::shared_ptr<ManagedSession>> SessionManager::All() const {
+  std::vector<std::shared_ptr<ManagedSession>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, s] : sessions_) out.push_back(s);
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Get(const std::string& tenant,
@@ -93,18 +114,22 @@ absl::Status SessionManager::SetExpires(const std::string& tenant, const std::st
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Remove(const std::string& tenant,
                                                                        const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(auto entry, FindLocked(tenant, id));
-  sessions_.erase(id);
-  if (--per_tenant_[tenant] <= 0) per_tenant_.erase(tenant);
-  --total_;
-  entry->MarkClosed();
+  std::shared_ptr<ManagedSession> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(entry, FindLocked(tenant, id));
+    sessions_.erase(id);
+    if (--per_tenant_[tenant] <= 0) per_tenant_.erase(tenant);
+    --total_;
+    entry->MarkClosed();
+  }
+  NotifyRemoved({entry});
   return entry;
 }
 
 std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::Time now) {
   std::vector<std::shared_ptr<ManagedSession>> out;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     const auto& s = it->second;
     // A busy session is idle only once its cell returns; its TTL still holds.
@@ -119,12 +144,14 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::T
       ++it;
     }
   }
+  lock.Release();
+  NotifyRemoved(out);
   return out;
 }
 
 std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeAll() {
   std::vector<std::shared_ptr<ManagedSession>> out;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   for (auto& [id, s] : sessions_) {
     s->MarkClosed();
     out.push_back(s);
@@ -132,6 +159,8 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeAll() {
   sessions_.clear();
   per_tenant_.clear();
   total_ = 0;
+  lock.Release();
+  NotifyRemoved(out);
   return out;
 }
 

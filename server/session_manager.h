@@ -68,9 +68,9 @@ struct ManagedSession {
     absl::MutexLock lock(&mu);
     expires_ = expires;
   }
-  void Touch() {
+  void Touch(absl::Time when = absl::Now()) {
     absl::MutexLock lock(&mu);
-    last_used_ = absl::Now();
+    last_used_ = when;
   }
   // Marks the session busy for one call, waiting until `deadline` for the
   // call before it to end (one cell at a time, in order of arrival, like a
@@ -103,6 +103,16 @@ struct ManagedSession {
     absl::MutexLock lock(&mu);
     closed_ = true;
   }
+  // The cell that was running when the previous wardend went (kept by
+  // warden-keeper), once it has ended: GetSession reports it.
+  void SetDetachedCell(CellResult cell) {
+    absl::MutexLock lock(&mu);
+    detached_cell_ = std::move(cell);
+  }
+  std::optional<CellResult> detached_cell() const {
+    absl::MutexLock lock(&mu);
+    return detached_cell_;
+  }
 
  private:
   mutable absl::Mutex mu;
@@ -110,6 +120,7 @@ struct ManagedSession {
   absl::Time expires_ ABSL_GUARDED_BY(mu);
   bool busy_ ABSL_GUARDED_BY(mu) = false;
   bool closed_ ABSL_GUARDED_BY(mu) = false;
+  std::optional<CellResult> detached_cell_ ABSL_GUARDED_BY(mu);
 };
 
 // A command run in a session, by its id there (E2B's pid).
@@ -117,6 +128,15 @@ struct ManagedCommand {
   int id = 0;
   std::string tag;  // the caller's name for it (E2B's tag); may be empty
   std::unique_ptr<Command> command;
+};
+
+// Told of every session registered, adopted or removed (the keeper's
+// bookkeeping, server/session_keeper.h). Called without the manager's lock.
+class SessionObserver {
+ public:
+  virtual ~SessionObserver() = default;
+  virtual void OnRegistered(const ManagedSession& entry) = 0;
+  virtual void OnRemoved(const ManagedSession& entry) = 0;
 };
 
 class SessionManager {
@@ -128,6 +148,13 @@ class SessionManager {
   void Unreserve(const std::string& tenant);
   // Adds a started session (its id is assigned here) and returns it.
   std::shared_ptr<ManagedSession> Register(std::unique_ptr<ManagedSession> entry);
+  // Adds a session a predecessor wardend started, under its own id, past
+  // the caps (it already counted against them); the observer is not told.
+  std::shared_ptr<ManagedSession> Adopt(std::unique_ptr<ManagedSession> entry, absl::Time last_used);
+  // Set before any session exists; not owned.
+  void SetObserver(SessionObserver* observer) { observer_ = observer; }
+  // Every session, for the keeper's bookkeeping.
+  std::vector<std::shared_ptr<ManagedSession>> All() const;
 
   absl::StatusOr<std::shared_ptr<ManagedSession>> Get(const std::string& tenant,
                                                       const std::string& id) const;
@@ -152,7 +179,13 @@ class SessionManager {
                                                              const std::string& id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  void NotifyRemoved(const std::vector<std::shared_ptr<ManagedSession>>& removed) {
+    if (observer_ == nullptr) return;
+    for (const auto& entry : removed) observer_->OnRemoved(*entry);
+  }
+
   const SessionsOptions options_;
+  SessionObserver* observer_ = nullptr;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<ManagedSession>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> per_tenant_ ABSL_GUARDED_BY(mu_);  // registered + reserved

@@ -69,6 +69,7 @@ absl::Status KillRecordedProcess(const ProcessRecord& process, bool* killed) {
 std::string StateRecord::Encode() const {
   std::string out = absl::StrCat(kRecordVersion, "\n", "daemon ", daemon_pid, "\n");
   if (!cgroup_subtree.empty()) absl::StrAppend(&out, "cgroup ", cgroup_subtree, "\n");
+  for (const std::string& held : held_subtrees) absl::StrAppend(&out, "held-cgroup ", held, "\n");
   for (const ProcessRecord& p : processes) {
     absl::StrAppend(&out, "process ", p.pid, " ", p.start_time, " ", p.what, "\n");
   }
@@ -89,6 +90,9 @@ absl::StatusOr<StateRecord> StateRecord::Decode(const std::string& text) {
       if (!absl::SimpleAtoi(value, &record.daemon_pid)) return BadRecord(lines[i]);
     } else if (kv.first == "cgroup") {
       record.cgroup_subtree = value;
+    } else if (kv.first == "held-cgroup") {
+      if (value.empty()) return BadRecord(lines[i]);
+      record.held_subtrees.push_back(value);
     } else if (kv.first == "process") {
       std::vector<std::string> f = absl::StrSplit(value, absl::MaxSplits(' ', 2));
       ProcessRecord p;
@@ -177,12 +181,10 @@ StateDir::~StateDir() = default;  // closing the lock fd releases the lock
 
 std::string StateDir::record_path() const { return absl::StrCat(dir_, "/", kRecordFile); }
 
-absl::Status StateDir::Write(const StateRecord& record) {
-  const std::string path = record_path();
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
   const std::string tmp = absl::StrCat(path, ".tmp");
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", tmp));
-  const std::string text = record.Encode();
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
       ::fsync(fd.get()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", tmp));
@@ -191,6 +193,11 @@ absl::Status StateDir::Write(const StateRecord& record) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " to ", path));
   }
+  return absl::OkStatus();
+}
+
+absl::Status StateDir::Write(const StateRecord& record) {
+  RETURN_IF_ERROR(WriteFileAtomically(record_path(), record.Encode()));
   wrote_ = true;
   return absl::OkStatus();
 }
@@ -209,7 +216,8 @@ std::string ReclaimReport::Summary() const {
   return out;
 }
 
-ReclaimReport Reclaim(const StateRecord& previous, const CgroupManager* cgroups) {
+ReclaimReport Reclaim(const StateRecord& previous, const CgroupManager* cgroups,
+                      const std::map<std::string, std::set<std::string>>& keep) {
   ReclaimReport report;
   report.dead_daemon = previous.daemon_pid;
   // Helpers first: a zygote left running could still clone into the subtree.
@@ -219,18 +227,22 @@ ReclaimReport Reclaim(const StateRecord& previous, const CgroupManager* cgroups)
     if (!s.ok()) report.problems.push_back(std::string(s.message()));
     if (killed) ++report.processes;
   }
-  if (!previous.cgroup_subtree.empty()) {
+  std::vector<std::string> subtrees = previous.held_subtrees;
+  if (!previous.cgroup_subtree.empty()) subtrees.insert(subtrees.begin(), previous.cgroup_subtree);
+  for (const std::string& subtree : subtrees) {
     if (cgroups == nullptr) {
-      report.problems.push_back(absl::StrCat("cgroup subtree ", previous.cgroup_subtree,
-                                             ": this wardend runs without cgroups"));
+      report.problems.push_back(
+          absl::StrCat("cgroup subtree ", subtree, ": this wardend runs without cgroups"));
+      continue;
+    }
+    auto kept = keep.find(subtree);
+    absl::StatusOr<CgroupManager::Reclaimed> r =
+        cgroups->ReclaimSubtree(subtree, kept == keep.end() ? std::set<std::string>{} : kept->second);
+    if (r.ok()) {
+      report.processes += r->processes;
+      report.cgroups.insert(report.cgroups.end(), r->directories.begin(), r->directories.end());
     } else {
-      absl::StatusOr<CgroupManager::Reclaimed> r = cgroups->ReclaimSubtree(previous.cgroup_subtree);
-      if (r.ok()) {
-        report.processes += r->processes;
-        report.cgroups = r->directories;
-      } else {
-        report.problems.push_back(std::string(r.status().message()));
-      }
+      report.problems.push_back(std::string(r.status().message()));
     }
   }
   for (const std::string& socket : previous.sockets) {

@@ -14,7 +14,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +39,9 @@ struct ProcessRecord {
 struct StateRecord {
   pid_t daemon_pid = 0;
   std::string cgroup_subtree;           // its name; empty in degraded mode
+  // Predecessors' subtrees still holding sandboxes this daemon adopted
+  // (docs/keeper-design.md); reclaimed like its own after a crash.
+  std::vector<std::string> held_subtrees;
   std::vector<ProcessRecord> processes;  // helpers started outside any sandbox cgroup
   std::vector<std::string> sockets;      // UNIX sockets it listens on
 
@@ -94,6 +99,13 @@ struct ReclaimReport {
 // reclaiming: every mount Warden makes is inside a sandbox's own mount
 // namespace, which the kernel tears down with the sandbox's last process.
 // `cgroups` may be null (degraded mode).
-ReclaimReport Reclaim(const StateRecord& previous, const CgroupManager* cgroups);
+// `keep` names, by subtree, the groups of sandboxes being adopted from the
+// keeper: those and their subtree stay.
+ReclaimReport Reclaim(const StateRecord& previous, const CgroupManager* cgroups,
+                      const std::map<std::string, std::set<std::string>>& keep = {});
+
+// Replaces `path` with `text` atomically (a temporary file, fsync, rename),
+// mode 0600.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
 
 }  // namespace warden

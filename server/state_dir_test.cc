@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sandbox/testing/paused_child.h"
+#include "server/session_keeper.h"
 
 namespace warden {
 namespace {
@@ -42,10 +43,41 @@ TEST(StateRecordTest, RoundTrips) {
   record.cgroup_subtree = "warden-4242-1";
   record.processes.push_back({99, 12345, "python zygote"});
   record.sockets = {"/run/warden/wardend.sock"};
+  record.held_subtrees = {"warden-4000-7"};
   absl::StatusOr<StateRecord> back = StateRecord::Decode(record.Encode());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->Encode(), record.Encode());
   EXPECT_EQ(back->processes.at(0).what, "python zygote");
+}
+
+// A kept session's metadata (server/session_keeper.h) reads back as written,
+// and a file that is not one is refused.
+TEST(SessionRecordTest, RoundTripsAndRejectsWhatItDidNotWrite) {
+  SessionRecord record;
+  record.id = "s-0123456789abcdef01234567";
+  record.tenant = "team a\n";
+  record.language = Language::kBash;
+  record.memory_mb = 384;
+  record.labels = {{"k=1", "v 2"}};
+  record.created = absl::FromUnixSeconds(1000);
+  record.expires = absl::FromUnixSeconds(5000);
+  record.last_used = absl::FromUnixSeconds(2000);
+  record.idle_timeout = absl::Seconds(600);
+  record.snapshot.execution_count = 7;
+  record.snapshot.next_cell_id = 9;
+  record.snapshot.program_host_uid = 7001;
+  record.cgroup_subtree = "warden-1-2";
+  record.cgroup_group = "run-3";
+  record.busy = true;
+  absl::StatusOr<SessionRecord> back = SessionRecord::Decode(record.Encode());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->Encode(), record.Encode());
+  EXPECT_EQ(back->tenant, "team a\n");
+  EXPECT_EQ(back->labels.at("k=1"), "v 2");
+  for (const char* text : {"", "warden-session 1\nid ../../etc\ntenant t\n", "warden-session 1\nid s-00\n",
+                           "warden-session 1\nid s-00\ntenant t\nmystery 1\n"}) {
+    EXPECT_FALSE(SessionRecord::Decode(text).ok()) << text;
+  }
 }
 
 TEST(StateRecordTest, RejectsWhatItDidNotWrite) {

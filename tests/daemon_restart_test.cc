@@ -5,7 +5,9 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,28 +95,46 @@ std::vector<std::string> RecordLines(const std::string& record, const std::strin
 }
 
 // A wardend subprocess; SIGKILLed and reaped if the test did not end it.
+// With `kept`, warden-keeper runs it (and runs it again when it exits), and
+// pid() is the keeper's.
 class Wardend {
  public:
-  Wardend(const std::string& dir, const std::string& log_name) : dir_(dir) {
+  Wardend(const std::string& dir, const std::string& log_name, bool kept = false,
+          std::vector<std::string> extra = {})
+      : dir_(dir), kept_(kept) {
     log_ = dir + "/" + log_name;
     const std::string binary = std::string(WARDEN_BIN_DIR) + "/wardend";
-    const std::string config = dir + "/wardend.json";
-    const std::string listen = "unix:" + socket();
+    const std::string keeper = std::string(WARDEN_BIN_DIR) + "/warden-keeper";
+    std::vector<std::string> args;
+    if (kept) args = {keeper, "--socket", dir + "/keeper.sock", "--"};
+    for (const std::string& a : {binary, std::string("--config"), dir + "/wardend.json",
+                                 std::string("--listen"), "unix:" + socket(), std::string("--state-dir"), dir}) {
+      args.push_back(a);
+    }
+    for (const std::string& a : extra) args.push_back(a);
     pid_ = ::fork();
     if (pid_ == 0) {
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      ::execl(binary.c_str(), "wardend", "--config", config.c_str(), "--listen", listen.c_str(),
-              "--state-dir", dir.c_str(), nullptr);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
       ::_exit(127);
     }
   }
   ~Wardend() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+    if (pid_ <= 0) return;
+    // A keeper is stopped for real, so that its sessions and cgroups go too.
+    if (kept_ && ::kill(pid_, SIGTERM) == 0) {
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+      struct pollfd p = {fd, POLLIN, 0};
+      ::poll(&p, 1, 30'000);
+      ::close(fd);
     }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
   }
 
   pid_t pid() const { return pid_; }
@@ -132,7 +152,12 @@ class Wardend {
         return ::testing::AssertionFailure() << "wardend exited (" << status << "):\n" << log();
       }
       if (fs::exists(socket())) {
-        auto channel = grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials());
+        // A channel of its own: a shared subchannel could still be the one
+        // connected to the wardend before, which is gone.
+        grpc::ChannelArguments args;
+        args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+        auto channel =
+            grpc::CreateCustomChannel("unix:" + socket(), grpc::InsecureChannelCredentials(), args);
         if (channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(200))) {
           stub_ = Executor::NewStub(channel);
           return ::testing::AssertionSuccess();
@@ -157,6 +182,7 @@ class Wardend {
 
  private:
   std::string dir_, log_;
+  bool kept_ = false;
   pid_t pid_ = -1;
   std::unique_ptr<Executor::Stub> stub_;
 };
@@ -178,7 +204,10 @@ class DaemonRestartTest : public ::testing::Test {
         << R"({"pools": [{"language": "python", "size": 1, "warm": []}], "executor": {"host_id_base": )"
         << 7'000'000 + (getpid() % 4096) * 1024 << R"(, "host_id_count": 1024}})";
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    std::error_code ec;  // a keeper's launcher may be removing its socket meanwhile
+    fs::remove_all(dir_, ec);
+  }
 
   std::string CreateSession(Wardend& d) {
     v1::CreateSessionRequest request;
@@ -311,6 +340,306 @@ TEST_F(DaemonRestartTest, ASecondDaemonRefusesTheStateALiveOneOwns) {
   // The first one keeps its socket and its sessions.
   const std::string s = CreateSession(first);
   EXPECT_EQ(Execute(first, s, "print(6 * 7)").stdout(), "42\n");
+}
+
+
+// ---------------------------------------------------------------------------
+// Under warden-keeper: sessions outlive wardend.
+
+// The pid of the wardend whose record is in `dir` (0: none yet).
+pid_t RecordedDaemon(const std::string& dir) {
+  std::vector<std::string> lines = RecordLines(ReadText(dir + "/wardend.state"), "daemon");
+  pid_t pid = 0;
+  if (lines.size() == 1 && absl::SimpleAtoi(lines[0], &pid)) return pid;
+  return 0;
+}
+
+class KeptSessionsTest : public DaemonRestartTest {
+ protected:
+  // Waits until a wardend other than `old` has written its record, then
+  // until it serves.
+  ::testing::AssertionResult WaitForNext(Wardend& kept, pid_t old) {
+    const absl::Time deadline = absl::Now() + kStartTimeout;
+    while (RecordedDaemon(dir_) == old || RecordedDaemon(dir_) == 0) {
+      if (absl::Now() > deadline) {
+        return ::testing::AssertionFailure() << "no new wardend:\n" << kept.log();
+      }
+      // The record appears when the new daemon has started; no event to wait on.
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return kept.WaitServing();
+  }
+  ::testing::AssertionResult WriteWorkspaceFile(Wardend& d, const std::string& id, const std::string& path) {
+    v1::FileInfo info;
+    auto ctx = Context();
+    auto writer = d.stub().UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest header;
+    header.mutable_header()->set_session_id(id);
+    header.mutable_header()->set_path(path);
+    v1::UploadFileRequest chunk;
+    chunk.set_chunk("open");
+    if (!writer->Write(header) || !writer->Write(chunk) || !writer->WritesDone()) {
+      return ::testing::AssertionFailure() << "upload cut";
+    }
+    grpc::Status s = writer->Finish();
+    if (!s.ok()) return ::testing::AssertionFailure() << s.error_message();
+    return ::testing::AssertionSuccess();
+  }
+  v1::Session GetSession(Wardend& d, const std::string& id) {
+    v1::GetSessionRequest request;
+    request.set_session_id(id);
+    v1::Session session;
+    grpc::Status s = d.stub().GetSession(Context().get(), request, &session);
+    EXPECT_TRUE(s.ok()) << s.error_message() << "\n" << d.log();
+    return session;
+  }
+};
+
+TEST_F(KeptSessionsTest, StateSurvivesSigtermAndKillNine) {
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept.WaitServing());
+  v1::CreateSessionRequest request;
+  request.set_language(v1::LANGUAGE_PYTHON);
+  request.set_ttl_seconds(3600);
+  request.mutable_limits()->set_memory_mb(384);
+  v1::Session created;
+  ASSERT_TRUE(kept.stub().CreateSession(Context().get(), request, &created).ok());
+  const std::string id = created.id();
+  EXPECT_EQ(Execute(kept, id,
+                    "import pandas as pd\n"
+                    "df = pd.DataFrame({'a': [1, 2, 3]})\n"
+                    "x = 41\n"
+                    "def twice(y):\n    return 2 * y\n"
+                    "open('note.txt', 'w').write('kept')\n"
+                    "print('ready')")
+                .stdout(),
+            "ready\n");
+  const v1::Session before = GetSession(kept, id);
+
+  for (int sig : {SIGTERM, SIGKILL}) {
+    SCOPED_TRACE(sig == SIGTERM ? "after SIGTERM" : "after kill -9");
+    const pid_t daemon = RecordedDaemon(dir_);
+    ASSERT_GT(daemon, 0);
+    ASSERT_EQ(::kill(daemon, sig), 0);
+    ASSERT_TRUE(WaitForNext(kept, daemon));
+    const v1::Session after = GetSession(kept, id);
+    EXPECT_EQ(after.id(), id);
+    EXPECT_EQ(after.state(), before.state());
+    EXPECT_EQ(after.expires_unix_ms(), before.expires_unix_ms());
+    EXPECT_EQ(after.created_unix_ms(), before.created_unix_ms());
+    EXPECT_EQ(after.limits().DebugString(), before.limits().DebugString());
+    const v1::ExecuteResponse r =
+        Execute(kept, id, "print(x + 1, twice(4), int(df['a'].sum()), open('note.txt').read())");
+    EXPECT_EQ(r.stdout(), "42 8 6 kept\n") << r.DebugString() << kept.log();
+  }
+  EXPECT_TRUE(absl::StrContains(kept.log(), "adopted 1 sessions from warden-keeper (" + id + ")"))
+      << kept.log();
+  // The session's sandbox is one of the second daemon's now: it still ends
+  // when closed, and a fresh session works beside it.
+  const std::string other = CreateSession(kept);
+  EXPECT_EQ(Execute(kept, other, "print('x' in globals())").stdout(), "False\n");
+}
+
+TEST_F(KeptSessionsTest, ACellRunningAcrossTheRestartIsDeliveredToGetSession) {
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept.WaitServing());
+  const std::string id = CreateSession(kept);
+  // The cell prints, waits for a file the test writes once the restart is
+  // under way, then prints again and ends with a value.
+  const std::string gate = "gate";
+  std::thread caller([&] {
+    v1::ExecuteRequest request;
+    request.set_session_id(id);
+    request.set_code(
+        "import os, time\n"
+        "print('before', flush=True)\n"
+        "while not os.path.exists('gate'): time.sleep(0.05)\n"
+        "print('after', flush=True)\n"
+        "6 * 7\n");
+    v1::ExecuteResponse response;
+    // Cut by the restart: this caller hears UNAVAILABLE.
+    (void)kept.stub().Execute(Context().get(), request, &response);
+  });
+  // Running: the first line has gone out.
+  const absl::Time deadline = absl::Now() + kStartTimeout;
+  while (GetSession(kept, id).state() != v1::SESSION_STATE_BUSY && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));  // no event for "the call has begun"
+  }
+  const pid_t daemon = RecordedDaemon(dir_);
+  ASSERT_EQ(::kill(daemon, SIGTERM), 0);
+  caller.join();
+  ASSERT_TRUE(WaitForNext(kept, daemon));
+  // Still busy with it, and it ends once let go.
+  v1::Session session = GetSession(kept, id);
+  EXPECT_FALSE(session.has_detached_cell()) << session.DebugString();
+  // Let it go: the workspace file the cell waits for, written as the tenant would.
+  ASSERT_TRUE(WriteWorkspaceFile(kept, id, gate));
+  while (!GetSession(kept, id).has_detached_cell() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));  // the cell ends on its own time
+  }
+  session = GetSession(kept, id);
+  ASSERT_TRUE(session.has_detached_cell()) << kept.log();
+  // What it printed before the restart went to the first caller (the old
+  // wardend may or may not have read it); what it printed after comes here,
+  // with the value of its last expression.
+  EXPECT_TRUE(absl::EndsWith(session.detached_cell().stdout(), "after\n")) << session.DebugString();
+  ASSERT_EQ(session.detached_cell().results_size(), 1) << session.DebugString();
+  EXPECT_EQ(session.detached_cell().results(0).data().at("text/plain"), "42");
+  EXPECT_EQ(session.detached_cell().outcome(), v1::OUTCOME_OK) << session.DebugString();
+  EXPECT_EQ(session.state(), v1::SESSION_STATE_IDLE);
+  // And the session goes on.
+  EXPECT_EQ(Execute(kept, id, "print('next')").stdout(), "next\n");
+}
+
+TEST_F(KeptSessionsTest, ASecondDaemonStillRefuses) {
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept.WaitServing());
+  const pid_t daemon = RecordedDaemon(dir_);
+  Wardend second(dir_, "second.log");
+  const int status = second.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_TRUE(absl::StrContains(second.log(), absl::StrCat("another wardend (pid ", daemon, ")")))
+      << second.log();
+}
+
+
+// Connects to the keeper's socket as `uid` in a child; what happened: 0 the
+// keeper accepted and kept us, 1 connect failed, 2 the keeper closed us.
+int ConnectAs(const std::string& path, uid_t uid) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (uid != 0 && (::setgid(uid) != 0 || ::setuid(uid) != 0)) ::_exit(9);
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    ::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ::_exit(1);
+    // The keeper closes a refused peer at once; an accepted one hears
+    // nothing until it speaks (bounded wait: the keeper is single-threaded
+    // and answers within its poll loop).
+    struct pollfd p = {fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, 5000);
+    char c;
+    if (n == 1 && ::recv(fd, &c, 1, MSG_DONTWAIT) == 0) ::_exit(2);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(KeptSessionsTest, KeeperSocketRefusesOthers) {
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept.WaitServing());
+  const std::string path = dir_ + "/keeper.sock";
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // The file mode stops another user first...
+  EXPECT_EQ(ConnectAs(path, 65534), 1);
+  // ... and SO_PEERCRED stops one that gets past it.
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  EXPECT_EQ(ConnectAs(path, 65534), 2);
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  // Root, while wardend is attached: one peer at a time.
+  EXPECT_EQ(ConnectAs(path, 0), 2);
+  EXPECT_TRUE(absl::StrContains(kept.log(), "refused a connection from uid 65534")) << kept.log();
+  EXPECT_TRUE(absl::StrContains(kept.log(), "refused a second connection")) << kept.log();
+}
+
+// Socket inodes ("socket:[N]") among the fds of `pid`.
+std::set<std::string> SocketsOf(pid_t pid) {
+  std::set<std::string> out;
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string target = fs::read_symlink(entry.path(), ec).string();
+    if (absl::StartsWith(target, "socket:")) out.insert(target);
+  }
+  return out;
+}
+
+TEST_F(KeptSessionsTest, SandboxHasNoWayToTheKeeper) {
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept.WaitServing());
+  const std::string id = CreateSession(kept);
+  // From inside: every fd of every process, and every mount.
+  const v1::ExecuteResponse r = Execute(kept, id,
+      "import os\n"
+      "links = set()\n"
+      "for p in os.listdir('/proc'):\n"
+      "    if not p.isdigit(): continue\n"
+      "    try:\n"
+      "        for fd in os.listdir(f'/proc/{p}/fd'):\n"
+      "            try: links.add(os.readlink(f'/proc/{p}/fd/{fd}'))\n"
+      "            except OSError: pass\n"
+      "    except OSError: pass\n"
+      "print(' '.join(sorted(links)))\n"
+      "print('MOUNTS', open('/proc/self/mountinfo').read().replace(chr(10), ' | '))\n");
+  ASSERT_FALSE(r.stdout().empty()) << r.DebugString();
+  const std::string links = r.stdout().substr(0, r.stdout().find("MOUNTS"));
+  const std::string mounts = r.stdout().substr(r.stdout().find("MOUNTS"));
+  EXPECT_FALSE(absl::StrContains(links, "keeper")) << links;
+  EXPECT_FALSE(absl::StrContains(links, dir_)) << links;
+  EXPECT_FALSE(absl::StrContains(mounts, dir_)) << mounts;
+  EXPECT_FALSE(absl::StrContains(mounts, " /run")) << mounts;
+  // No socket of the keeper's is one the sandbox holds: the keeper holds
+  // only wardend's ends of the sandbox's socket pairs, never the sandbox's.
+  std::set<std::string> keeper_sockets = SocketsOf(kept.pid());
+  ASSERT_FALSE(keeper_sockets.empty());
+  for (absl::string_view link : absl::StrSplit(links, ' ', absl::SkipEmpty())) {
+    EXPECT_FALSE(keeper_sockets.contains(std::string(link))) << link << " is the keeper's";
+  }
+}
+
+TEST_F(KeptSessionsTest, DropSessionsAndRealStopLeaveNothing) {
+  auto kept = std::make_unique<Wardend>(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept->WaitServing());
+  const std::string id = CreateSession(*kept);
+  EXPECT_EQ(Execute(*kept, id, "y = 1\nprint(y)").stdout(), "1\n");
+  const std::string first_subtree = RecordLines(ReadText(dir_ + "/wardend.state"), "cgroup").at(0);
+  const pid_t first = RecordedDaemon(dir_);
+  // The session's sandbox processes, pinned.
+  std::vector<UniqueFd> pidfds;
+  for (pid_t pid : ProcsIn(CgroupDirsNamed(first_subtree))) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd >= 0) pidfds.emplace_back(fd);
+  }
+  ASSERT_FALSE(pidfds.empty());
+
+  // A real stop: SIGTERM to the keeper (what systemctl stop sends).
+  ASSERT_EQ(::kill(kept->pid(), SIGTERM), 0);
+  const int status = kept->Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << kept->log();
+  for (const UniqueFd& fd : pidfds) {
+    struct pollfd p = {fd.get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 1) << "a sandbox process outlived the stop";
+  }
+  EXPECT_TRUE(CgroupDirsNamed(first_subtree).empty());
+  EXPECT_TRUE(CgroupDirsNamed(absl::StrCat("warden-", first)).empty());
+  std::set<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename());
+  EXPECT_EQ(files, (std::set<std::string>{"wardend.json", "kept.log", "wardend.lock"})) << kept->log();
+
+  // --drop-sessions: a session, a kill -9 of wardend, and the next wardend
+  // (run with that flag too) drops it instead of adopting it.
+  Wardend dropping(dir_, "dropping.log", /*kept=*/true, {"--drop-sessions"});
+  ASSERT_TRUE(dropping.WaitServing());
+  const std::string doomed = CreateSession(dropping);
+  EXPECT_EQ(Execute(dropping, doomed, "print(2)").stdout(), "2\n");
+  const std::string second_subtree = RecordLines(ReadText(dir_ + "/wardend.state"), "cgroup").at(0);
+  const pid_t daemon = RecordedDaemon(dir_);
+  ASSERT_EQ(::kill(daemon, SIGKILL), 0);
+  ASSERT_TRUE(WaitForNext(dropping, daemon));
+  v1::GetSessionRequest get;
+  get.set_session_id(doomed);
+  v1::Session session;
+  EXPECT_EQ(dropping.stub().GetSession(Context().get(), get, &session).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(dropping.log(), doomed + ": wardend --drop-sessions")) << dropping.log();
+  EXPECT_TRUE(CgroupDirsNamed(second_subtree).empty()) << dropping.log();
+  EXPECT_TRUE(fs::is_empty(dir_ + "/sessions")) << dropping.log();
 }
 
 }  // namespace
