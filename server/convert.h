@@ -8,6 +8,7 @@
 #include "grpcpp/support/status.h"
 #include "kernel/session.h"
 #include "server/session_manager.h"
+#include "server/snapshot_store.h"
 #include "warden/v1/executor.pb.h"
 
 namespace warden {
@@ -24,6 +25,7 @@ v1::Result ToProto(const MimeBundle& bundle);
 v1::Error ToProto(const CellError& error);
 void FillResponse(const CellResult& cell, const std::string& session_id, v1::ExecuteResponse* out);
 void FillSession(const ManagedSession& entry, v1::Session* out);
+void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out);
 v1::SessionState StateOf(const ManagedSession& entry);
 void FillContext(const ManagedSession& context, v1::Context* out);
 void FillCommand(const ManagedCommand& command, v1::CommandInfo* out);

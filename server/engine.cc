@@ -102,6 +102,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
                ForkServer* python_zygote)
     : options_(options), executor_(executor), python_zygote_(python_zygote),
       sessions_(options.sessions),
+      snapshots_(options.snapshots.Directory(), options.snapshots.max_bytes_per_tenant),
       admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
                   .max_running = options.queue.max_running,
                   .max_waiting_per_tenant = options.queue.max_waiting_per_tenant}) {
@@ -208,7 +209,10 @@ void Engine::Stop() {
   admission_.Stop();
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
-  for (auto& entry : sessions_.TakeAll()) Retire(*entry);
+  for (auto& entry : sessions_.TakeAll()) {
+    Retire(*entry);
+    DropHibernation(*entry);
+  }
   for (auto& [profile, pool] : pools_) pool->Stop();
 }
 
@@ -217,8 +221,10 @@ void Engine::ReapLoop() {
     for (auto& entry : sessions_.TakeExpired(absl::Now())) {
       spdlog::info("session {} of tenant {} expired", entry->id, entry->tenant);
       Retire(*entry);
+      DropHibernation(*entry);
       // The last call using it drops the final reference.
     }
+    HibernateIdle();
   }
 }
 
@@ -323,6 +329,10 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     }
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, entry->cell_defaults));
     RETURN_IF_ERROR(entry->Begin(deadline));
+    if (auto woken = Wake(*entry); !woken.ok()) {
+      entry->End();
+      return woken;
+    }
     session = entry->session.get();
     language = entry->language;
   } else {
@@ -468,6 +478,7 @@ std::vector<std::shared_ptr<ManagedSession>> Engine::ListSessions(
 absl::Status Engine::CloseSession(const std::string& tenant, const std::string& id) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Remove(tenant, id));
   Retire(*entry);
+  DropHibernation(*entry);
   spdlog::info("session {} closed by tenant {}", id, tenant);
   return absl::OkStatus();
 }
@@ -483,6 +494,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
                                                                        const std::string& id,
                                                                        bool clear_workspace) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   RETURN_IF_ERROR(RestartEntry(*entry, clear_workspace));
   return entry;
 }
@@ -491,6 +503,7 @@ absl::Status Engine::WriteFile(const std::string& tenant, const std::string& id,
                                const std::string& path, const std::string& data) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->WriteFile(path, data);
 }
 
@@ -498,6 +511,7 @@ absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const st
                                              const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->ReadFile(path);
 }
 
@@ -506,6 +520,7 @@ absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string&
                                                               const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->ListFiles(path);
 }
 
