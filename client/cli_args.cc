@@ -249,6 +249,16 @@ absl::StatusOr<Command> BuildSessionRestart(const ParsedArgs& args, const CliEnv
   return command;
 }
 
+absl::StatusOr<Command> BuildSessionFork(const ParsedArgs& args, const CliEnvironment&) {
+  SessionForkCommand command;
+  command.json = args.Has("--json");
+  command.request.set_session_id(args.operands[0]);
+  auto labels = Labels(args);
+  if (!labels.ok()) return labels.status();
+  command.request.mutable_labels()->insert(labels->begin(), labels->end());
+  return command;
+}
+
 absl::StatusOr<Command> BuildFilesPut(const ParsedArgs& args, const CliEnvironment& env) {
   FilesPutCommand command;
   auto session = FilesSession(args, env);
@@ -393,6 +403,12 @@ const std::vector<CommandSpec>& Commands() {
        "The workspace is kept unless --clear-workspace.\n",
        {{"--clear-workspace", "", "also delete the session's files"}, kJsonFlag},
        BuildSessionRestart},
+      {"session fork", "ID", 1, 1, "Copy a session into a new one; prints the new ID.",
+       "The fork gets its own fresh sandbox with the source's limits and a copy of its\n"
+       "variables and files (Python sessions); the source is not changed. What could\n"
+       "not be copied (an open file, a socket, a thread) is named on stderr.\n",
+       {{"--label", "K=V", "the fork's labels (default: the source's); repeat for more"}, kJsonFlag},
+       BuildSessionFork},
       {"files put", "LOCAL|- REMOTE", 2, 2, "Upload a file into a session's workspace.",
        "REMOTE is relative to the workspace, e.g. data/in.csv; \"-\" reads stdin.\n",
        {kFilesSessionFlag, {"--json", "", "print the uploaded file's info as JSON"}},

@@ -66,6 +66,11 @@ struct SessionRestartCommand {
   bool json = false;
 };
 
+struct SessionForkCommand {
+  v1::ForkSessionRequest request;
+  bool json = false;
+};
+
 struct FilesPutCommand {
   v1::UploadFileHeader header;  // size is filled in when the local file is opened
   std::string local;            // a path, or "-" for stdin
@@ -96,7 +101,7 @@ struct McpCommand {};
 using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand,
-                 SessionRestartCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand,
+                 SessionRestartCommand, SessionForkCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand,
                  AgentCommand, McpCommand>;
 
 struct Invocation {

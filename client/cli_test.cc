@@ -158,6 +158,10 @@ TEST(ParseCommandLineTest, SessionCommandsTakeTheirId) {
       Get<SessionRestartCommand>(Parse({"session", "restart", "s-4", "--clear-workspace"}));
   EXPECT_EQ(restart.request.session_id(), "s-4");
   EXPECT_TRUE(restart.request.clear_workspace());
+  auto fork = Get<SessionForkCommand>(Parse({"session", "fork", "s-5", "--label", "branch=b"}));
+  EXPECT_EQ(fork.request.session_id(), "s-5");
+  EXPECT_EQ(fork.request.labels().at("branch"), "b");
+  EXPECT_FALSE(Parse({"session", "fork"}).ok());
   EXPECT_FALSE(Parse({"session", "close"}).ok());
   EXPECT_FALSE(Parse({"session", "close", "a", "b"}).ok());
 }

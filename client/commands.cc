@@ -179,6 +179,15 @@ int CommandRunner::operator()(const SessionRestartCommand& command) {
   return PrintSessionId(status, session, command.json);
 }
 
+int CommandRunner::operator()(const SessionForkCommand& command) {
+  v1::ForkSessionResponse response;
+  grpc::Status status = Call(&v1::Executor::StubInterface::ForkSession, command.request, &response);
+  for (const auto& [name, why] : response.left_out()) {
+    io_.err << "warden: not copied into the fork: " << name << " (" << why << ")\n";
+  }
+  return PrintSessionId(status, response.session(), command.json);
+}
+
 int CommandRunner::operator()(const FilesPutCommand& command) {
   v1::UploadFileRequest header;
   *header.mutable_header() = command.header;

@@ -60,6 +60,7 @@ class CommandRunner {
   int operator()(const SessionCloseCommand& command);
   int operator()(const SessionInterruptCommand& command);
   int operator()(const SessionRestartCommand& command);
+  int operator()(const SessionForkCommand& command);
   int operator()(const FilesPutCommand& command);
   int operator()(const FilesGetCommand& command);
   int operator()(const FilesLsCommand& command);

@@ -58,6 +58,8 @@ absl::StatusOr<std::optional<KernelMessage>> KernelChannel::Next() {
   else if (type == "execute_result") msg.type = KernelMessage::Type::kExecuteResult;
   else if (type == "error") msg.type = KernelMessage::Type::kError;
   else if (type == "done") msg.type = KernelMessage::Type::kDone;
+  else if (type == "snapshot") msg.type = KernelMessage::Type::kSnapshot;
+  else if (type == "restored") msg.type = KernelMessage::Type::kRestored;
   else return Malformed(absl::StrCat("unknown message type '", type, "'"));
 
   if (auto it = j.find("id"); it != j.end() && it->is_number_integer()) msg.id = it->get<int>();
@@ -88,6 +90,13 @@ absl::StatusOr<std::optional<KernelMessage>> KernelChannel::Next() {
       for (const auto& [k, v] : it->items()) msg.info.warm_errors[k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
   }
+  if (msg.type == KernelMessage::Type::kSnapshot || msg.type == KernelMessage::Type::kRestored) {
+    const char* key = msg.type == KernelMessage::Type::kSnapshot ? "uncaptured" : "failed";
+    if (auto it = j.find(key); it != j.end() && it->is_object()) {
+      for (const auto& [k, v] : it->items()) msg.left_out[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+    msg.failure = String(j, "error");
+  }
   if (msg.type == KernelMessage::Type::kDone && msg.status != "ok" && msg.status != "error" &&
       msg.status != "interrupted") {
     return Malformed(absl::StrCat("done with unknown status '", msg.status, "'"));
@@ -97,6 +106,22 @@ absl::StatusOr<std::optional<KernelMessage>> KernelChannel::Next() {
 
 std::string KernelChannel::EncodeExecute(int id, absl::string_view code) {
   return absl::StrCat("execute ", id, " ", code.size(), "\n", code);
+}
+
+namespace {
+std::string EncodeArchiveRequest(absl::string_view verb, int id, absl::string_view archive,
+                                 absl::string_view workspace) {
+  const std::string body = json{{"archive", archive}, {"workspace", workspace}}.dump();
+  return absl::StrCat(verb, " ", id, " ", body.size(), "\n", body);
+}
+}  // namespace
+
+std::string KernelChannel::EncodeSnapshot(int id, absl::string_view archive, absl::string_view workspace) {
+  return EncodeArchiveRequest("snapshot", id, archive, workspace);
+}
+
+std::string KernelChannel::EncodeRestore(int id, absl::string_view archive, absl::string_view workspace) {
+  return EncodeArchiveRequest("restore", id, archive, workspace);
 }
 
 }  // namespace warden

@@ -27,7 +27,7 @@ struct KernelInfo {
 };
 
 struct KernelMessage {
-  enum class Type { kReady, kDisplayData, kExecuteResult, kError, kDone };
+  enum class Type { kReady, kDisplayData, kExecuteResult, kError, kDone, kSnapshot, kRestored };
   Type type = Type::kDone;
   int id = 0;
   int execution_count = 0;
@@ -37,6 +37,10 @@ struct KernelMessage {
   std::string ename, evalue;    // kError
   std::vector<std::string> traceback;
   KernelInfo info;              // kReady
+  // kSnapshot: what was left out, by name (a variable, or a workspace path),
+  // with the reason; kRestored: what could not be restored.
+  std::map<std::string, std::string> left_out;
+  std::string failure;          // kSnapshot / kRestored: why it failed as a whole
 };
 
 class KernelChannel {
@@ -49,6 +53,10 @@ class KernelChannel {
   absl::StatusOr<std::optional<KernelMessage>> Next();
 
   static std::string EncodeExecute(int id, absl::string_view code);
+  // A snapshot or restore request: the archive's path and the workspace's,
+  // both as the kernel sees them.
+  static std::string EncodeSnapshot(int id, absl::string_view archive, absl::string_view workspace);
+  static std::string EncodeRestore(int id, absl::string_view archive, absl::string_view workspace);
 
  private:
   int64_t max_frame_;

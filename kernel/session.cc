@@ -495,6 +495,9 @@ CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
           case KernelMessage::Type::kReady:
             lost = "the kernel restarted by itself";
             break;
+          case KernelMessage::Type::kSnapshot:
+          case KernelMessage::Type::kRestored:
+            break;  // answers to requests, never about a cell
         }
         if (done || lost) break;
       }
@@ -573,12 +576,12 @@ absl::Status Session::Restart(bool clear_workspace) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Session::OpenedWorkspace> Session::OpenWorkspace() const {
+absl::StatusOr<Session::OpenedWorkspace> Session::OpenWorkspace(const char* dir) const {
   absl::MutexLock lock(&mu_);
   if (!worker_) return absl::FailedPreconditionError("the session has no sandbox");
   // Opened as root (through the init's /proc/<pid>/root); everything
   // beneath it is then resolved as the sandbox's user (ScopedFsIds).
-  const std::string path = worker_->RootPath() + "/workspace";
+  const std::string path = worker_->RootPath() + dir;
   UniqueFd fd(open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
     return absl::FailedPreconditionError(
@@ -619,6 +622,146 @@ absl::StatusOr<std::vector<WorkspaceEntry>> Session::ListFiles(const std::string
     out.push_back({e.path, type, e.size, e.mode, e.modified_unix_ms});
   }
   return out;
+}
+
+namespace {
+// Where the archive passes through the sandbox: its private /tmp, so the
+// user's workspace never shows it.
+constexpr char kArchiveDir[] = "/tmp";
+constexpr char kArchiveName[] = ".warden-snapshot.tar";
+}  // namespace
+
+absl::StatusOr<KernelMessage> Session::Request(const std::string& frame, int id,
+                                               absl::Time deadline) {
+  Worker* worker = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_) return absl::FailedPreconditionError(absl::StrCat("the session is lost: ", *lost_));
+    if (!worker_) return absl::FailedPreconditionError("the session has no sandbox");
+    if (busy_) return absl::FailedPreconditionError("a cell is running in this session");
+    busy_ = true;
+    worker = worker_.get();
+  }
+  auto finish = [this](absl::StatusOr<KernelMessage> answer) {
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
+    return answer;
+  };
+  if (auto s = WriteAll(worker->channel_fd(), frame, deadline); !s.ok()) {
+    MarkLost(absl::StrCat("could not send a request to the kernel: ", s.message()));
+    return finish(s);
+  }
+  auto discard = [](const char*, size_t) {};
+  for (;;) {
+    const unsigned ready = worker->Wait(deadline);
+    if (ready & Worker::kStdout) ReadAvailable(worker->stdout_fd(), discard);
+    if (ready & Worker::kStderr) ReadAvailable(worker->stderr_fd(), discard);
+    if (ready & Worker::kChannel) {
+      const bool open = ReadAvailable(worker->channel_fd(),
+                                      [this](const char* d, size_t n) { channel_.Feed(d, n); });
+      for (;;) {
+        auto message = channel_.Next();
+        if (!message.ok()) {
+          MarkLost(std::string(message.status().message()));
+          return finish(absl::InternalError(absl::StrCat("the kernel's answer was garbled: ",
+                                                         message.status().message())));
+        }
+        if (!*message) break;
+        if ((*message)->id == id &&
+            ((*message)->type == KernelMessage::Type::kSnapshot ||
+             (*message)->type == KernelMessage::Type::kRestored)) {
+          return finish(**std::move(message));
+        }
+      }
+      if (!open) {
+        MarkLost("the kernel closed its channel");
+        return finish(absl::InternalError("the kernel closed its channel"));
+      }
+    }
+    if (ready & (Worker::kEnded | Worker::kViolation)) {
+      const std::string why = worker->violation()
+                                  ? "it made a forbidden system call: " + *worker->violation()
+                                  : DescribeExit(*worker);
+      MarkLost(absl::StrCat("the kernel died: ", why));
+      return finish(absl::InternalError(absl::StrCat("the kernel died: ", why)));
+    }
+    if (ready & Worker::kTimedOut) {
+      // The kernel may still answer later; its answer is then ignored (ids).
+      return finish(absl::DeadlineExceededError("the kernel did not answer in time"));
+    }
+  }
+}
+
+absl::StatusOr<SessionSnapshot> Session::Snapshot(absl::Time deadline) {
+  if (options_.language != Language::kPython) {
+    return absl::UnimplementedError(absl::StrCat(
+        "snapshots of ", LanguageName(options_.language),
+        " sessions are not supported: only Python's interpreter state can be serialised "
+        "(with dill); copy the files out with DownloadFile instead"));
+  }
+  const int id = next_cell_id_++;
+  const std::string archive = absl::StrCat(kArchiveDir, "/", kArchiveName);
+  ASSIGN_OR_RETURN(KernelMessage answer,
+                   Request(KernelChannel::EncodeSnapshot(id, archive, "/workspace"), id, deadline));
+  ASSIGN_OR_RETURN(OpenedWorkspace tmp, OpenWorkspace(kArchiveDir));
+  ScopedFsIds as_sandbox_user(tmp.uid, tmp.gid);
+  auto bytes = ReadWorkspaceFile(tmp.root.get(), kArchiveName, options_.max_file_bytes);
+  unlinkat(tmp.root.get(), kArchiveName, 0);
+  if (!answer.failure.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("the kernel could not take a snapshot: ",
+                                                      answer.failure));
+  }
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("reading the snapshot: ", bytes.status().message()));
+  }
+  return SessionSnapshot{*std::move(bytes), answer.execution_count, std::move(answer.left_out)};
+}
+
+absl::StatusOr<std::map<std::string, std::string>> Session::Restore(const std::string& archive,
+                                                                    absl::Time deadline) {
+  if (options_.language != Language::kPython) {
+    return absl::UnimplementedError(absl::StrCat("snapshots of ", LanguageName(options_.language),
+                                                 " sessions are not supported"));
+  }
+  {
+    ASSIGN_OR_RETURN(OpenedWorkspace tmp, OpenWorkspace(kArchiveDir));
+    ScopedFsIds as_sandbox_user(tmp.uid, tmp.gid);
+    RETURN_IF_ERROR(WriteWorkspaceFile(tmp.root.get(), kArchiveName, archive,
+                                       std::max<int64_t>(options_.max_file_bytes, archive.size())));
+  }
+  const int id = next_cell_id_++;
+  ASSIGN_OR_RETURN(KernelMessage answer,
+                   Request(KernelChannel::EncodeRestore(
+                               id, absl::StrCat(kArchiveDir, "/", kArchiveName), "/workspace"),
+                           id, deadline));
+  if (!answer.failure.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("the kernel could not restore the snapshot: ",
+                                                      answer.failure));
+  }
+  absl::MutexLock lock(&mu_);
+  execution_count_ = answer.execution_count;
+  return std::move(answer.left_out);
+}
+
+void Session::Release() {
+  absl::MutexLock lock(&mu_);
+  worker_.reset();  // kills the sandbox and everything in it
+  released_ = true;
+}
+
+absl::Status Session::Reopen() {
+  RETURN_IF_ERROR(StartWorker(/*fresh_sandbox=*/true));
+  absl::MutexLock lock(&mu_);
+  released_ = false;
+  lost_.reset();
+  execution_count_ = 0;
+  return absl::OkStatus();
+}
+
+bool Session::released() const {
+  absl::MutexLock lock(&mu_);
+  return released_;
 }
 
 }  // namespace warden

@@ -116,6 +116,17 @@ struct CellResult {
   std::string message;                   // why, for SESSION_LOST / INTERNAL / timeouts
 };
 
+// A session's state as its kernel packed it (docs/kernel-protocol.md):
+// opaque bytes that only a kernel of the same language reads back, inside
+// its own sandbox. The supervisor never looks inside.
+struct SessionSnapshot {
+  std::string archive;
+  int execution_count = 0;
+  // What the kernel could not capture, by name (a variable, or a workspace
+  // path), with the reason; empty when the snapshot is complete.
+  std::map<std::string, std::string> left_out;
+};
+
 struct WorkspaceEntry {
   std::string path;  // relative to the workspace
   enum class Type { kFile, kDirectory, kSymlink, kOther } type;
@@ -175,6 +186,21 @@ class Session {
   // otherwise the kernel restarts in place and the workspace and /tmp stay.
   absl::Status Restart(bool clear_workspace);
 
+  // Snapshots (Python only; UNIMPLEMENTED for the other kernels). Both need
+  // the session idle and alive, and wait at most until `deadline`.
+  absl::StatusOr<SessionSnapshot> Snapshot(absl::Time deadline);
+  // Loads a snapshot into this session, meant to be fresh: its variables
+  // join the namespace, its files the workspace, and the execution count
+  // continues from the snapshot's. Returns what could not be restored.
+  absl::StatusOr<std::map<std::string, std::string>> Restore(const std::string& archive,
+                                                             absl::Time deadline);
+  // Hibernation: Release ends the sandbox (the kernel, its memory and its
+  // workspace go; the caller keeps a snapshot), Reopen starts a fresh one
+  // for Restore. A released session is not lost, just not running.
+  void Release();
+  absl::Status Reopen();
+  bool released() const;
+
   // False once the session is lost or its kernel has died, even while idle
   // (a kernel killed from outside is noticed here, not only by the next cell).
   bool Alive();
@@ -214,7 +240,11 @@ class Session {
     uid_t uid;  // the program's host ids
     gid_t gid;
   };
-  absl::StatusOr<OpenedWorkspace> OpenWorkspace() const;
+  // `dir` is "/workspace" or "/tmp", as the sandbox sees it.
+  absl::StatusOr<OpenedWorkspace> OpenWorkspace(const char* dir = "/workspace") const;
+  // Sends one snapshot/restore frame and waits for the kernel's answer,
+  // discarding what it prints meanwhile.
+  absl::StatusOr<KernelMessage> Request(const std::string& frame, int id, absl::Time deadline);
 
   Executor& executor_;
   const SessionOptions options_;
@@ -229,6 +259,7 @@ class Session {
   std::atomic<int> next_cell_id_{1};
   std::optional<int> resume_cell_;  // set by Adopt; taken by ResumeCell
   std::string pending_stdout_, pending_stderr_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
   UniqueFd wake_;  // eventfd: Interrupt() wakes a waiting Execute()
   KernelChannel channel_;
   KernelInfo info_;

@@ -64,6 +64,8 @@ LIBRARIES = [
     ("soundfile", "soundfile", "python3-soundfile"),
     ("h5py", "h5py", "python3-h5py"),
     ("numexpr", "numexpr", "python3-numexpr"),
+    # Session snapshots (hibernate, fork) serialise the namespace with it.
+    ("dill", "dill", "python3-dill"),
     # Tools: pip installs from a pool's wheelhouse (docs/runtime.md).
     ("pip", "pip", "python3-pip"),
     ("wheel", "wheel", "python3-wheel"),

@@ -140,10 +140,22 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   }
 }
 
+void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out) {
+  out->set_snapshot_id(record.id);
+  out->set_session_id(record.session_id);
+  out->set_language(ToProto(record.language));
+  out->set_created_unix_ms(absl::ToUnixMillis(record.created));
+  out->set_size_bytes(record.size_bytes);
+  out->set_execution_count(record.execution_count);
+  out->mutable_left_out()->insert(record.left_out.begin(), record.left_out.end());
+  out->set_complete(record.left_out.empty());
+}
+
 v1::SessionState StateOf(const ManagedSession& entry) {
-  return entry.session->lost() ? v1::SESSION_STATE_LOST
-         : entry.busy()        ? v1::SESSION_STATE_BUSY
-                               : v1::SESSION_STATE_IDLE;
+  return entry.session->lost()       ? v1::SESSION_STATE_LOST
+         : entry.session->released() ? v1::SESSION_STATE_HIBERNATED
+         : entry.busy()              ? v1::SESSION_STATE_BUSY
+                                     : v1::SESSION_STATE_IDLE;
 }
 
 void FillContext(const ManagedSession& context, v1::Context* out) {

@@ -116,6 +116,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
                ForkServer* python_zygote)
     : options_(options), executor_(executor), python_zygote_(python_zygote),
       sessions_(options.sessions),
+      snapshots_(options.snapshots.Directory(), options.snapshots.max_bytes_per_tenant),
       admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
                   .max_running = options.queue.max_running,
                   .max_waiting_per_tenant = options.queue.max_waiting_per_tenant}) {
@@ -222,7 +223,10 @@ void Engine::Stop() {
   admission_.Stop();
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
-  for (auto& entry : sessions_.TakeAll()) Retire(*entry);
+  for (auto& entry : sessions_.TakeAll()) {
+    Retire(*entry);
+    DropHibernation(*entry);
+  }
   for (std::thread& resumer : resumers_) resumer.join();
   for (auto& [profile, pool] : pools_) pool->Stop();
 }
@@ -232,8 +236,10 @@ void Engine::ReapLoop() {
     for (auto& entry : sessions_.TakeExpired(absl::Now())) {
       spdlog::info("session {} of tenant {} expired", entry->id, entry->tenant);
       Retire(*entry);
+      DropHibernation(*entry);
       // The last call using it drops the final reference.
     }
+    HibernateIdle();
   }
 }
 
@@ -338,6 +344,10 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     }
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, entry->cell_defaults));
     RETURN_IF_ERROR(entry->Begin(deadline));
+    if (auto woken = Wake(*entry); !woken.ok()) {
+      entry->End();
+      return woken;
+    }
     session = entry->session.get();
     language = entry->language;
   } else {
@@ -522,6 +532,7 @@ std::vector<std::shared_ptr<ManagedSession>> Engine::ListSessions(
 absl::Status Engine::CloseSession(const std::string& tenant, const std::string& id) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Remove(tenant, id));
   Retire(*entry);
+  DropHibernation(*entry);
   spdlog::info("session {} closed by tenant {}", id, tenant);
   return absl::OkStatus();
 }
@@ -537,6 +548,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
                                                                        const std::string& id,
                                                                        bool clear_workspace) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   RETURN_IF_ERROR(RestartEntry(*entry, clear_workspace));
   if (observer_ != nullptr) observer_->OnRegistered(*entry);  // a new sandbox, or a reset count
   return entry;
@@ -546,6 +558,7 @@ absl::Status Engine::WriteFile(const std::string& tenant, const std::string& id,
                                const std::string& path, const std::string& data) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->WriteFile(path, data);
 }
 
@@ -553,6 +566,7 @@ absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const st
                                              const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->ReadFile(path);
 }
 
@@ -561,6 +575,7 @@ absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string&
                                                               const std::string& path, int max_depth) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->ListFiles(path, max_depth);
 }
 
@@ -583,6 +598,7 @@ absl::StatusOr<WorkspaceListing> Engine::StatPath(const std::string& tenant, con
                                                   const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return InWorkspace(*entry->session, [&](int root) { return StatWorkspacePath(root, path); });
 }
 
@@ -590,6 +606,7 @@ absl::StatusOr<WorkspaceListing> Engine::MakeDirectory(const std::string& tenant
                                                        const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return InWorkspace(*entry->session, [&](int root) { return MakeWorkspaceDirectory(root, path); });
 }
 
@@ -597,12 +614,14 @@ absl::StatusOr<WorkspaceListing> Engine::MovePath(const std::string& tenant, con
                                                   const std::string& from, const std::string& to) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return InWorkspace(*entry->session, [&](int root) { return MoveWorkspacePath(root, from, to); });
 }
 
 absl::Status Engine::RemovePath(const std::string& tenant, const std::string& id, const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
   entry->Touch();
+  RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->InWorkspace([&](int root) { return RemoveWorkspacePath(root, path); });
 }
 

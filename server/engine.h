@@ -24,6 +24,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/session_manager.h"
+#include "server/snapshot_store.h"
 #include "server/tenant_queue.h"
 #include "server/warm_pool.h"
 
@@ -193,6 +194,24 @@ class Engine {
                                                                absl::Time last_used);
   std::vector<std::shared_ptr<ManagedSession>> AllSessions() const { return sessions_.All(); }
 
+  // Snapshots of Python sessions (server/engine_snapshots.cc): stored on
+  // disk, private to the tenant; restored and forked into fresh sandboxes.
+  absl::StatusOr<SnapshotRecord> SnapshotSession(const std::string& tenant, const std::string& id);
+  absl::StatusOr<std::shared_ptr<ManagedSession>> RestoreSnapshot(
+      const std::string& tenant, const std::string& snapshot_id, int64_t ttl_seconds,
+      const std::map<std::string, std::string>& labels);
+  std::vector<SnapshotRecord> ListSnapshots(const std::string& tenant) const;
+  absl::Status DeleteSnapshot(const std::string& tenant, const std::string& snapshot_id);
+  struct Fork {
+    std::shared_ptr<ManagedSession> session;
+    std::map<std::string, std::string> left_out;  // what the fork could not get
+  };
+  // A new session with the source's limits and a copy of its state; the
+  // source is not changed. Labels empty: the source's.
+  absl::StatusOr<Fork> ForkSession(const std::string& tenant, const std::string& id,
+                                   const std::map<std::string, std::string>& labels);
+  const SnapshotStore& snapshots() const { return snapshots_; }
+
   // Ready to serve: every configured pool has at least one warm worker.
   bool Ready() const;
   // OK, or UNAVAILABLE naming the first pool that cannot start any worker
@@ -217,6 +236,22 @@ class Engine {
   absl::StatusOr<std::unique_ptr<Session>> StartSession(Language language, int64_t memory_mb,
                                                         absl::Time deadline);
   void ReapLoop();
+  // Hibernation: idle, completely capturable sessions go to disk; a call
+  // to one restores it first (Wake, with the session's turn held;
+  // WakeForFiles takes the turn itself).
+  void HibernateIdle();
+  void Hibernate(ManagedSession& entry);
+  absl::Status Wake(ManagedSession& entry);
+  absl::Status WakeForFiles(ManagedSession& entry);
+  void DropHibernation(ManagedSession& entry);
+  // The session's state, its turn held: from its kernel, or from disk if
+  // it hibernates.
+  absl::StatusOr<SessionSnapshot> Capture(ManagedSession& entry, absl::Time deadline);
+  // Starts `entry` (filled in but for its session) from the warm pool with
+  // `archive` restored into it, and registers it.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> StartFromArchive(
+      std::unique_ptr<ManagedSession> entry, const std::string& archive,
+      std::map<std::string, std::string>* left_out);
   // The session, which must have a shared workspace, and the context named.
   absl::StatusOr<std::shared_ptr<ManagedSession>> SharedSession(const std::string& tenant,
                                                                 const std::string& id) const;
@@ -232,6 +267,7 @@ class Engine {
   // Adopted sessions finishing a cell their predecessor started; joined in Stop.
   std::vector<std::thread> resumers_;
   SessionManager sessions_;
+  SnapshotStore snapshots_;
   // By language and memory limit (MiB): one per configured limits profile,
   // and always one for each language's default profile (size 0 when not
   // configured: sessions start on demand).

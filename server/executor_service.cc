@@ -699,4 +699,73 @@ grpc::ServerUnaryReactor* ExecutorService::ListCommands(grpc::CallbackServerCont
   return FinishNow(ctx, commands.status());
 }
 
+grpc::ServerUnaryReactor* ExecutorService::SnapshotSession(grpc::CallbackServerContext* ctx,
+                                                           const v1::SnapshotSessionRequest* request,
+                                                           v1::Snapshot* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  // The kernel packs the state (tens of milliseconds to seconds): not on gRPC's thread.
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id()] {
+    auto record = engine_.SnapshotSession(tenant, id);
+    if (record.ok()) FillSnapshot(*record, response);
+    reactor->Finish(ToGrpc(record.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::RestoreSnapshot(grpc::CallbackServerContext* ctx,
+                                                           const v1::RestoreSnapshotRequest* request,
+                                                           v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, request] {
+    std::map<std::string, std::string> labels(request->labels().begin(), request->labels().end());
+    auto entry = engine_.RestoreSnapshot(tenant, request->snapshot_id(), request->ttl_seconds(), labels);
+    if (entry.ok()) FillSession(**entry, response);
+    reactor->Finish(ToGrpc(entry.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ListSnapshots(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListSnapshotsRequest*,
+                                                         v1::ListSnapshotsResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  for (const SnapshotRecord& record : engine_.ListSnapshots(*tenant)) {
+    FillSnapshot(record, response->add_snapshots());
+  }
+  response->set_used_bytes(engine_.snapshots().UsedBytes(*tenant));
+  response->set_quota_bytes(engine_.snapshots().max_bytes_per_tenant());
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::DeleteSnapshot(grpc::CallbackServerContext* ctx,
+                                                          const v1::DeleteSnapshotRequest* request,
+                                                          v1::DeleteSnapshotResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  return FinishNow(ctx, engine_.DeleteSnapshot(*tenant, request->snapshot_id()));
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ForkSession(grpc::CallbackServerContext* ctx,
+                                                       const v1::ForkSessionRequest* request,
+                                                       v1::ForkSessionResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, request] {
+    std::map<std::string, std::string> labels(request->labels().begin(), request->labels().end());
+    auto fork = engine_.ForkSession(tenant, request->session_id(), labels);
+    if (fork.ok()) {
+      FillSession(*fork->session, response->mutable_session());
+      response->mutable_left_out()->insert(fork->left_out.begin(), fork->left_out.end());
+    }
+    reactor->Finish(ToGrpc(fork.status()));
+  });
+  return reactor;
+}
+
 }  // namespace warden

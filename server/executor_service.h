@@ -129,6 +129,21 @@ class ExecutorService final : public v1::Executor::CallbackService {
   grpc::ServerUnaryReactor* ListCommands(grpc::CallbackServerContext* ctx,
                                          const v1::ListCommandsRequest* request,
                                          v1::ListCommandsResponse* response) override;
+  grpc::ServerUnaryReactor* SnapshotSession(grpc::CallbackServerContext* ctx,
+                                            const v1::SnapshotSessionRequest* request,
+                                            v1::Snapshot* response) override;
+  grpc::ServerUnaryReactor* RestoreSnapshot(grpc::CallbackServerContext* ctx,
+                                            const v1::RestoreSnapshotRequest* request,
+                                            v1::Session* response) override;
+  grpc::ServerUnaryReactor* ListSnapshots(grpc::CallbackServerContext* ctx,
+                                          const v1::ListSnapshotsRequest* request,
+                                          v1::ListSnapshotsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSnapshot(grpc::CallbackServerContext* ctx,
+                                           const v1::DeleteSnapshotRequest* request,
+                                           v1::DeleteSnapshotResponse* response) override;
+  grpc::ServerUnaryReactor* ForkSession(grpc::CallbackServerContext* ctx,
+                                        const v1::ForkSessionRequest* request,
+                                        v1::ForkSessionResponse* response) override;
 
  private:
   absl::StatusOr<std::string> Tenant(grpc::CallbackServerContext* ctx) const;

@@ -285,6 +285,11 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     s.Int("default_ttl_seconds", &o->sessions.default_ttl_seconds);
     s.Int("max_ttl_seconds", &o->sessions.max_ttl_seconds);
     s.Int("default_idle_timeout_seconds", &o->sessions.default_idle_timeout_seconds);
+    s.Int("hibernate_after_seconds", &o->sessions.hibernate_after_seconds);
+  });
+  r.Object("snapshots", [o](ObjectReader& s) {
+    s.String("dir", &o->snapshots.dir);
+    s.Int("max_bytes_per_tenant", &o->snapshots.max_bytes_per_tenant);
   });
   // A "pools" array replaces the default pools entirely; [] means none.
   r.ObjectList(
@@ -810,6 +815,15 @@ absl::Status DaemonOptions::Validate() const {
   CheckPositive(p, "sessions.default_ttl_seconds", sessions.default_ttl_seconds);
   CheckPositive(p, "sessions.max_ttl_seconds", sessions.max_ttl_seconds);
   CheckPositive(p, "sessions.default_idle_timeout_seconds", sessions.default_idle_timeout_seconds);
+  if (sessions.hibernate_after_seconds < 0) {
+    p.Add(absl::StrCat("sessions.hibernate_after_seconds is ", sessions.hibernate_after_seconds,
+                       ": use 0 (never) or a number of seconds"));
+  }
+  CheckPositive(p, "snapshots.max_bytes_per_tenant", snapshots.max_bytes_per_tenant);
+  if (!snapshots.dir.empty() && snapshots.dir.front() != '/') {
+    p.Add(absl::StrCat("snapshots.dir is '", snapshots.dir,
+                       "': use an absolute path, e.g. /var/lib/warden/snapshots"));
+  }
   if (sessions.default_ttl_seconds > sessions.max_ttl_seconds) {
     p.Add(absl::StrCat("sessions.default_ttl_seconds (", sessions.default_ttl_seconds,
                        ") is above sessions.max_ttl_seconds (", sessions.max_ttl_seconds,

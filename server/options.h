@@ -34,6 +34,21 @@ struct SessionsOptions {
   int64_t default_ttl_seconds = 3600;
   int64_t max_ttl_seconds = 86'400;
   int64_t default_idle_timeout_seconds = 600;
+  // A Python session idle this long is snapshotted to disk and its sandbox
+  // released, if its state can be captured completely; the next call
+  // restores it (docs/operations.md). 0: never.
+  int64_t hibernate_after_seconds = 0;
+};
+
+// Session snapshots (SnapshotSession, ForkSession, hibernation).
+struct SnapshotsOptions {
+  // One directory per tenant beneath it, 0700, snapshots 0600; it survives
+  // restarts of wardend. Empty: /var/lib/warden/snapshots.
+  std::string dir;
+  // What one tenant's snapshots (hibernated sessions included) may hold on
+  // disk; beyond it RESOURCE_EXHAUSTED (and idle sessions stay live).
+  int64_t max_bytes_per_tenant = 1LL << 30;
+  std::string Directory() const { return dir.empty() ? "/var/lib/warden/snapshots" : dir; }
 };
 
 // A warm pool of ready workers of one language and limits profile, for
@@ -128,6 +143,7 @@ struct DaemonOptions {
   AuthOptions auth;
   LimitsOptions limits;
   SessionsOptions sessions;
+  SnapshotsOptions snapshots;
   std::vector<PoolOptions> pools = {{"python", 2, {"numpy", "pandas"}}, {"javascript", 1, {}},
                                     {"bash", 1, {}}};
   QueueOptions queue;

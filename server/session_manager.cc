@@ -2,6 +2,8 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "sandbox/status_macros.h"
@@ -146,6 +148,16 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::T
   }
   lock.Release();
   NotifyRemoved(out);
+  return out;
+}
+
+std::vector<std::shared_ptr<ManagedSession>> SessionManager::IdleSince(absl::Time before) const {
+  std::vector<std::shared_ptr<ManagedSession>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, s] : sessions_) {
+    if (!s->busy() && s->last_used() < before) out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->last_used() < b->last_used(); });
   return out;
 }
 

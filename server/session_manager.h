@@ -55,6 +55,14 @@ struct ManagedSession {
   std::map<int, std::shared_ptr<ManagedCommand>> commands ABSL_GUARDED_BY(parts_mu);
   int next_command_id ABSL_GUARDED_BY(parts_mu) = 1;
 
+  // Hibernation (Engine): while `session` is released, the snapshot that
+  // holds its state. Read and written only by whoever holds the session's
+  // turn (Begin/End).
+  std::string hibernation_snapshot;
+  // When hibernation last found the state not completely capturable; it is
+  // not tried again until the session is used.
+  absl::Time hibernation_refused = absl::InfinitePast();
+
   absl::Time last_used() const {
     absl::MutexLock lock(&mu);
     return last_used_;
@@ -90,10 +98,12 @@ struct ManagedSession {
     busy_ = true;
     return absl::OkStatus();
   }
-  void End() {
+  // `used`: the call counts as use (resets the idle clock); hibernation's
+  // own turn does not.
+  void End(bool used = true) {
     absl::MutexLock lock(&mu);
     busy_ = false;
-    last_used_ = absl::Now();
+    if (used) last_used_ = absl::Now();
   }
   bool busy() const {
     absl::MutexLock lock(&mu);
@@ -168,6 +178,9 @@ class SessionManager {
                                                          const std::string& id);
   // Removes sessions past their TTL or idle timeout; returns them.
   std::vector<std::shared_ptr<ManagedSession>> TakeExpired(absl::Time now);
+  // Every session not used since `before` (hibernation's candidates),
+  // the longest idle first.
+  std::vector<std::shared_ptr<ManagedSession>> IdleSince(absl::Time before) const;
   // Removes everything (shutdown).
   std::vector<std::shared_ptr<ManagedSession>> TakeAll();
   int size() const;

@@ -706,5 +706,70 @@ class CountTest(KernelTest):
         self.assertEqual(counts, [1, 2, 3, 4, 5])
 
 
+class SnapshotTest(KernelTest):
+    """snapshot and restore frames (warden_snapshot.py), between two kernels
+    outside any sandbox; the workspace is each kernel's working directory."""
+
+    def snapshot_into_fresh_kernel(self, k, code_after):
+        archive = os.path.join(self.workdir, "..", os.path.basename(self.workdir) + ".tar")
+        self.addCleanup(lambda: os.path.exists(archive) and os.unlink(archive))
+        taken = k.request("snapshot", {"archive": archive, "workspace": self.workdir})
+        self.assertEqual(taken["type"], "snapshot", taken)
+        self.assertNotIn("error", taken)
+        self.assertEqual(os.stat(archive).st_mode & 0o777, 0o600)
+        old_workdir = self.workdir
+        self.workdir = tempfile.mkdtemp(prefix="warden-kernel-test-")
+        self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
+        fresh = self.start()
+        restored = fresh.request("restore", {"archive": archive, "workspace": self.workdir})
+        self.assertEqual(restored["type"], "restored", restored)
+        self.assertNotIn("error", restored)
+        self.assertFalse(os.path.exists(archive))
+        return taken, restored, fresh, fresh.execute(code_after), old_workdir
+
+    def test_values_functions_classes_modules_files_and_count_survive(self):
+        k = self.start()
+        k.execute("import json as j\nimport pandas as pd\n"
+                  "df = pd.DataFrame({'a': [1, 2, 3]})\n"
+                  "shared = [1]\nalias = shared\n"
+                  "def twice(v):\n    return 2 * v + offset\noffset = 1\n"
+                  "class Point:\n    def __init__(self, x): self.x = x\n"
+                  "p = Point(7)\nsquare = lambda v: v * v\n"
+                  "open('notes.txt', 'w').write('hello')\nos = __import__('os')\n"
+                  "os.makedirs('sub/dir')\nopen('sub/dir/x.bin', 'wb').write(bytes(range(256)))")
+        taken, restored, fresh, cell, _ = self.snapshot_into_fresh_kernel(
+            k, "alias.append(2)\n(int(df.a.sum()), twice(3), p.x, type(p).__name__, square(4), "
+               "j.dumps(shared), open('notes.txt').read(), len(open('sub/dir/x.bin','rb').read()))")
+        self.assertEqual(taken["uncaptured"], {})
+        self.assertEqual(restored["failed"], {})
+        self.assertEqual(restored["execution_count"], 1)
+        self.assertEqual(self.plain(cell), "(6, 7, 7, 'Point', 16, '[1, 2]', 'hello', 256)")
+        self.assertEqual(cell.done["execution_count"], 2)
+
+    def test_uncapturable_objects_are_named_and_the_rest_is_kept(self):
+        k = self.start()
+        k.execute("import socket, threading\n"
+                  "sock = socket.socket()\nf = open('data.txt', 'w')\n"
+                  "gen = (i for i in range(3))\nnext(gen)\n"
+                  "t = threading.Thread(target=lambda: None)\n"
+                  "nested = {'inner': [sock]}\nkept = 41")
+        taken, restored, fresh, cell, _ = self.snapshot_into_fresh_kernel(
+            k, "(kept + 1, [n for n in ('sock', 'f', 'gen', 't', 'nested') if n in globals()])")
+        self.assertEqual(sorted(taken["uncaptured"]), ["f", "gen", "nested", "sock", "t"])
+        self.assertIn("an open socket", taken["uncaptured"]["nested"])
+        self.assertIn("a generator", taken["uncaptured"]["gen"])
+        self.assertEqual(self.plain(cell), "(42, [])")
+
+    def test_a_bad_archive_is_an_error_answer_and_the_kernel_lives_on(self):
+        k = self.start()
+        archive = os.path.join(self.workdir, "bad.tar")
+        with open(archive, "wb") as f:
+            f.write(b"not a tar")
+        answer = k.request("restore", {"archive": archive, "workspace": self.workdir})
+        self.assertEqual(answer["type"], "restored")
+        self.assertIn("error", answer)
+        self.assertEqual(self.plain(k.execute("1 + 1")), "2")
+
+
 if __name__ == "__main__":
     unittest.main()

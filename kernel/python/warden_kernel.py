@@ -67,6 +67,9 @@ REPR_METHODS = (
 BINARY_MIME = ("image/png", "image/jpeg")
 
 
+VERBS = (b"execute", b"snapshot", b"restore")
+
+
 class ProtocolError(Exception):
     """The supervisor sent something that is not a frame: the stream is lost."""
 
@@ -123,8 +126,11 @@ class Channel:
         self.buf = bytearray()
         self.lock = _thread.allocate_lock()   # user threads may display()
 
-    def read_execute(self):
-        """Returns (cell id, code bytes), or None once the supervisor hung up."""
+    def read_request(self):
+        """Returns (verb, id, body bytes), or None once the supervisor hung
+        up. The verb is b"execute" (the body is a cell's code), b"snapshot"
+        or b"restore" (the body is JSON naming the archive, see
+        warden_snapshot.py)."""
         newline = self.buf.find(b"\n")
         while newline < 0:
             if len(self.buf) > MAX_HEADER:
@@ -135,15 +141,15 @@ class Channel:
                 return None
             newline = self.buf.find(b"\n")
         parts = bytes(self.buf[:newline]).split(b" ")
-        if len(parts) != 3 or parts[0] != b"execute" or not (parts[1].isdigit() and parts[2].isdigit()):
+        if len(parts) != 3 or parts[0] not in VERBS or not (parts[1].isdigit() and parts[2].isdigit()):
             raise ProtocolError("bad header: %r" % bytes(self.buf[:newline]))
         end = newline + 1 + int(parts[2])
         while len(self.buf) < end:
             if not self._fill(max(4096, min(end - len(self.buf), 1 << 24))):
                 raise ProtocolError("channel closed inside a frame")
-        code = bytes(self.buf[newline + 1:end])
+        body = bytes(self.buf[newline + 1:end])
         del self.buf[:end]
-        return int(parts[1]), code
+        return parts[0], int(parts[1]), body
 
     def _fill(self, size):
         # The buffer holds whatever was read so far, so an interrupted read
@@ -722,6 +728,25 @@ class Kernel:
         sys.stderr = sys.__stderr__ = self.stderr
         sys.stdin = self.stdin
 
+    # ---- snapshots (warden_snapshot.py)
+
+    def snapshot_request(self, verb, request_id, body):
+        """Answers a snapshot or restore frame with one message; a failure is
+        reported in it ("error"), never raised."""
+        kind = "snapshot" if verb == b"snapshot" else "restored"
+        try:
+            request = json.loads(body)
+            snapshots = load_snapshots()
+            if verb == b"snapshot":
+                left_out = snapshots.take(self, request["archive"], request.get("workspace"))
+                reply = {"uncaptured": left_out}
+            else:
+                reply = {"failed": snapshots.restore(self, request["archive"], request.get("workspace"))}
+        except BaseException as exc:      # a user __setstate__ may raise anything
+            reply = {"error": "%s: %s" % (type(exc).__name__, cap_text(str(exc)))}
+        self.end_streams()
+        self.channel.send({"type": kind, "id": request_id, "execution_count": self.count, **reply})
+
     def report_error(self, cell_id, exc):
         try:
             message = error_message(exc, self.kernel_files)
@@ -777,6 +802,21 @@ def load_magics():
         exec(code, module.__dict__)
         module.install(refresh_imports)
         sys.modules["_warden_magics"] = module
+    return module
+
+
+def load_snapshots():
+    """warden_snapshot.py from beside this file, loaded on the first snapshot
+    or restore, as the magics are."""
+    module = sys.modules.get("_warden_snapshot")
+    if module is None:
+        path = os.path.join(os.path.dirname(KERNEL.kernel_file), "warden_snapshot.py")
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+        module = types.ModuleType("_warden_snapshot")
+        module.__file__ = path
+        sys.modules["_warden_snapshot"] = module
+        exec(code, module.__dict__)
     return module
 
 
@@ -885,13 +925,17 @@ def main():
                   "warm": warm, "warm_errors": warm_errors})
     while True:
         try:
-            request = channel.read_execute()
+            request = channel.read_request()
         except ProtocolError as exc:
             KERNEL.stderr.write("warden kernel: %s\n" % exc)
             return 2
         if request is None:
             return 0
-        KERNEL.run_cell(*request)
+        verb, request_id, body = request
+        if verb == b"execute":
+            KERNEL.run_cell(request_id, body)
+        else:
+            KERNEL.snapshot_request(verb, request_id, body)
 
 
 KERNEL = None

@@ -176,6 +176,17 @@ class KernelProcess:
             self.parent.sendall(frame[split:])
         return cell_id
 
+    def request(self, verb, body, timeout=60):
+        """Sends a snapshot or restore frame (body: a dict, sent as JSON)
+        and returns the kernel's one answer."""
+        request_id = self._next_id
+        self._next_id += 1
+        data = json.dumps(body).encode()
+        self.parent.sendall(b"%s %d %d\n" % (verb.encode(), request_id, len(data)) + data)
+        frame = self._read_frame(timeout)
+        assert frame is not None and frame.get("id") == request_id, frame
+        return frame
+
     def execute(self, code, timeout=30, on_chunk=None):
         """Runs one cell and collects everything until its done frame."""
         start = time.monotonic()

@@ -93,6 +93,7 @@ class Wardend:
                          "host_id_count": 1024},
             "auth": {"tokens_file": str(tokens)},
             "sessions": {"max_per_tenant": QUOTA_SESSIONS},
+            "snapshots": {"dir": str(tmp / "snapshots")},
             "shutdown_grace_ms": 2000,
         }
         settings.update(config or {})

@@ -161,6 +161,20 @@ def test_restart_keeps_files_unless_asked_not_to(client):
             s.files.read("keep.txt")
 
 
+def test_fork_and_snapshot_copy_a_sessions_state(client):
+    with client.session() as s:
+        s.run("v = [1]\nopen('f.txt', 'w').write('x')")
+        with s.fork() as forked:
+            assert forked.id != s.id and forked.left_out == {}
+            forked.run("v.append(2)")
+            assert forked.run("v").text == "[1, 2]"
+        assert s.run("v").text == "[1]"
+        saved = s.snapshot()
+        assert saved["complete"] and saved["left_out"] == {}
+        with client.restore_snapshot(saved["id"]) as restored:
+            assert restored.run("(v, open('f.txt').read())").text == "([1], 'x')"
+
+
 def test_a_session_used_from_two_clients_at_once(wardend):
     with warden.Client() as a, warden.Client() as b:
         with a.session() as s:

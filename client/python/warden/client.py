@@ -160,6 +160,13 @@ class Client:
         """An existing session, by id (NotFound if it is gone or another tenant's)."""
         return Session(self, self.get_session(session_id))
 
+    def restore_snapshot(self, snapshot_id: str, *, ttl_seconds: int = 0,
+                         labels: Optional[Dict[str, str]] = None) -> "Session":
+        """A new session holding the state of a snapshot (Session.snapshot)."""
+        request = pb.RestoreSnapshotRequest(snapshot_id=snapshot_id, ttl_seconds=ttl_seconds,
+                                            labels=labels or {})
+        return Session(self, SessionInfo.from_proto(self._unary(self._executor.RestoreSnapshot, request)))
+
     def get_session(self, session_id: str) -> SessionInfo:
         return SessionInfo.from_proto(self._unary(self._executor.GetSession,
                                                   pb.GetSessionRequest(session_id=session_id)))
@@ -290,6 +297,7 @@ class Session:
         self.language: str = info.language
         self.files = Files(self)
         self._closed = False
+        self.left_out: Dict[str, str] = {}  # a fork's: what it could not copy
 
     def run(self, code: str, *, timeout: Optional[float] = None, cpu_timeout: Optional[float] = None,
             output_bytes: Optional[int] = None, on_stdout: Callback = None, on_stderr: Callback = None,
@@ -316,6 +324,26 @@ class Session:
         return SessionInfo.from_proto(self.client._unary(
             self.client._executor.RestartSession,
             pb.RestartSessionRequest(session_id=self.id, clear_workspace=not keep_files)))
+
+    def fork(self, labels: Optional[Dict[str, str]] = None) -> "Session":
+        """A new session in its own sandbox holding a copy of this one's
+        variables and files (Python); this session is not changed. What
+        could not be copied (an open file, a socket, ...) is in the new
+        session's ``left_out``: {name: why}."""
+        response = self.client._unary(self.client._executor.ForkSession,
+                                      pb.ForkSessionRequest(session_id=self.id, labels=labels or {}))
+        forked = Session(self.client, SessionInfo.from_proto(response.session))
+        forked.left_out = dict(response.left_out)
+        return forked
+
+    def snapshot(self) -> Dict[str, Any]:
+        """Saves this session's state on the server; returns the snapshot's
+        id, size, and ``left_out`` ({name: why}: what could not be saved).
+        ``Client.restore_snapshot(id)`` starts a session from it."""
+        s = self.client._unary(self.client._executor.SnapshotSession,
+                               pb.SnapshotSessionRequest(session_id=self.id))
+        return {"id": s.snapshot_id, "size_bytes": s.size_bytes, "complete": s.complete,
+                "execution_count": s.execution_count, "left_out": dict(s.left_out)}
 
     def close(self) -> None:
         """Closes the session on the server (a running cell is interrupted). Idempotent."""

@@ -244,7 +244,7 @@ class SessionInfo:
 
     id: str
     language: str        # "python", "javascript", "bash"
-    state: str           # "IDLE", "BUSY", "LOST"
+    state: str           # "IDLE", "BUSY", "LOST", "HIBERNATED"
     labels: Dict[str, str]
     execution_count: int
     memory_bytes: int

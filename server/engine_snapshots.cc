@@ -1,0 +1,241 @@
+// The Engine's snapshots: SnapshotSession, RestoreSnapshot, ForkSession and
+// hibernation. The kernel packs and unpacks a session's state inside its
+// own sandbox (kernel/python/warden_snapshot.py); here it is only bytes,
+// moved between a sandbox, the SnapshotStore and a fresh sandbox.
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sandbox/status_macros.h"
+#include "server/engine.h"
+
+namespace warden {
+namespace {
+
+// How long a kernel may take to pack or unpack a session's state.
+constexpr absl::Duration kSnapshotTimeout = absl::Seconds(60);
+
+absl::Status CheckSnapshottable(const ManagedSession& entry) {
+  if (entry.workspace) {
+    return absl::FailedPreconditionError(
+        "sessions with a shared workspace (contexts, commands) cannot be snapshotted or forked "
+        "yet; create the session without shared_workspace");
+  }
+  return absl::OkStatus();
+}
+
+std::string Names(const std::map<std::string, std::string>& left_out) {
+  return absl::StrJoin(left_out, ", ", [](std::string* out, const auto& item) {
+    absl::StrAppend(out, item.first);
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<SessionSnapshot> Engine::Capture(ManagedSession& entry, absl::Time deadline) {
+  if (!entry.session->released()) return entry.session->Snapshot(deadline);
+  // Hibernating: its state is on disk already, complete by construction.
+  ASSIGN_OR_RETURN(SnapshotRecord record, snapshots_.Get(entry.tenant, entry.hibernation_snapshot));
+  ASSIGN_OR_RETURN(std::string archive, snapshots_.ReadArchive(entry.tenant, record.id));
+  return SessionSnapshot{std::move(archive), record.execution_count, record.left_out};
+}
+
+absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant,
+                                                       const std::string& id) {
+  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  RETURN_IF_ERROR(CheckSnapshottable(*entry));
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
+  RETURN_IF_ERROR(entry->Begin(deadline));
+  auto snapshot = Capture(*entry, absl::Now() + kSnapshotTimeout);
+  entry->End();
+  if (!snapshot.ok()) return snapshot.status();
+  SnapshotRecord record{.tenant = tenant,
+                        .session_id = entry->id,
+                        .language = entry->language,
+                        .created = absl::Now(),
+                        .execution_count = snapshot->execution_count,
+                        .memory_mb = entry->memory_mb,
+                        .left_out = snapshot->left_out};
+  ASSIGN_OR_RETURN(record, snapshots_.Put(std::move(record), snapshot->archive));
+  spdlog::info("snapshot {} of session {} taken for tenant {} ({} bytes{}{})", record.id, id, tenant,
+               record.size_bytes, record.left_out.empty() ? "" : "; left out: ", Names(record.left_out));
+  return record;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
+    std::unique_ptr<ManagedSession> entry, const std::string& archive,
+    std::map<std::string, std::string>* left_out) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return absl::UnavailableError("the server is shutting down");
+  }
+  RETURN_IF_ERROR(sessions_.Reserve(entry->tenant));
+  auto started = StartSession(entry->language, entry->memory_mb,
+                              absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  if (!started.ok()) {
+    sessions_.Unreserve(entry->tenant);
+    return started.status();
+  }
+  auto failed = (*started)->Restore(archive, absl::Now() + kSnapshotTimeout);
+  if (!failed.ok()) {
+    sessions_.Unreserve(entry->tenant);
+    disposer_.Dispose(*std::move(started));
+    return failed.status();
+  }
+  left_out->insert(failed->begin(), failed->end());
+  entry->session = *std::move(started);
+  return sessions_.Register(std::move(entry));
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
+    const std::string& tenant, const std::string& snapshot_id, int64_t ttl_seconds,
+    const std::map<std::string, std::string>& labels) {
+  const SessionsOptions& so = options_.sessions;
+  if (ttl_seconds < 0 || ttl_seconds > so.max_ttl_seconds) {
+    return absl::InvalidArgumentError(absl::StrCat("ttl_seconds must be between 0 (the default) and ",
+                                                   so.max_ttl_seconds));
+  }
+  ASSIGN_OR_RETURN(SnapshotRecord record, snapshots_.Get(tenant, snapshot_id));
+  if (record.hibernation) {
+    return absl::NotFoundError(absl::StrCat("no snapshot '", snapshot_id, "'; ListSnapshots shows yours"));
+  }
+  ASSIGN_OR_RETURN(std::string archive, snapshots_.ReadArchive(tenant, snapshot_id));
+  auto entry = std::make_unique<ManagedSession>();
+  entry->tenant = tenant;
+  entry->language = record.language;
+  entry->labels = labels;
+  entry->memory_mb = record.memory_mb ? record.memory_mb : options_.limits.defaults.memory_mb;
+  entry->created = absl::Now();
+  entry->expires = entry->created + absl::Seconds(ttl_seconds ? ttl_seconds : so.default_ttl_seconds);
+  entry->idle_timeout = absl::Seconds(so.default_idle_timeout_seconds);
+  entry->cell_defaults = options_.limits.defaults;
+  std::map<std::string, std::string> failed;
+  ASSIGN_OR_RETURN(auto restored, StartFromArchive(std::move(entry), archive, &failed));
+  spdlog::info("snapshot {} restored as session {} for tenant {}{}{}", snapshot_id, restored->id,
+               tenant, failed.empty() ? "" : "; could not restore: ", Names(failed));
+  return restored;
+}
+
+std::vector<SnapshotRecord> Engine::ListSnapshots(const std::string& tenant) const {
+  return snapshots_.List(tenant);
+}
+
+absl::Status Engine::DeleteSnapshot(const std::string& tenant, const std::string& snapshot_id) {
+  ASSIGN_OR_RETURN(SnapshotRecord record, snapshots_.Get(tenant, snapshot_id));
+  if (record.hibernation) {
+    return absl::NotFoundError(absl::StrCat("no snapshot '", snapshot_id, "'; ListSnapshots shows yours"));
+  }
+  return snapshots_.Delete(tenant, snapshot_id);
+}
+
+absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, const std::string& id,
+                                                 const std::map<std::string, std::string>& labels) {
+  ASSIGN_OR_RETURN(auto source, sessions_.Get(tenant, id));
+  RETURN_IF_ERROR(CheckSnapshottable(*source));
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
+  RETURN_IF_ERROR(source->Begin(deadline));
+  auto snapshot = Capture(*source, absl::Now() + kSnapshotTimeout);
+  source->End();
+  if (!snapshot.ok()) return snapshot.status();
+
+  auto entry = std::make_unique<ManagedSession>();
+  entry->tenant = tenant;
+  entry->language = source->language;
+  entry->labels = labels.empty() ? source->labels : labels;
+  entry->memory_mb = source->memory_mb;
+  entry->created = absl::Now();
+  entry->expires = entry->created + (source->expires - source->created);  // the source's TTL, afresh
+  entry->idle_timeout = source->idle_timeout;
+  entry->cell_defaults = source->cell_defaults;
+  Fork fork{nullptr, snapshot->left_out};
+  ASSIGN_OR_RETURN(fork.session, StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out));
+  spdlog::info("session {} forked from {} for tenant {}{}{}", fork.session->id, id, tenant,
+               fork.left_out.empty() ? "" : "; left out: ", Names(fork.left_out));
+  return fork;
+}
+
+// ---- hibernation
+
+void Engine::HibernateIdle() {
+  const int64_t after = options_.sessions.hibernate_after_seconds;
+  if (after <= 0) return;
+  for (auto& entry : sessions_.IdleSince(absl::Now() - absl::Seconds(after))) {
+    if (entry->workspace || entry->language != Language::kPython) continue;
+    // Refused before and not used since: its state has not changed.
+    if (entry->hibernation_refused > entry->last_used()) continue;
+    if (!entry->Begin(absl::Now()).ok()) continue;  // busy, or closed meanwhile
+    if (!entry->session->released() && !entry->session->lost()) Hibernate(*entry);
+    entry->End(/*used=*/false);
+  }
+}
+
+void Engine::Hibernate(ManagedSession& entry) {
+  auto snapshot = entry.session->Snapshot(absl::Now() + kSnapshotTimeout);
+  absl::Status stored_status;
+  if (!snapshot.ok()) {
+    stored_status = snapshot.status();
+  } else if (!snapshot->left_out.empty()) {
+    stored_status = absl::FailedPreconditionError(
+        absl::StrCat("its state cannot be captured completely (", Names(snapshot->left_out), ")"));
+  } else {
+    SnapshotRecord record{.tenant = entry.tenant,
+                          .session_id = entry.id,
+                          .language = entry.language,
+                          .created = absl::Now(),
+                          .execution_count = snapshot->execution_count,
+                          .memory_mb = entry.memory_mb,
+                          .hibernation = true};
+    auto stored = snapshots_.Put(std::move(record), snapshot->archive);
+    if (stored.ok()) {
+      entry.hibernation_snapshot = stored->id;
+      entry.session->Release();
+      spdlog::info("session {} of tenant {} hibernated ({} bytes on disk)", entry.id, entry.tenant,
+                   stored->size_bytes);
+      return;
+    }
+    stored_status = stored.status();
+  }
+  entry.hibernation_refused = absl::Now();
+  spdlog::info("session {} of tenant {} stays live: {}", entry.id, entry.tenant,
+               std::string(stored_status.message()));
+}
+
+absl::Status Engine::Wake(ManagedSession& entry) {
+  if (!entry.session->released()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::string archive, snapshots_.ReadArchive(entry.tenant, entry.hibernation_snapshot));
+  absl::Status reopened = entry.session->Reopen();
+  absl::StatusOr<std::map<std::string, std::string>> failed =
+      reopened.ok() ? entry.session->Restore(archive, absl::Now() + kSnapshotTimeout)
+                    : absl::StatusOr<std::map<std::string, std::string>>(reopened);
+  if (!failed.ok()) {
+    // Asleep again, the snapshot kept: the next call tries anew.
+    entry.session->Release();
+    return absl::UnavailableError(absl::StrCat("the hibernated session could not be restored: ",
+                                               failed.status().message(), "; try again"));
+  }
+  if (!failed->empty()) {
+    spdlog::warn("session {} woke without: {}", entry.id, Names(*failed));
+  }
+  (void)snapshots_.Delete(entry.tenant, entry.hibernation_snapshot);
+  entry.hibernation_snapshot.clear();
+  spdlog::info("session {} of tenant {} woke from hibernation in {} ms", entry.id, entry.tenant,
+               absl::ToInt64Milliseconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WakeForFiles(ManagedSession& entry) {
+  if (!entry.session->released()) return absl::OkStatus();
+  RETURN_IF_ERROR(entry.Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));
+  absl::Status woken = Wake(entry);
+  entry.End();
+  return woken;
+}
+
+void Engine::DropHibernation(ManagedSession& entry) {
+  if (entry.session && entry.session->released() && !entry.hibernation_snapshot.empty()) {
+    (void)snapshots_.Delete(entry.tenant, entry.hibernation_snapshot);
+  }
+}
+
+}  // namespace warden
