@@ -551,7 +551,7 @@ std::string AgentRun::Invoke(const std::string& name, const std::string& argumen
       Json ignored = Json::parse(arguments);
       (void)ignored;
       why = "they are not a JSON object";
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number too large
       why = e.what();
     }
     EmitError(absl::StrCat("invalid arguments for ", name, ": ", why));

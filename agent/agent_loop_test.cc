@@ -146,6 +146,20 @@ TEST_F(AgentLoopTest, InvalidToolArgumentsGoBackToTheModel) {
   EXPECT_TRUE(error_event);
 }
 
+// Found by fuzzing the same parser in the configuration files: a number
+// nlohmann cannot hold throws out_of_range, not parse_error, and used to
+// end the daemon from a model's reply.
+TEST_F(AgentLoopTest, ToolArgumentsWithANumberTooLargeGoBackToTheModel) {
+  Serve({{{"tool_calls", {{{"name", "execute_code"}, {"arguments", "{\"code\": 1e99999}"}}}}},
+         ToolCallStep("print(1)"), TextStep("1")});
+  v1::FinalEvent final = Run(Task("print 1"));
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE);
+  EXPECT_EQ(executor_.executed.size(), 1u);
+  Json second = Sent(1);
+  EXPECT_EQ(second.back()["role"], "tool");
+  EXPECT_THAT(second.back()["content"].get<std::string>(), HasSubstr("not valid JSON"));
+}
+
 TEST_F(AgentLoopTest, ModelsWithoutToolsUseFencedBlocks) {
   options_.tools = LoopOptions::Tools::kText;
   Serve({TextStep("Let me try:\n```python\nprint(6*7)\n```"), TextStep("It prints 42.")});

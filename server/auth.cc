@@ -200,6 +200,9 @@ absl::StatusOr<TokenTable> LoadTokens(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("tokens file ", path,
                                                    ": JSON syntax error at line ", line,
                                                    ", column ", offset - line_start + 1));
+  } catch (const Json::out_of_range&) {  // a number too large for any C++ type
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens file ", path, " holds a number too large to read; tokens and tenants are strings"));
   }
 
   const std::string shape = "expected {\"tokens\": [{\"token\": \"...\", \"tenant\": \"...\"}]}";

@@ -126,6 +126,13 @@ TEST(LoadTokensTest, RefusesShortTokens) {
               HasSubstr("tokens[0]: the token is empty"));
 }
 
+// Found by tests/fuzz (config_files): nlohmann throws out_of_range, not
+// parse_error, for a number no C++ type holds, which used to end wardend.
+TEST(LoadTokensTest, ANumberTooLargeIsAnErrorNotACrash) {
+  EXPECT_THAT(LoadError(R"({"tokens": [1e99999]})", "1e99999"),
+              HasSubstr("holds a number too large to read"));
+}
+
 TEST(LoadTokensTest, RefusesTokensThatCannotTravelInAHeader) {
   EXPECT_THAT(LoadError(TokensJson(R"({"token": "with space 0123456789", "tenant": "a"})"),
                         "with space 0123456789"),

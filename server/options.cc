@@ -654,6 +654,8 @@ absl::StatusOr<DaemonOptions> DaemonOptions::FromFile(const std::string& path) {
     json = Json::parse(text);
   } catch (const Json::parse_error& e) {
     return SyntaxError(path, text, e);
+  } catch (const Json::out_of_range& e) {  // a number too large for any C++ type
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what(), "; use a smaller number"));
   }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -254,6 +254,15 @@ TEST(FromFileTest, PoolsReplaceTheDefaultsAndNeedALanguage) {
               HasSubstr("pools[0].language is ''; it must be python, javascript or bash"));
 }
 
+TEST(FromFileTest, ANumberTooLargeIsAnErrorNotACrash) {
+  TempDir dir;
+  const std::string file = dir.Write("wardend.json", R"({"shutdown_grace_ms": 1e99999})");
+  absl::StatusOr<DaemonOptions> options = DaemonOptions::FromFile(file);
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(options.status().message()), HasSubstr("use a smaller number"));
+}
+
 TEST(FromFileTest, UnknownTopLevelKeyIsNamedWithTheKnownKeys) {
   TempDir dir;
   const std::string file = dir.Write("wardend.json", R"({"limts": {}})");
