@@ -35,7 +35,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES)
 
-.PHONY: all deps build test test-deps test-unit test-sandbox run demo clean install deb runtime-packages bench bench-quick bench-deps
+.PHONY: all deps build test test-deps test-unit test-sandbox run demo clean install deb runtime-packages fuzz bench bench-quick bench-deps
 
 all: build
 
@@ -191,3 +191,16 @@ deb: build
 # The Python runtime's packages, for scripts (make_deb.sh's Depends).
 runtime-packages:
 	@echo $(RUNTIME_PACKAGES)
+
+# Fuzzing (tests/fuzz, docs/security.md "Fuzzing"): builds the fuzz targets
+# with clang, libFuzzer, ASan and UBSan into $(FUZZ_BUILD_DIR) and runs each
+# for FUZZ_SECONDS (10 minutes by default; FUZZ_TARGETS="http_front ..." to
+# pick). `make test` runs each target once over its seed corpus instead.
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?=
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DWARDEN_FUZZ=ON -DWARDEN_SANITIZE=address,undefined
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_targets
+	scripts/run_fuzz.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)

@@ -42,7 +42,7 @@ control=$(dpkg-deb --field "$deb")
 check "Depends names Debian's gRPC and the Python runtime" \
   grep -Eq '^Depends:.*libgrpc\+\+1\.51.*nodejs.*python3-numpy' <<<"$control"
 contents=$(dpkg-deb --contents "$deb" | awk '{print $6}')
-for path in ./usr/bin/wardend ./usr/bin/warden ./usr/bin/warden-run ./usr/bin/warden-python-zygote \
+for path in ./usr/bin/wardend ./usr/bin/warden-keeper ./usr/bin/warden ./usr/bin/warden-run ./usr/bin/warden-python-zygote \
     ./usr/lib/warden/kernels/python/warden_kernel.py ./usr/lib/warden/kernels/node/warden_kernel.js \
     ./usr/lib/warden/kernels/bash/warden_kernel.sh ./lib/systemd/system/wardend.service \
     ./etc/warden/wardend.json ./usr/share/man/man1/wardend.1.gz ./usr/share/man/man1/warden.1.gz \
@@ -70,7 +70,8 @@ if ! systemd-analyze verify /lib/systemd/system/wardend.service >"$work/verify.l
 else
   echo "ok: systemd-analyze verify wardend.service"
 fi
-check "the unit runs the installed wardend" grep -q '^ExecStart=/usr/bin/wardend ' /lib/systemd/system/wardend.service
+check "the unit runs the installed keeper and wardend" \
+  grep -Eq '^ExecStart=/usr/bin/warden-keeper .* /usr/bin/wardend ' /lib/systemd/system/wardend.service
 check "man wardend finds the page" bash -c 'man -w wardend 2>/dev/null | grep -q wardend.1'
 
 # The installed binaries: the check, then a daemon on a socket of this
