@@ -98,9 +98,9 @@ absl::StatusOr<WorkerHandles> Session::DuplicateHandles() const {
   return worker_->DuplicateHandles();
 }
 
-Session::Snapshot Session::Describe() const {
+Session::Handover Session::Describe() const {
   absl::MutexLock lock(&mu_);
-  Snapshot snapshot;
+  Handover snapshot;
   snapshot.execution_count = execution_count_;
   snapshot.next_cell_id = next_cell_id_;
   snapshot.version = info_.version;
@@ -115,7 +115,7 @@ Session::Snapshot Session::Describe() const {
 absl::StatusOr<std::unique_ptr<Session>> Session::Adopt(Executor& executor,
                                                          const SessionOptions& options,
                                                          std::unique_ptr<Worker> worker,
-                                                         const Snapshot& snapshot) {
+                                                         const Handover& snapshot) {
   auto session = std::unique_ptr<Session>(new Session(executor, options));
   if (!session->wake_) return absl::ErrnoToStatus(errno, "eventfd");
   absl::MutexLock lock(&session->mu_);

@@ -147,7 +147,7 @@ class Session {
 
   // Keeping sessions across wardend's restarts (docs/keeper-design.md).
   // What a successor needs besides the sandbox's handles.
-  struct Snapshot {
+  struct Handover {
     int execution_count = 0;
     int next_cell_id = 1;
     std::vector<std::string> cgroup_paths;  // the sandbox's group
@@ -160,14 +160,14 @@ class Session {
     std::string pending_stdout, pending_stderr, pending_channel;
   };
   absl::StatusOr<WorkerHandles> DuplicateHandles() const;
-  Snapshot Describe() const;
+  Handover Describe() const;
   // A session around a sandbox a predecessor started (Worker::Adopt), as
   // Describe() saw it. Its kernel may still be running a cell the
   // predecessor started; words about it are told apart by the cell id.
   static absl::StatusOr<std::unique_ptr<Session>> Adopt(Executor& executor,
                                                         const SessionOptions& options,
                                                         std::unique_ptr<Worker> worker,
-                                                        const Snapshot& snapshot);
+                                                        const Handover& snapshot);
 
   // `cancelled` (may be null) closes the gap before the cell counts as
   // running, when Interrupt() would still be a no-op: a caller that sets it

@@ -489,7 +489,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
     std::unique_ptr<ManagedSession> entry, std::unique_ptr<Worker> worker,
-    const Session::Snapshot& snapshot, absl::Time last_used) {
+    const Session::Handover& snapshot, absl::Time last_used) {
   // As StartSession's on-demand path would have built it.
   const int64_t default_mb = options_.limits.defaults.memory_mb;
   auto pool = pools_.find({entry->language, default_mb});

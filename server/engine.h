@@ -190,7 +190,7 @@ class Engine {
   // `entry` has everything but `session`. Before Start().
   absl::StatusOr<std::shared_ptr<ManagedSession>> AdoptSession(std::unique_ptr<ManagedSession> entry,
                                                                std::unique_ptr<Worker> worker,
-                                                               const Session::Snapshot& snapshot,
+                                                               const Session::Handover& snapshot,
                                                                absl::Time last_used);
   std::vector<std::shared_ptr<ManagedSession>> AllSessions() const { return sessions_.All(); }
 

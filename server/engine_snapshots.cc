@@ -106,7 +106,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
   entry->labels = labels;
   entry->memory_mb = record.memory_mb ? record.memory_mb : options_.limits.defaults.memory_mb;
   entry->created = absl::Now();
-  entry->expires = entry->created + absl::Seconds(ttl_seconds ? ttl_seconds : so.default_ttl_seconds);
+  entry->set_expires(entry->created + absl::Seconds(ttl_seconds ? ttl_seconds : so.default_ttl_seconds));
   entry->idle_timeout = absl::Seconds(so.default_idle_timeout_seconds);
   entry->cell_defaults = options_.limits.defaults;
   std::map<std::string, std::string> failed;
@@ -144,7 +144,7 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   entry->labels = labels.empty() ? source->labels : labels;
   entry->memory_mb = source->memory_mb;
   entry->created = absl::Now();
-  entry->expires = entry->created + (source->expires - source->created);  // the source's TTL, afresh
+  entry->set_expires(entry->created + (source->expires() - source->created));  // the source's TTL, afresh
   entry->idle_timeout = source->idle_timeout;
   entry->cell_defaults = source->cell_defaults;
   Fork fork{nullptr, snapshot->left_out};

@@ -286,7 +286,7 @@ AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor) {
         entry->idle_timeout = record.idle_timeout;
         entry->cell_defaults = record.cell_defaults;
         entry->memory_mb = record.memory_mb;
-        Session::Snapshot snapshot = record.snapshot;
+        Session::Handover snapshot = record.snapshot;
         snapshot.busy = record.busy;
         snapshot.pending_stdout = std::move(r.held.buffered[keeper::kStreamStdout]);
         snapshot.pending_stderr = std::move(r.held.buffered[keeper::kStreamStderr]);

@@ -38,7 +38,7 @@ struct SessionRecord {
   absl::Time created, expires, last_used;
   absl::Duration idle_timeout;
   CellLimitsOptions cell_defaults;
-  Session::Snapshot snapshot;
+  Session::Handover snapshot;
   std::string cgroup_subtree, cgroup_group;  // empty without cgroups
   bool busy = false;  // a cell was running when this was written
 
