@@ -40,6 +40,13 @@ with open(_path, "rb") as _f:
 sys.modules["_warden_kernel"] = _module
 exec(_code, _module.__dict__)
 _warmed, _warm_errors = _module.warm_imports(_warm)
+# The snapshot code too: every fork and wake needs it in a fresh clone
+# (if it fails here, the kernel loads it on first use and says why).
+try:
+    _module.load_snapshots(_path[:_path.rindex("/") + 1] + "warden_snapshot.py",
+                           _inside[:_inside.rindex("/") + 1] + "warden_snapshot.py")
+except Exception:
+    sys.modules.pop("_warden_snapshot", None)
 sys.argv = [""]
 _hello = "ok python %d.%d.%d" % sys.version_info[:3]
 if _warmed:

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -628,7 +629,7 @@ namespace {
 // Where the archive passes through the sandbox: its private /tmp, so the
 // user's workspace never shows it.
 constexpr char kArchiveDir[] = "/tmp";
-constexpr char kArchiveName[] = ".warden-snapshot.tar";
+constexpr char kArchiveName[] = ".warden-snapshot";
 }  // namespace
 
 absl::StatusOr<KernelMessage> Session::Request(const std::string& frame, int id,
@@ -705,36 +706,55 @@ absl::StatusOr<SessionSnapshot> Session::Snapshot(absl::Time deadline) {
                    Request(KernelChannel::EncodeSnapshot(id, archive, "/workspace"), id, deadline));
   ASSIGN_OR_RETURN(OpenedWorkspace tmp, OpenWorkspace(kArchiveDir));
   ScopedFsIds as_sandbox_user(tmp.uid, tmp.gid);
-  auto bytes = ReadWorkspaceFile(tmp.root.get(), kArchiveName, options_.max_file_bytes);
+  // Kept open, unlinked: read later straight from the sandbox's tmpfs.
+  auto fd = OpenBeneath(tmp.root.get(), kArchiveName, O_RDONLY | O_NONBLOCK);
   unlinkat(tmp.root.get(), kArchiveName, 0);
   if (!answer.failure.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("the kernel could not take a snapshot: ",
                                                       answer.failure));
   }
-  if (!bytes.ok()) {
-    return absl::Status(bytes.status().code(),
-                        absl::StrCat("reading the snapshot: ", bytes.status().message()));
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("reading the snapshot: ", fd.status().message()));
   }
-  return SessionSnapshot{*std::move(bytes), answer.execution_count, std::move(answer.left_out)};
+  struct stat st;
+  if (fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError("reading the snapshot: the archive is not a regular file");
+  }
+  if (st.st_size > options_.max_file_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "reading the snapshot: the archive is ", st.st_size, " bytes; the cap is ",
+        options_.max_file_bytes));
+  }
+  return SessionSnapshot{SnapshotArchive{*std::move(fd), st.st_size}, answer.execution_count,
+                         std::move(answer.left_out)};
 }
 
-absl::StatusOr<std::map<std::string, std::string>> Session::Restore(const std::string& archive,
+absl::StatusOr<std::map<std::string, std::string>> Session::Restore(const SnapshotArchive& archive,
                                                                     absl::Time deadline) {
   if (options_.language != Language::kPython) {
     return absl::UnimplementedError(absl::StrCat("snapshots of ", LanguageName(options_.language),
                                                  " sessions are not supported"));
   }
+  // Kept open until the kernel has read (and unlinked) it, then closed off
+  // the caller's time: the last close frees the pages.
+  UniqueFd copy;
   {
     ASSIGN_OR_RETURN(OpenedWorkspace tmp, OpenWorkspace(kArchiveDir));
     ScopedFsIds as_sandbox_user(tmp.uid, tmp.gid);
-    RETURN_IF_ERROR(WriteWorkspaceFile(tmp.root.get(), kArchiveName, archive,
-                                       std::max<int64_t>(options_.max_file_bytes, archive.size())));
+    ASSIGN_OR_RETURN(copy, OpenBeneath(tmp.root.get(), kArchiveName, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+    struct stat st;
+    if (fstat(copy.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError("the sandbox's snapshot file is not a regular file");
+    }
+    RETURN_IF_ERROR(CopyArchive(archive, copy));
   }
   const int id = next_cell_id_++;
   ASSIGN_OR_RETURN(KernelMessage answer,
                    Request(KernelChannel::EncodeRestore(
                                id, absl::StrCat(kArchiveDir, "/", kArchiveName), "/workspace"),
                            id, deadline));
+  CloseLater(std::move(copy));
   if (!answer.failure.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("the kernel could not restore the snapshot: ",
                                                       answer.failure));
@@ -753,6 +773,25 @@ void Session::Release() {
 absl::Status Session::Reopen() {
   RETURN_IF_ERROR(StartWorker(/*fresh_sandbox=*/true));
   absl::MutexLock lock(&mu_);
+  released_ = false;
+  lost_.reset();
+  execution_count_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Session::Reopen(std::unique_ptr<Session> fresh) {
+  if (fresh == nullptr || fresh.get() == this || fresh->options_.language != options_.language) {
+    return absl::InvalidArgumentError("Reopen needs a fresh session of the same language");
+  }
+  absl::MutexLock lock(&mu_);
+  absl::MutexLock theirs(&fresh->mu_);  // `fresh` is the caller's alone: no order to keep
+  if (!fresh->worker_ || fresh->lost_ || fresh->busy_) {
+    return absl::FailedPreconditionError("the warm session to reopen with is not ready");
+  }
+  worker_ = std::move(fresh->worker_);
+  channel_ = std::move(fresh->channel_);
+  info_ = fresh->info_;
+  start_times_ = fresh->start_times_;
   released_ = false;
   lost_.reset();
   execution_count_ = 0;

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernel/kernel_channel.h"
 #include "kernel/language.h"
+#include "kernel/snapshot_archive.h"
 #include "sandbox/limits.h"
 #include "sandbox/result.h"
 #include "sandbox/sandbox.h"
@@ -116,11 +117,10 @@ struct CellResult {
   std::string message;                   // why, for SESSION_LOST / INTERNAL / timeouts
 };
 
-// A session's state as its kernel packed it (docs/kernel-protocol.md):
-// opaque bytes that only a kernel of the same language reads back, inside
-// its own sandbox. The supervisor never looks inside.
+// A session's state as its kernel packed it (docs/kernel-protocol.md),
+// inside its own sandbox: only a kernel of the same language reads it back.
 struct SessionSnapshot {
-  std::string archive;
+  SnapshotArchive archive;
   int execution_count = 0;
   // What the kernel could not capture, by name (a variable, or a workspace
   // path), with the reason; empty when the snapshot is complete.
@@ -192,13 +192,17 @@ class Session {
   // Loads a snapshot into this session, meant to be fresh: its variables
   // join the namespace, its files the workspace, and the execution count
   // continues from the snapshot's. Returns what could not be restored.
-  absl::StatusOr<std::map<std::string, std::string>> Restore(const std::string& archive,
+  absl::StatusOr<std::map<std::string, std::string>> Restore(const SnapshotArchive& archive,
                                                              absl::Time deadline);
   // Hibernation: Release ends the sandbox (the kernel, its memory and its
   // workspace go; the caller keeps a snapshot), Reopen starts a fresh one
   // for Restore. A released session is not lost, just not running.
   void Release();
   absl::Status Reopen();
+  // Reopen with the sandbox of `fresh`, a ready session started with the
+  // same options (a warm pool's): no sandbox is started on the caller's
+  // time. `fresh` is left empty.
+  absl::Status Reopen(std::unique_ptr<Session> fresh);
   bool released() const;
 
   // False once the session is lost or its kernel has died, even while idle

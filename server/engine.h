@@ -250,7 +250,7 @@ class Engine {
   // Starts `entry` (filled in but for its session) from the warm pool with
   // `archive` restored into it, and registers it.
   absl::StatusOr<std::shared_ptr<ManagedSession>> StartFromArchive(
-      std::unique_ptr<ManagedSession> entry, const std::string& archive,
+      std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
       std::map<std::string, std::string>* left_out);
   // The session, which must have a shared workspace, and the context named.
   absl::StatusOr<std::shared_ptr<ManagedSession>> SharedSession(const std::string& tenant,

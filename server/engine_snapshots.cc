@@ -36,7 +36,7 @@ absl::StatusOr<SessionSnapshot> Engine::Capture(ManagedSession& entry, absl::Tim
   if (!entry.session->released()) return entry.session->Snapshot(deadline);
   // Hibernating: its state is on disk already, complete by construction.
   ASSIGN_OR_RETURN(SnapshotRecord record, snapshots_.Get(entry.tenant, entry.hibernation_snapshot));
-  ASSIGN_OR_RETURN(std::string archive, snapshots_.ReadArchive(entry.tenant, record.id));
+  ASSIGN_OR_RETURN(SnapshotArchive archive, snapshots_.OpenArchive(entry.tenant, record.id));
   return SessionSnapshot{std::move(archive), record.execution_count, record.left_out};
 }
 
@@ -56,14 +56,16 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
                         .execution_count = snapshot->execution_count,
                         .memory_mb = entry->memory_mb,
                         .left_out = snapshot->left_out};
-  ASSIGN_OR_RETURN(record, snapshots_.Put(std::move(record), snapshot->archive));
+  auto stored = snapshots_.Put(std::move(record), snapshot->archive);
+  CloseLater(std::move(snapshot->archive.fd));
+  ASSIGN_OR_RETURN(record, std::move(stored));
   spdlog::info("snapshot {} of session {} taken for tenant {} ({} bytes{}{})", record.id, id, tenant,
                record.size_bytes, record.left_out.empty() ? "" : "; left out: ", Names(record.left_out));
   return record;
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
-    std::unique_ptr<ManagedSession> entry, const std::string& archive,
+    std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
     std::map<std::string, std::string>* left_out) {
   {
     absl::MutexLock lock(&mu_);
@@ -99,7 +101,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
   if (record.hibernation) {
     return absl::NotFoundError(absl::StrCat("no snapshot '", snapshot_id, "'; ListSnapshots shows yours"));
   }
-  ASSIGN_OR_RETURN(std::string archive, snapshots_.ReadArchive(tenant, snapshot_id));
+  ASSIGN_OR_RETURN(SnapshotArchive archive, snapshots_.OpenArchive(tenant, snapshot_id));
   auto entry = std::make_unique<ManagedSession>();
   entry->tenant = tenant;
   entry->language = record.language;
@@ -110,7 +112,9 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
   entry->idle_timeout = absl::Seconds(so.default_idle_timeout_seconds);
   entry->cell_defaults = options_.limits.defaults;
   std::map<std::string, std::string> failed;
-  ASSIGN_OR_RETURN(auto restored, StartFromArchive(std::move(entry), archive, &failed));
+  auto started = StartFromArchive(std::move(entry), archive, &failed);
+  CloseLater(std::move(archive.fd));
+  ASSIGN_OR_RETURN(auto restored, std::move(started));
   spdlog::info("snapshot {} restored as session {} for tenant {}{}{}", snapshot_id, restored->id,
                tenant, failed.empty() ? "" : "; could not restore: ", Names(failed));
   return restored;
@@ -130,6 +134,7 @@ absl::Status Engine::DeleteSnapshot(const std::string& tenant, const std::string
 
 absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, const std::string& id,
                                                  const std::map<std::string, std::string>& labels) {
+  const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(auto source, sessions_.Get(tenant, id));
   RETURN_IF_ERROR(CheckSnapshottable(*source));
   const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
@@ -148,9 +153,12 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   entry->idle_timeout = source->idle_timeout;
   entry->cell_defaults = source->cell_defaults;
   Fork fork{nullptr, snapshot->left_out};
-  ASSIGN_OR_RETURN(fork.session, StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out));
-  spdlog::info("session {} forked from {} for tenant {}{}{}", fork.session->id, id, tenant,
-               fork.left_out.empty() ? "" : "; left out: ", Names(fork.left_out));
+  auto started = StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out);
+  CloseLater(std::move(snapshot->archive.fd));  // frees the source's copy off the caller's time
+  ASSIGN_OR_RETURN(fork.session, std::move(started));
+  spdlog::info("session {} forked from {} for tenant {} in {} ms{}{}", fork.session->id, id, tenant,
+               absl::ToInt64Milliseconds(absl::Now() - start), fork.left_out.empty() ? "" : "; left out: ",
+               Names(fork.left_out));
   return fork;
 }
 
@@ -186,6 +194,7 @@ void Engine::Hibernate(ManagedSession& entry) {
                           .memory_mb = entry.memory_mb,
                           .hibernation = true};
     auto stored = snapshots_.Put(std::move(record), snapshot->archive);
+    CloseLater(std::move(snapshot->archive.fd));
     if (stored.ok()) {
       entry.hibernation_snapshot = stored->id;
       entry.session->Release();
@@ -203,8 +212,14 @@ void Engine::Hibernate(ManagedSession& entry) {
 absl::Status Engine::Wake(ManagedSession& entry) {
   if (!entry.session->released()) return absl::OkStatus();
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(std::string archive, snapshots_.ReadArchive(entry.tenant, entry.hibernation_snapshot));
-  absl::Status reopened = entry.session->Reopen();
+  ASSIGN_OR_RETURN(SnapshotArchive archive, snapshots_.OpenArchive(entry.tenant, entry.hibernation_snapshot));
+  // A warm sandbox from the pool, as a new session gets, rather than a
+  // clone of the zygote started on the caller's time; the clone only when
+  // the pool has none to give.
+  auto warm = StartSession(entry.language, entry.memory_mb,
+                           absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  absl::Status reopened = warm.ok() ? entry.session->Reopen(*std::move(warm)) : warm.status();
+  if (!reopened.ok()) reopened = entry.session->Reopen();
   absl::StatusOr<std::map<std::string, std::string>> failed =
       reopened.ok() ? entry.session->Restore(archive, absl::Now() + kSnapshotTimeout)
                     : absl::StatusOr<std::map<std::string, std::string>>(reopened);
@@ -218,6 +233,7 @@ absl::Status Engine::Wake(ManagedSession& entry) {
     spdlog::warn("session {} woke without: {}", entry.id, Names(*failed));
   }
   (void)snapshots_.Delete(entry.tenant, entry.hibernation_snapshot);
+  CloseLater(std::move(archive.fd));  // deleted, but open: its blocks go off the caller's time
   entry.hibernation_snapshot.clear();
   spdlog::info("session {} of tenant {} woke from hibernation in {} ms", entry.id, entry.tenant,
                absl::ToInt64Milliseconds(absl::Now() - start));

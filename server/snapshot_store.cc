@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
@@ -76,21 +77,27 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path, const std::string
   }
 }
 
-// Writes `data` to `path` whole or not at all: a 0600 temporary, renamed.
-absl::Status WriteAtomically(const std::string& path, const std::string& data) {
-  const std::string tmp = path + ".tmp";
-  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
+absl::Status WriteAll(const UniqueFd& fd, const std::string& data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = write(fd.get(), data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int saved = errno;
-      unlink(tmp.c_str());
-      return absl::ErrnoToStatus(saved, absl::StrCat("writing ", tmp));
-    }
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("writing ", path));
     done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// Writes `path` whole or not at all: `fill` writes a 0600 temporary, which
+// is then renamed.
+absl::Status WriteAtomically(const std::string& path,
+                             const std::function<absl::Status(const UniqueFd&)>& fill) {
+  const std::string tmp = path + ".tmp";
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
+  if (absl::Status s = fill(fd); !s.ok()) {
+    unlink(tmp.c_str());
+    return s;
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
@@ -147,10 +154,10 @@ absl::StatusOr<std::string> SnapshotStore::PathOf(const std::string& tenant, con
   return absl::StrCat(TenantDir(tenant), "/", id, suffix);
 }
 
-absl::StatusOr<SnapshotRecord> SnapshotStore::Put(SnapshotRecord record, const std::string& archive) {
+absl::StatusOr<SnapshotRecord> SnapshotStore::Put(SnapshotRecord record, const SnapshotArchive& archive) {
   absl::MutexLock lock(&mu_);
   const int64_t used = UsedBytes(record.tenant);
-  const int64_t size = static_cast<int64_t>(archive.size());
+  const int64_t size = archive.bytes;
   if (used + size > max_bytes_per_tenant_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "this snapshot is ", size, " bytes and your snapshots already hold ", used, " of your ",
@@ -162,9 +169,11 @@ absl::StatusOr<SnapshotRecord> SnapshotStore::Put(SnapshotRecord record, const s
   record.size_bytes = size;
   ASSIGN_OR_RETURN(std::string archive_path, PathOf(record.tenant, record.id, ".tar"));
   ASSIGN_OR_RETURN(std::string record_path, PathOf(record.tenant, record.id, ".json"));
-  RETURN_IF_ERROR(WriteAtomically(archive_path, archive));
+  RETURN_IF_ERROR(WriteAtomically(archive_path, [&](const UniqueFd& fd) { return CopyArchive(archive, fd); }));
   // The record last: a snapshot without one is not listed (nor counted twice).
-  if (auto s = WriteAtomically(record_path, ToJson(record).dump()); !s.ok()) {
+  const std::string text = ToJson(record).dump();
+  if (auto s = WriteAtomically(record_path, [&](const UniqueFd& fd) { return WriteAll(fd, text, record_path); });
+      !s.ok()) {
     unlink(archive_path.c_str());
     return s;
   }
@@ -177,10 +186,17 @@ absl::StatusOr<SnapshotRecord> SnapshotStore::Get(const std::string& tenant, con
   return FromJson(text, tenant);
 }
 
-absl::StatusOr<std::string> SnapshotStore::ReadArchive(const std::string& tenant,
-                                                       const std::string& id) const {
+absl::StatusOr<SnapshotArchive> SnapshotStore::OpenArchive(const std::string& tenant,
+                                                           const std::string& id) const {
   ASSIGN_OR_RETURN(std::string path, PathOf(tenant, id, ".tar"));
-  return ReadWhole(path, id);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    if (errno == ENOENT) return NotFound(id);
+    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", path));
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  return SnapshotArchive{std::move(fd), st.st_size};
 }
 
 std::vector<SnapshotRecord> SnapshotStore::List(const std::string& tenant) const {

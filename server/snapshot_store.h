@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernel/language.h"
+#include "kernel/snapshot_archive.h"
 
 namespace warden {
 
@@ -44,9 +45,11 @@ class SnapshotStore {
 
   // Stores `archive` under a new id (set in the returned record, with its
   // size); RESOURCE_EXHAUSTED past the tenant's cap.
-  absl::StatusOr<SnapshotRecord> Put(SnapshotRecord record, const std::string& archive);
+  absl::StatusOr<SnapshotRecord> Put(SnapshotRecord record, const SnapshotArchive& archive);
   absl::StatusOr<SnapshotRecord> Get(const std::string& tenant, const std::string& id) const;
-  absl::StatusOr<std::string> ReadArchive(const std::string& tenant, const std::string& id) const;
+  // The stored archive, open for reading; it stays readable after Delete
+  // until closed.
+  absl::StatusOr<SnapshotArchive> OpenArchive(const std::string& tenant, const std::string& id) const;
   // The tenant's snapshots, oldest first; hibernation snapshots left out.
   std::vector<SnapshotRecord> List(const std::string& tenant) const;
   absl::Status Delete(const std::string& tenant, const std::string& id);

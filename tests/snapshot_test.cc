@@ -265,6 +265,50 @@ TEST_F(SnapshotTest, HibernationIsInvisibleToTheCaller) {
   EXPECT_NE(Get(id).state(), v1::SESSION_STATE_HIBERNATED);
 }
 
+// A 4 MiB array (pickled out of band), a read-only one, an alias, and a
+// DataFrame of floats and strings: equal to the bit after a fork and after
+// hibernation, as writable (or not) as they were, the alias still the same
+// object.
+TEST_F(SnapshotTest, ArraysAndDataFramesRoundTripExactlyThroughForkAndHibernation) {
+  DaemonOptions options = Options();
+  options.sessions.hibernate_after_seconds = 1;
+  StartDaemon(options);
+  const std::string id = CreateSession();
+  Run(id,
+      "import numpy as np, pandas as pd, hashlib\n"
+      "big = np.random.default_rng(7).random((512, 1024))\n"
+      "alias = big\n"
+      "frozen = np.arange(5, dtype=np.int16)\nfrozen.flags.writeable = False\n"
+      "df = pd.DataFrame(big[:, :8], columns=list('abcdefgh'))\n"
+      "df['label'] = ['row%d' % i for i in range(512)]\n"
+      "def digests():\n"
+      "    return (hashlib.sha256(big.tobytes()).hexdigest(),\n"
+      "            hashlib.sha256(pd.util.hash_pandas_object(df).values.tobytes()).hexdigest())\n"
+      "before = digests()\n");
+  const std::string check =
+      "(digests() == before, alias is big, big.flags.writeable, frozen.flags.writeable, "
+      "frozen.tolist(), frozen.dtype.name, df.shape, sorted(set(map(str, df.dtypes))))";
+  const std::string expected =
+      "(True, True, True, False, [0, 1, 2, 3, 4], 'int16', (512, 9), ['float64', 'object'])";
+
+  v1::ForkSessionResponse fork;
+  grpc::Status s = Fork(id, &fork);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(fork.left_out().empty());
+  EXPECT_EQ(Run(fork.session().id(), check), expected);
+  // The fork's arrays are its own.
+  EXPECT_EQ(Run(fork.session().id(), "big[0, 0] = -1.0\n(alias[0, 0], digests() == before)"),
+            "(-1.0, False)");
+  EXPECT_EQ(Run(id, "digests() == before"), "True");
+
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Get(id).state() != v1::SESSION_STATE_HIBERNATED && absl::Now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(Get(id).state(), v1::SESSION_STATE_HIBERNATED);
+  EXPECT_EQ(Run(id, check), expected);
+}
+
 TEST_F(SnapshotTest, SessionsThatCannotBeCapturedCompletelyStayLive) {
   DaemonOptions options = Options();
   options.sessions.hibernate_after_seconds = 1;

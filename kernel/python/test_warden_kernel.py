@@ -8,6 +8,8 @@ promises. Run from the repository root:
 """
 
 import base64
+import io
+import json
 import os
 import shutil
 import struct
@@ -710,13 +712,15 @@ class SnapshotTest(KernelTest):
     """snapshot and restore frames (warden_snapshot.py), between two kernels
     outside any sandbox; the workspace is each kernel's working directory."""
 
-    def snapshot_into_fresh_kernel(self, k, code_after):
-        archive = os.path.join(self.workdir, "..", os.path.basename(self.workdir) + ".tar")
+    def snapshot_into_fresh_kernel(self, k, code_after, inspect=None):
+        archive = os.path.join(self.workdir, "..", os.path.basename(self.workdir) + ".snapshot")
         self.addCleanup(lambda: os.path.exists(archive) and os.unlink(archive))
         taken = k.request("snapshot", {"archive": archive, "workspace": self.workdir})
         self.assertEqual(taken["type"], "snapshot", taken)
         self.assertNotIn("error", taken)
         self.assertEqual(os.stat(archive).st_mode & 0o777, 0o600)
+        if inspect:
+            inspect(archive)
         old_workdir = self.workdir
         self.workdir = tempfile.mkdtemp(prefix="warden-kernel-test-")
         self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
@@ -759,6 +763,97 @@ class SnapshotTest(KernelTest):
         self.assertIn("an open socket", taken["uncaptured"]["nested"])
         self.assertIn("a generator", taken["uncaptured"]["gen"])
         self.assertEqual(self.plain(cell), "(42, [])")
+
+    @staticmethod
+    def archive_header(archive):
+        """The JSON header of an archive in warden_snapshot's FORMAT."""
+        with open(archive, "rb") as f:
+            magic = f.read(16)
+            (length,) = struct.unpack("<Q", f.read(8))
+            return magic, json.loads(f.read(length))
+
+    ARRAYS = ("import numpy as np, pandas as pd, hashlib\n"
+              "big = np.random.default_rng(7).random((512, 1024))\n"     # 4 MiB
+              "alias = big\n"
+              "strided = big[::2, 3:9]\n"
+              "fortran = np.asfortranarray(big[:100, :50])\n"
+              "frozen = np.arange(5, dtype=np.int16)\nfrozen.flags.writeable = False\n"
+              "df = pd.DataFrame(big[:, :8], columns=list('abcdefgh'))\n"
+              "df['label'] = ['row%d' % i for i in range(512)]\n"
+              "digest = hashlib.sha256(big.tobytes()).hexdigest()\n"
+              "expected = (big[::2, 3:9].copy(), fortran.copy(), df.copy())\n")
+    ARRAYS_CHECK = ("(hashlib.sha256(big.tobytes()).hexdigest() == digest, alias is big, "
+                    "big.flags.writeable, frozen.flags.writeable, frozen.tolist(), frozen.dtype.name, "
+                    "np.array_equal(strided, expected[0]), fortran.flags.f_contiguous, "
+                    "np.array_equal(fortran, expected[1]), df.equals(expected[2]), "
+                    "[str(t) for t in df.dtypes.unique()])")
+    ARRAYS_EXPECTED = ("(True, True, True, False, [0, 1, 2, 3, 4], 'int16', True, True, True, True, "
+                       "['float64', 'object'])")
+
+    def test_arrays_and_frames_round_trip_exactly_with_their_buffers_out_of_band(self):
+        k = self.start()
+        k.execute(self.ARRAYS)
+        headers = []
+        taken, restored, fresh, cell, _ = self.snapshot_into_fresh_kernel(
+            k, self.ARRAYS_CHECK, inspect=lambda a: headers.append(self.archive_header(a)))
+        magic, header = headers[0]
+        self.assertEqual(magic, b"WARDEN-SNAPSHOT2")
+        self.assertEqual(header["pickler"], "pickle")      # no cell-made code: the C pickler
+        self.assertGreaterEqual(sum(header["buffers"]), 512 * 1024 * 8)
+        self.assertLess(header["pickle_bytes"], 512 * 1024)  # the array is not in the stream
+        self.assertEqual((taken["uncaptured"], restored["failed"]), ({}, {}))
+        self.assertEqual(self.plain(cell), self.ARRAYS_EXPECTED)
+        self.assertNotIn("dill", self.plain(fresh.execute("import sys\nsorted(m for m in sys.modules if m == 'dill')")))
+        # The restored arrays are ordinary, writable ones.
+        self.assertEqual(self.plain(fresh.execute("big[0, 0] = -1.0\nalias[0, 0]")), "-1.0")
+
+    def test_cell_made_functions_go_through_dill_and_arrays_stay_out_of_band(self):
+        k = self.start()
+        k.execute(self.ARRAYS + "def total(a):\n    return float(a.sum())\nt = total(big)\n"
+                  "class Box:\n    def __init__(self, v): self.v = v\nbox = Box(big)\n")
+        headers = []
+        taken, restored, fresh, cell, _ = self.snapshot_into_fresh_kernel(
+            k, "(total(big) == t, box.v is big, %s)" % self.ARRAYS_CHECK,
+            inspect=lambda a: headers.append(self.archive_header(a)))
+        header = headers[0][1]
+        self.assertEqual(header["pickler"], "dill")
+        self.assertLess(header["pickle_bytes"], 512 * 1024)
+        self.assertEqual((taken["uncaptured"], restored["failed"]), ({}, {}))
+        self.assertEqual(self.plain(cell), "(True, True, %s)" % self.ARRAYS_EXPECTED)
+
+    def test_an_archive_of_the_older_tar_form_is_still_restored(self):
+        import subprocess, tarfile
+        archive = os.path.join(self.workdir, "old.tar")
+        # As the older kernel pickled it: dill, everything in-band, a lambda of __main__.
+        blob = subprocess.run([PYTHON, "-c", "import dill, sys; sys.stdout.buffer.write(dill.dumps("
+                               "{'x': 41, 'twice': lambda v: 2 * v}, protocol=dill.HIGHEST_PROTOCOL))"],
+                              check=True, capture_output=True).stdout
+        meta = json.dumps({"execution_count": 3, "modules": {"j": "json"}, "python": "3.11"}).encode()
+        with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
+            for name, data in (("snapshot.json", meta), ("namespace.dill", blob), ("workspace/a.txt", b"old")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        k = self.start()
+        answer = k.request("restore", {"archive": archive, "workspace": self.workdir})
+        self.assertEqual(answer["type"], "restored", answer)
+        self.assertNotIn("error", answer)
+        self.assertEqual(answer["execution_count"], 3)
+        self.assertEqual(self.plain(k.execute("(twice(x) + 1, j.dumps(1), open('a.txt').read())")),
+                         "(83, '1', 'old')")
+
+    def test_a_truncated_archive_is_an_error_answer_and_the_kernel_lives_on(self):
+        k = self.start()
+        k.execute("import numpy as np\nbig = np.ones(1 << 20)")
+        archive = os.path.join(self.workdir, "..", os.path.basename(self.workdir) + ".snapshot")
+        self.addCleanup(lambda: os.path.exists(archive) and os.unlink(archive))
+        self.assertNotIn("error", k.request("snapshot", {"archive": archive, "workspace": self.workdir}))
+        os.truncate(archive, os.stat(archive).st_size // 2)   # half way through the array
+        fresh = self.start()
+        answer = fresh.request("restore", {"archive": archive, "workspace": self.workdir})
+        self.assertEqual(answer["type"], "restored")
+        self.assertIn("truncated", answer.get("error", ""))
+        self.assertEqual(self.plain(fresh.execute("'big' in globals(), 1 + 1")), "(False, 2)")
 
     def test_a_bad_archive_is_an_error_answer_and_the_kernel_lives_on(self):
         k = self.start()

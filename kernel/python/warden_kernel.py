@@ -805,13 +805,15 @@ def load_magics():
     return module
 
 
-def load_snapshots():
+def load_snapshots(source=None, path=None):
     """warden_snapshot.py from beside this file, loaded on the first snapshot
-    or restore, as the magics are."""
+    or restore, as the magics are. The Python zygote loads it ahead, so that
+    a fork or a wake does not compile it: it reads it at `source` (on the
+    host) and names it `path` (where sandboxes see it)."""
     module = sys.modules.get("_warden_snapshot")
     if module is None:
-        path = os.path.join(os.path.dirname(KERNEL.kernel_file), "warden_snapshot.py")
-        with open(path, "rb") as f:
+        path = path or os.path.join(os.path.dirname(KERNEL.kernel_file), "warden_snapshot.py")
+        with open(source or path, "rb") as f:
             code = compile(f.read(), path, "exec")
         module = types.ModuleType("_warden_snapshot")
         module.__file__ = path
