@@ -10,6 +10,8 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "boost/asio/ip/tcp.hpp"
@@ -76,7 +78,8 @@ class McpDaemonTest : public ::testing::Test {
     delete dir_;
   }
 
-  static Reply Post(const std::string& body, const std::string& token, const std::string& path = "/mcp") {
+  static Reply Post(const std::string& body, const std::string& token, const std::string& path = "/mcp",
+                    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     net::io_context io;
     beast::tcp_stream stream(io);
     stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"),
@@ -86,6 +89,7 @@ class McpDaemonTest : public ::testing::Test {
     req.set(bhttp::field::content_type, "application/json");
     req.set(bhttp::field::accept, "application/json, text/event-stream");
     if (!token.empty()) req.set(bhttp::field::authorization, absl::StrCat("Bearer ", token));
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.body() = body;
     req.prepare_payload();
     beast::error_code ec;
@@ -166,6 +170,90 @@ TEST_F(McpDaemonTest, BadInputGetsMcpErrorsAndTheDaemonKeepsServing) {
 
   Reply unknown_path = Post("{}", kAliceToken, "/mcp/extra");
   EXPECT_EQ(unknown_path.status, 404u);
+  ExpectStillServing();
+}
+
+// The stateless 2026-07-28 revision over real HTTP: no initialize, the
+// version in every request's _meta and headers, state kept by session_id.
+json Modern(const std::string& method, json params, const std::string& version = "2026-07-28") {
+  params["_meta"] = {{"io.modelcontextprotocol/protocolVersion", version},
+                     {"io.modelcontextprotocol/clientCapabilities", json::object()}};
+  return {{"jsonrpc", "2.0"}, {"id", 9}, {"method", method}, {"params", params}};
+}
+
+std::vector<std::pair<std::string, std::string>> ModernHeaders(const std::string& method,
+                                                               const std::string& name = "",
+                                                               const std::string& version = "2026-07-28") {
+  std::vector<std::pair<std::string, std::string>> headers = {{"MCP-Protocol-Version", version},
+                                                              {"Mcp-Method", method}};
+  if (!name.empty()) headers.emplace_back("Mcp-Name", name);
+  return headers;
+}
+
+TEST_F(McpDaemonTest, TheStatelessRevisionRunsCodeInASessionWithoutAHandshake) {
+  Reply discover = Post(Modern("server/discover", json::object()).dump(), kAliceToken, "/mcp",
+                        ModernHeaders("server/discover"));
+  ASSERT_EQ(discover.status, 200u) << discover.raw;
+  EXPECT_EQ(discover.body["result"]["supportedVersions"][0], "2026-07-28");
+  EXPECT_EQ(discover.body["result"]["resultType"], "complete");
+
+  auto call = [](const std::string& tool, json arguments) {
+    Reply r = Post(Modern("tools/call", {{"name", tool}, {"arguments", arguments}}).dump(), kAliceToken, "/mcp",
+                   ModernHeaders("tools/call", tool));
+    EXPECT_EQ(r.status, 200u) << r.raw;
+    EXPECT_EQ(r.body["result"]["resultType"], "complete") << r.raw;
+    return r.body["result"];
+  };
+  const std::string id = call("create_session", json::object())["structuredContent"]["session_id"];
+  ASSERT_FALSE(id.empty());
+  call("execute_code", {{"code", "x = 41"}, {"session_id", id}});
+  json ran = call("execute_code", {{"code", "x + 1"}, {"session_id", id}});
+  EXPECT_EQ(ran["structuredContent"]["results"][0]["data"]["text/plain"], "42") << ran;
+  // A name outside plain ASCII's safe set may come base64-encoded.
+  Reply encoded = Post(Modern("tools/call", {{"name", "close_session"}, {"arguments", {{"session_id", id}}}}).dump(),
+                       kAliceToken, "/mcp", ModernHeaders("tools/call", "=?base64?Y2xvc2Vfc2Vzc2lvbg==?="));
+  EXPECT_EQ(encoded.status, 200u) << encoded.raw;
+  EXPECT_FALSE(encoded.body["result"].contains("isError")) << encoded.raw;
+}
+
+TEST_F(McpDaemonTest, TheStatelessRevisionsErrorsCarryTheirHttpStatus) {
+  const std::string list = Modern("tools/list", json::object()).dump();
+  // Headers that do not mirror the body: 400 with HeaderMismatch.
+  for (const auto& headers : std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"Mcp-Method", "tools/list"}},                                       // no version header
+           {{"MCP-Protocol-Version", "2026-07-28"}},                              // no Mcp-Method
+           ModernHeaders("tools/call"),                                           // another method
+           ModernHeaders("tools/list", "", "2025-11-25"),                         // another version
+       }) {
+    Reply r = Post(list, kAliceToken, "/mcp", headers);
+    EXPECT_EQ(r.status, 400u) << r.raw;
+    EXPECT_EQ(r.body["error"]["code"], -32020) << r.raw;
+    EXPECT_EQ(r.body["id"], 9);
+  }
+  Reply wrong_name = Post(Modern("tools/call", {{"name", "execute_code"}, {"arguments", {{"code", "1"}}}}).dump(),
+                          kAliceToken, "/mcp", ModernHeaders("tools/call", "list_files"));
+  EXPECT_EQ(wrong_name.status, 400u);
+  EXPECT_THAT(wrong_name.body["error"]["message"].get<std::string>(), HasSubstr("Mcp-Name"));
+
+  // A version this server does not speak: 400 with the versions it does.
+  Reply old = Post(Modern("tools/list", json::object(), "1900-01-01").dump(), kAliceToken, "/mcp",
+                   ModernHeaders("tools/list", "", "1900-01-01"));
+  EXPECT_EQ(old.status, 400u);
+  EXPECT_EQ(old.body["error"]["code"], -32022);
+  EXPECT_EQ(old.body["error"]["data"]["supported"][0], "2026-07-28");
+
+  // A method it does not have: 404 with a JSON-RPC body, unlike a legacy
+  // server's bare 404.
+  Reply unknown = Post(Modern("resources/list", json::object()).dump(), kAliceToken, "/mcp",
+                       ModernHeaders("resources/list"));
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(unknown.body["error"]["code"], -32601);
+
+  // The modern version header on a body without _meta says what is missing.
+  Reply bare = Post(R"({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})", kAliceToken, "/mcp",
+                    ModernHeaders("tools/list"));
+  EXPECT_EQ(bare.status, 400u);
+  EXPECT_THAT(bare.body["error"]["message"].get<std::string>(), HasSubstr("_meta"));
   ExpectStillServing();
 }
 

@@ -13,6 +13,9 @@ inline constexpr int kInvalidRequest = -32600;
 inline constexpr int kMethodNotFound = -32601;
 inline constexpr int kInvalidParams = -32602;
 inline constexpr int kInternalError = -32603;
+// MCP's own codes (2026-07-28 schema).
+inline constexpr int kHeaderMismatch = -32020;
+inline constexpr int kUnsupportedProtocolVersion = -32022;
 
 // {"jsonrpc": "2.0", "id": id, "result": result}
 nlohmann::json RpcResult(const nlohmann::json& id, nlohmann::json result);

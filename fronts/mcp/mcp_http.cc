@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "fronts/http/credentials.h"
@@ -31,6 +33,90 @@ bool IsLoopbackHost(const std::string& host) {
 // message: {"jsonrpc": "2.0", "id": null, "error": {...}}.
 http::Response RpcErrorResponse(unsigned status, int code, const std::string& message) {
   return http::Response::Json(status, RpcError(nullptr, code, message));
+}
+
+// A legacy request's MCP-Protocol-Version header, when it has one, names a
+// revision this server speaks.
+absl::Status CheckLegacyVersion(const http::Request& request) {
+  const std::string version = request.Header("MCP-Protocol-Version");
+  const auto& supported = SupportedProtocolVersions();
+  if (version.empty() || version == "2024-11-05" ||
+      std::find(supported.begin(), supported.end(), version) != supported.end()) {
+    return absl::OkStatus();
+  }
+  if (version == kModernProtocolVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MCP-Protocol-Version is ", version, " but the body's params._meta has no \"", kProtocolVersionKey,
+        "\": a ", version, " request names its version there too"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unsupported MCP-Protocol-Version ", version,
+                                                 "; this server speaks ", absl::StrJoin(AllProtocolVersions(), ", ")));
+}
+
+// The modern-era version a message names, when it is not a legacy one
+// (those are served as legacy, headers included).
+std::optional<std::string> ModernEra(const json& message) {
+  std::optional<std::string> version = McpServer::ModernVersion(message);
+  const auto& legacy = SupportedProtocolVersions();
+  if (!version || std::find(legacy.begin(), legacy.end(), *version) != legacy.end()) return std::nullopt;
+  return version;
+}
+
+// A header value as the 2026-07-28 transport encodes it: plain, or
+// "=?base64?...?=" for what is not plain ASCII.
+std::optional<std::string> DecodeHeaderValue(const std::string& value) {
+  if (!absl::StartsWith(value, "=?base64?") || !absl::EndsWith(value, "?=")) return value;
+  std::string decoded;
+  if (!absl::Base64Unescape(absl::string_view(value).substr(9, value.size() - 11), &decoded)) return std::nullopt;
+  return decoded;
+}
+
+// 2026-07-28 Streamable HTTP: the headers mirror the body (version, method,
+// and the tool's name for tools/call), so that intermediaries routing on
+// them see what the server runs. Any mismatch is a HeaderMismatch.
+absl::Status CheckModernHeaders(const http::Request& request, const json& message) {
+  const json& params = message["params"];
+  const std::string body_version = params["_meta"][kProtocolVersionKey].is_string()
+                                       ? params["_meta"][kProtocolVersionKey].get<std::string>()
+                                       : params["_meta"][kProtocolVersionKey].dump();
+  const std::string version = request.Header("MCP-Protocol-Version");
+  if (version != body_version) {
+    return absl::InvalidArgumentError(
+        version.empty() ? "Header mismatch: the MCP-Protocol-Version header is required"
+                        : absl::StrCat("Header mismatch: MCP-Protocol-Version header value '", version,
+                                       "' does not match body value '", body_version, "'"));
+  }
+  const std::string body_method = message.value("method", json()).is_string() ? message["method"].get<std::string>() : "";
+  const std::string method = request.Header("Mcp-Method");
+  if (method != body_method) {
+    return absl::InvalidArgumentError(
+        method.empty() ? "Header mismatch: the Mcp-Method header is required"
+                       : absl::StrCat("Header mismatch: Mcp-Method header value '", method,
+                                      "' does not match body value '", body_method, "'"));
+  }
+  if (body_method == "tools/call") {
+    const std::string body_name = params.value("name", json()).is_string() ? params["name"].get<std::string>() : "";
+    const std::string raw = request.Header("Mcp-Name");
+    std::optional<std::string> name = DecodeHeaderValue(raw);
+    if (raw.empty() || !name || *name != body_name) {
+      return absl::InvalidArgumentError(
+          raw.empty() ? "Header mismatch: the Mcp-Name header is required for tools/call"
+                      : absl::StrCat("Header mismatch: Mcp-Name header value '", raw,
+                                     "' does not match body value '", body_name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The HTTP status of a modern-era answer: 400 for a version the server
+// does not speak, 404 for a method it does not have (so that a dual-era
+// client tells a modern server from a legacy one), 200 otherwise.
+unsigned ModernStatus(const json& response) {
+  if (!response.is_object() || !response.contains("error")) return 200;
+  const json& code = response["error"]["code"];
+  if (code == kUnsupportedProtocolVersion || code == kHeaderMismatch) return 400;
+  if (code == kMethodNotFound) return 404;
+  return 200;
 }
 
 }  // namespace
@@ -73,19 +159,16 @@ void AddMcpRoutes(http::Router& router, McpServer& server, McpHttpOptions option
         if (absl::Status s = origin_ok(request); !s.ok()) {
           return exchange.Send(RpcErrorResponse(403, kInvalidRequest, std::string(s.message())));
         }
-        const std::string version = request.Header("MCP-Protocol-Version");
-        const auto& supported = SupportedProtocolVersions();
-        if (!version.empty() && std::find(supported.begin(), supported.end(), version) == supported.end() &&
-            version != "2024-11-05") {
-          return exchange.Send(RpcErrorResponse(
-              400, kInvalidRequest,
-              absl::StrCat("unsupported MCP-Protocol-Version ", version, "; this server speaks 2025-11-25, "
-                           "2025-06-18 and 2025-03-26")));
-        }
         json message = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
         if (message.is_discarded()) {
           return exchange.Send(
               RpcErrorResponse(400, kParseError, "parse error: the request body is not valid JSON"));
+        }
+        const std::optional<std::string> modern = ModernEra(message);
+        if (absl::Status s = modern ? CheckModernHeaders(request, message) : CheckLegacyVersion(request); !s.ok()) {
+          return exchange.Send(http::Response::Json(
+              400, RpcError(message.is_object() ? message.value("id", json()) : json(),
+                            modern ? kHeaderMismatch : kInvalidRequest, std::string(s.message()))));
         }
         if (!McpServer::HasRequest(message)) {
           (void)server.Handle(message, request.token, nullptr);
@@ -94,10 +177,12 @@ void AddMcpRoutes(http::Router& router, McpServer& server, McpHttpOptions option
           return exchange.Send(accepted);
         }
         const bool wants_progress = !McpServer::ProgressToken(message).is_null() &&
-                                    absl::StrContains(request.Header("Accept"), "text/event-stream");
+                                    absl::StrContains(request.Header("Accept"), "text/event-stream") &&
+                                    (!modern || *modern == kModernProtocolVersion);
         if (!wants_progress) {
           std::optional<json> response = server.Handle(message, request.token, nullptr);
-          return exchange.Send(http::Response::Json(200, response ? *response : json::object()));
+          if (!response) response = json::object();
+          return exchange.Send(http::Response::Json(modern ? ModernStatus(*response) : 200, *response));
         }
         // Progress: the notifications as server-sent events while the code
         // runs, then the response as the last event.

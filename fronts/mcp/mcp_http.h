@@ -1,5 +1,9 @@
-// MCP's Streamable HTTP transport at /mcp on the HTTP front (protocol
-// revision 2025-11-25):
+// MCP's Streamable HTTP transport at /mcp on the HTTP front, for both eras
+// (mcp_server.h): the legacy revisions up to 2025-11-25, and 2026-07-28,
+// whose requests must mirror their body in headers (MCP-Protocol-Version,
+// Mcp-Method, and Mcp-Name for tools/call; 400 with -32020 HeaderMismatch
+// otherwise) and get 400 for an unsupported version (-32022) and 404 for an
+// unknown method (-32601).
 //   POST /mcp   one JSON-RPC message or batch. Requests are answered with
 //               application/json, or with text/event-stream when a
 //               tools/call asked for progress (the notifications, then the

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "fronts/mcp/json_rpc.h"
 
 namespace warden::mcp {
@@ -16,7 +17,19 @@ constexpr char kInstructions[] =
     "one-shot and keeps nothing; create_session gives a session_id whose variables and files persist across "
     "execute_code calls. Plots come back as PNG images.";
 
+// How long a client or a shared cache may keep the tool list and the
+// discovery result (2026-07-28 CacheableResult): they change only with the
+// binary, and hold nothing of a tenant.
+constexpr int64_t kCacheTtlMs = 5 * 60 * 1000;
+
 bool IsRequest(const json& m) { return m.is_object() && m.contains("method") && m.contains("id"); }
+
+json ServerInfo() { return {{"name", "warden"}, {"title", "Warden code sandbox"}, {"version", "0.1.0"}}; }
+
+bool IsLegacyVersion(const std::string& version) {
+  const auto& legacy = SupportedProtocolVersions();
+  return std::find(legacy.begin(), legacy.end(), version) != legacy.end();
+}
 
 }  // namespace
 
@@ -34,6 +47,17 @@ json McpServer::ProgressToken(const json& message) {
   auto token = meta->find("progressToken");
   if (token == meta->end() || !(token->is_string() || token->is_number_integer())) return nullptr;
   return *token;
+}
+
+std::optional<std::string> McpServer::ModernVersion(const json& message) {
+  if (!message.is_object()) return std::nullopt;
+  auto params = message.find("params");
+  if (params == message.end() || !params->is_object()) return std::nullopt;
+  auto meta = params->find("_meta");
+  if (meta == params->end() || !meta->is_object()) return std::nullopt;
+  auto version = meta->find(kProtocolVersionKey);
+  if (version == meta->end()) return std::nullopt;
+  return version->is_string() ? version->get<std::string>() : version->dump();
 }
 
 std::optional<json> McpServer::HandleText(absl::string_view text, const std::string& token, const Notify& notify) {
@@ -77,6 +101,14 @@ std::optional<json> McpServer::HandleOne(const json& message, const std::string&
   if (!params.is_object()) return RpcError(id, kInvalidParams, "invalid params: \"params\" must be an object");
 
   if (method == "initialize") return RpcResult(id, Initialize(params));
+  // A request naming a legacy version in its _meta is served as legacy;
+  // server/discover is modern whatever it carries (dual-era clients probe
+  // with it).
+  std::optional<std::string> version = ModernVersion(message);
+  if ((version && !IsLegacyVersion(*version)) || method == "server/discover") {
+    return HandleModern(id, method, version.value_or(kModernProtocolVersion), params, token, notify,
+                        ProgressToken(message));
+  }
   if (method == "ping") return RpcResult(id, json::object());
   if (method == "tools/list") return RpcResult(id, tools_.List());
   if (method == "tools/call") {
@@ -89,6 +121,43 @@ std::optional<json> McpServer::HandleOne(const json& message, const std::string&
                                "tools/call"));
 }
 
+json McpServer::HandleModern(const json& id, const std::string& method, const std::string& version,
+                             const json& params, const std::string& token, const Notify& notify,
+                             const json& progress_token) {
+  if (version != kModernProtocolVersion) {
+    json error = RpcError(id, kUnsupportedProtocolVersion,
+                          absl::StrCat("Unsupported protocol version ", version, ": this server speaks ",
+                                       absl::StrJoin(AllProtocolVersions(), ", ")));
+    error["error"]["data"] = {{"supported", AllProtocolVersions()}, {"requested", version}};
+    return error;
+  }
+  json result;
+  if (method == "server/discover") {
+    result = {{"supportedVersions", AllProtocolVersions()},
+              {"capabilities", {{"tools", {{"listChanged", false}}}}},
+              {"instructions", kInstructions},
+              {"ttlMs", kCacheTtlMs},
+              {"cacheScope", "public"}};
+  } else if (method == "ping") {
+    result = json::object();
+  } else if (method == "tools/list") {
+    result = tools_.List();
+    result["ttlMs"] = kCacheTtlMs;
+    result["cacheScope"] = "public";
+  } else if (method == "tools/call") {
+    absl::StatusOr<json> called = tools_.Call(params, token, progress_token, notify);
+    if (!called.ok()) return RpcError(id, RpcCodeFor(called.status()), std::string(called.status().message()));
+    result = *std::move(called);
+  } else {
+    return RpcError(id, kMethodNotFound,
+                    absl::StrCat("method not found: ", method, "; this server has server/discover, ping, "
+                                 "tools/list and tools/call"));
+  }
+  result["resultType"] = "complete";
+  result["_meta"]["io.modelcontextprotocol/serverInfo"] = ServerInfo();
+  return RpcResult(id, std::move(result));
+}
+
 json McpServer::Initialize(const json& params) const {
   std::string version = kLatestProtocolVersion;
   if (auto it = params.find("protocolVersion"); it != params.end() && it->is_string()) {
@@ -99,7 +168,7 @@ json McpServer::Initialize(const json& params) const {
   }
   return {{"protocolVersion", version},
           {"capabilities", {{"tools", {{"listChanged", false}}}}},
-          {"serverInfo", {{"name", "warden"}, {"title", "Warden code sandbox"}, {"version", "0.1.0"}}},
+          {"serverInfo", ServerInfo()},
           {"instructions", kInstructions}};
 }
 

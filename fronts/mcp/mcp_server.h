@@ -1,9 +1,13 @@
 // McpServer: the Model Context Protocol over any transport. It takes one
 // JSON-RPC message (or a batch) at a time and answers it; the transports
 // (mcp_http.h for Streamable HTTP at /mcp, mcp_stdio.h for `warden mcp`)
-// only move bytes. Protocol revision 2025-11-25 with the initialize
-// handshake, negotiating down to 2025-06-18 and 2025-03-26; methods
-// initialize, ping, tools/list and tools/call (the tools: mcp_tools.h).
+// only move bytes. Dual-era: the legacy revisions (2025-11-25 with the
+// initialize handshake, negotiating down to 2025-06-18 and 2025-03-26) and
+// the modern, stateless 2026-07-28 revision, in which every request names
+// its version in params._meta["io.modelcontextprotocol/protocolVersion"],
+// there is no handshake, server/discover says what the server speaks and
+// every result carries resultType. Methods: initialize (legacy), ping,
+// server/discover, tools/list and tools/call (the tools: mcp_tools.h).
 //
 // Stateless between messages: what persists is a Warden session, named by
 // the session_id tool argument, so any number of clients and transports can
@@ -21,10 +25,20 @@
 
 namespace warden::mcp {
 
-inline constexpr char kLatestProtocolVersion[] = "2025-11-25";
-// Newest first; an initialize asking for another gets the newest.
+inline constexpr char kLatestProtocolVersion[] = "2025-11-25";  // newest with a handshake
+inline constexpr char kModernProtocolVersion[] = "2026-07-28";  // stateless, per-request _meta
+inline constexpr char kProtocolVersionKey[] = "io.modelcontextprotocol/protocolVersion";
+// The legacy revisions, newest first; an initialize asking for another gets
+// the newest.
 inline const std::vector<std::string>& SupportedProtocolVersions() {
   static const std::vector<std::string> versions = {"2025-11-25", "2025-06-18", "2025-03-26"};
+  return versions;
+}
+// Every revision served, modern first (server/discover's supportedVersions
+// and the data of an UnsupportedProtocolVersion error).
+inline const std::vector<std::string>& AllProtocolVersions() {
+  static const std::vector<std::string> versions = {kModernProtocolVersion, "2025-11-25", "2025-06-18",
+                                                    "2025-03-26"};
   return versions;
 }
 
@@ -49,11 +63,19 @@ class McpServer {
   static bool HasRequest(const nlohmann::json& message);
   // The progress token of a tools/call request, or null.
   static nlohmann::json ProgressToken(const nlohmann::json& message);
+  // The protocol version a modern (2026-07-28-era) request names in its
+  // params._meta, or nullopt for a legacy message (or a batch). Whatever
+  // the value, even one not served: Handle answers that with -32022.
+  static std::optional<std::string> ModernVersion(const nlohmann::json& message);
 
  private:
   std::optional<nlohmann::json> HandleOne(const nlohmann::json& message, const std::string& token,
                                           const Notify& notify);
   nlohmann::json Initialize(const nlohmann::json& params) const;
+  // A request of the modern era (`version` from its _meta).
+  nlohmann::json HandleModern(const nlohmann::json& id, const std::string& method, const std::string& version,
+                              const nlohmann::json& params, const std::string& token, const Notify& notify,
+                              const nlohmann::json& progress_token);
 
   McpTools& tools_;
 };

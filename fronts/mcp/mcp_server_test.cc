@@ -112,6 +112,58 @@ TEST_F(McpServerTest, InitializeNegotiatesTheProtocolVersion) {
   EXPECT_EQ(Request("initialize", {{"protocolVersion", "1999-01-01"}})["result"]["protocolVersion"], "2025-11-25");
 }
 
+// A 2026-07-28 request: no handshake, its version and capabilities in _meta.
+json Modern(const std::string& method, json params = json::object(), const std::string& version = "2026-07-28") {
+  params["_meta"] = {{"io.modelcontextprotocol/protocolVersion", version},
+                     {"io.modelcontextprotocol/clientCapabilities", json::object()}};
+  return {{"jsonrpc", "2.0"}, {"id", 7}, {"method", method}, {"params", params}};
+}
+
+TEST_F(McpServerTest, ModernRequestsNeedNoHandshakeAndSayTheirResultType) {
+  json discover = *mcp_->Handle(Modern("server/discover"), "", nullptr);
+  EXPECT_EQ(discover["result"]["supportedVersions"],
+            json({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}));
+  EXPECT_TRUE(discover["result"]["capabilities"].contains("tools"));
+  EXPECT_EQ(discover["result"]["resultType"], "complete");
+  EXPECT_EQ(discover["result"]["cacheScope"], "public");
+  EXPECT_GT(discover["result"]["ttlMs"].get<int64_t>(), 0);
+  EXPECT_EQ(discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "warden");
+
+  json list = *mcp_->Handle(Modern("tools/list"), "", nullptr);
+  EXPECT_EQ(list["result"]["tools"].size(), 8u);
+  EXPECT_EQ(list["result"]["resultType"], "complete");
+  EXPECT_TRUE(list["result"].contains("ttlMs"));
+
+  json call = *mcp_->Handle(Modern("tools/call", {{"name", "create_session"}, {"arguments", json::object()}}),
+                            "", nullptr);
+  EXPECT_EQ(call["result"]["structuredContent"]["session_id"], "s-1");
+  EXPECT_EQ(call["result"]["resultType"], "complete");
+
+  EXPECT_EQ((*mcp_->Handle(Modern("prompts/list"), "", nullptr))["error"]["code"], kMethodNotFound);
+}
+
+TEST_F(McpServerTest, AnUnsupportedModernVersionListsTheSupportedOnes) {
+  json r = *mcp_->Handle(Modern("tools/list", json::object(), "1900-01-01"), "", nullptr);
+  EXPECT_EQ(r["id"], 7);
+  EXPECT_EQ(r["error"]["code"], kUnsupportedProtocolVersion);
+  EXPECT_EQ(r["error"]["data"]["requested"], "1900-01-01");
+  EXPECT_EQ(r["error"]["data"]["supported"][0], "2026-07-28");
+  EXPECT_EQ(McpServer::ModernVersion(Modern("ping", json::object(), "1900-01-01")), "1900-01-01");
+  EXPECT_FALSE(McpServer::ModernVersion({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}}).has_value());
+}
+
+TEST_F(McpServerTest, LegacyResultsAreUnchangedBesideTheModernEra) {
+  // A legacy client's result has no resultType (2025-11-25 has none), also
+  // when its _meta names a legacy version.
+  json legacy = Request("tools/list");
+  EXPECT_FALSE(legacy["result"].contains("resultType"));
+  json named = *mcp_->Handle(Modern("tools/list", json::object(), "2025-11-25"), "", nullptr);
+  EXPECT_FALSE(named["result"].contains("resultType"));
+  EXPECT_EQ(named["result"]["tools"].size(), 8u);
+  // initialize still negotiates the legacy era.
+  EXPECT_EQ(Request("initialize", {{"protocolVersion", "2025-11-25"}})["result"]["protocolVersion"], "2025-11-25");
+}
+
 TEST_F(McpServerTest, MalformedJsonIsAParseError) {
   std::optional<json> r = mcp_->HandleText("{\"jsonrpc\": \"2.0\", \"id\": 1, ", "", nullptr);
   ASSERT_TRUE(r.has_value());
