@@ -202,7 +202,10 @@ absl::StatusOr<std::string> ReadWorkspaceFile(int root_fd, const std::string& pa
     return absl::ResourceExhaustedError(
         absl::StrCat("'", path, "' is ", st.st_size, " bytes; the cap is ", max_bytes));
   }
+  // Sized once: growing by doubling copied a 10 MiB file several times over
+  // into fresh pages, each a page fault here (docs/benchmarks.md).
   std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
   char buf[65536];
   for (;;) {
     ssize_t n = read(fd->get(), buf, sizeof(buf));
