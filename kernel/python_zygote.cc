@@ -126,6 +126,22 @@ std::string Start(const std::string& kernel_file, const std::string& warm) {
 }  // namespace
 }  // namespace warden
 
+// Sanitizer builds only (docs/security.md "Sanitizers"). The zygote starts
+// with the sandboxes' environment, so no *SAN_OPTIONS reach it: it compiles
+// its own in. A finding ends the process, as everywhere in those builds, and
+// its report goes to stderr: the zygote's, or the sandbox's in a clone.
+// Leaks are not checked here: a clone ends inside its sandbox through
+// Py_Exit, where LeakSanitizer cannot work (it stops the world with ptrace
+// and reads /proc, both out of reach under the seccomp policy and in the
+// sandbox's root), and the embedded interpreter keeps its objects to the end
+// by design. wardend and the tests, which share this code, are checked.
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" const char* __asan_default_options() { return "halt_on_error=1:detect_leaks=0"; }
+#endif
+#if defined(__SANITIZE_THREAD__)
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1"; }
+#endif
+
 int main() {
   const std::string setup = warden::ReceiveForkServerSetup();
   const size_t newline = setup.find('\n');
