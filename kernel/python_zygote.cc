@@ -131,10 +131,10 @@ std::string Start(const std::string& kernel_file, const std::string& warm) {
 // its own in. A finding ends the process, as everywhere in those builds, and
 // its report goes to stderr: the zygote's, or the sandbox's in a clone.
 // Leaks are not checked here: a clone ends inside its sandbox through
-// Py_Exit, where LeakSanitizer cannot work (it stops the world with ptrace
-// and reads /proc, both out of reach under the seccomp policy and in the
-// sandbox's root), and the embedded interpreter keeps its objects to the end
-// by design. wardend and the tests, which share this code, are checked.
+// Py_Exit, where LeakSanitizer would stop the world with ptrace, which the
+// seccomp policy denies (the run would be reported as a violation), and the
+// embedded interpreter keeps its objects to the end by design. wardend and
+// the tests, which share this code, are checked.
 #if defined(__SANITIZE_ADDRESS__)
 extern "C" const char* __asan_default_options() { return "halt_on_error=1:detect_leaks=0"; }
 #endif
