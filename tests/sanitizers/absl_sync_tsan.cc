@@ -18,11 +18,12 @@
 //   Notification        -> release before Notify, acquire after a wait that
 //                          saw it (HasBeenNotified is an inline acquire load
 //                          of the same flag, which TSan sees in our code).
-// A Condition is evaluated inside the library while the lock is being taken,
-// before our acquire; its reads are ignored there (AnnotateIgnoreReads), as
-// Abseil's own annotations treat them. Lock-order (deadlock) checks are not
-// modelled: only the edges, so a missing edge can only hide a race, never
-// invent one.
+// The library evaluates Conditions under the lock but out of our sight: in
+// the waiter while it takes the lock (before our acquire), and in whichever
+// thread unlocks or waits (after our release), for every waiter. Their reads
+// are ignored inside those calls (AnnotateIgnoreReads; a Condition only
+// reads), as Abseil's own annotations treat them. Lock-order (deadlock)
+// checks are not modelled: only the edges.
 #include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 
@@ -94,12 +95,14 @@ bool Mutex::ReaderTryLock() {
 void Mutex::Unlock() {
   REAL(void (*)(Mutex*), "_Z" ABSL_NS "5Mutex6UnlockEv");
   __tsan_release(this);
+  IgnoreReads ignore;  // waiters' Conditions
   real(this);
 }
 
 void Mutex::ReaderUnlock() {
   REAL(void (*)(Mutex*), "_Z" ABSL_NS "5Mutex12ReaderUnlockEv");
   __tsan_release(this);
+  IgnoreReads ignore;  // waiters' Conditions
   real(this);
 }
 
@@ -209,7 +212,10 @@ bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
 void CondVar::Wait(Mutex* mu) {
   REAL(void (*)(CondVar*, Mutex*), "_Z" ABSL_NS "7CondVar4WaitEPNS0_5MutexE");
   __tsan_release(mu);
-  real(this, mu);
+  {
+    IgnoreReads ignore;  // waiters' Conditions, as the lock is given up
+    real(this, mu);
+  }
   __tsan_acquire(mu);
 }
 
@@ -217,7 +223,11 @@ bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
   REAL(bool (*)(CondVar*, Mutex*, absl::Duration),
        "_Z" ABSL_NS "7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
   __tsan_release(mu);
-  const bool timed_out = real(this, mu, timeout);
+  bool timed_out;
+  {
+    IgnoreReads ignore;
+    timed_out = real(this, mu, timeout);
+  }
   __tsan_acquire(mu);
   return timed_out;
 }
@@ -226,7 +236,11 @@ bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
   REAL(bool (*)(CondVar*, Mutex*, absl::Time),
        "_Z" ABSL_NS "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
   __tsan_release(mu);
-  const bool timed_out = real(this, mu, deadline);
+  bool timed_out;
+  {
+    IgnoreReads ignore;
+    timed_out = real(this, mu, deadline);
+  }
   __tsan_acquire(mu);
   return timed_out;
 }
