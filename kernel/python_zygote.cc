@@ -133,6 +133,29 @@ std::string Start(const std::string& kernel_file, const std::string& warm) {
 }  // namespace
 }  // namespace warden
 
+// Sanitizer builds only (docs/security.md "Sanitizers"). The zygote starts
+// with the sandboxes' environment, so no *SAN_OPTIONS reach it: it compiles
+// its own in. A finding ends the process, as everywhere in those builds, and
+// its report goes to stderr: the zygote's, or the sandbox's in a clone.
+// Leaks are not checked here: a clone ends inside its sandbox through
+// Py_Exit, where LeakSanitizer would stop the world with ptrace, which the
+// seccomp policy denies (the run would be reported as a violation), and the
+// embedded interpreter keeps its objects to the end by design. wardend and
+// the tests, which share this code, are checked.
+#if defined(__SANITIZE_ADDRESS__)
+// Its clones run under the sandbox's memory limit, which the runtime's own
+// memory counts towards: freed blocks are held in quarantine (to catch use
+// after free) up to 256 MiB by default, enough to push a clone importing the
+// runtime's libraries past the default 512 MiB; 16 MiB still catches a use
+// soon after the free.
+extern "C" const char* __asan_default_options() {
+  return "halt_on_error=1:detect_leaks=0:quarantine_size_mb=16";
+}
+#endif
+#if defined(__SANITIZE_THREAD__)
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1"; }
+#endif
+
 int main() {
   const std::string setup = warden::ReceiveForkServerSetup();
   const size_t newline = setup.find('\n');
