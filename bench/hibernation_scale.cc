@@ -18,7 +18,9 @@
 //
 //   hibernation_scale [--sessions N] [--live L] [--hibernate-after S]
 //                     [--threads T] [--sample K] [--max-awake A]
-//                     [--create-minutes M] [--min-avail-mb F]
+//                     [--create-minutes M] [--call-minutes C] [--min-avail-mb F]
+// --sample K calls a random K of the sleepers; --call-minutes C calls them in
+// random order until C minutes have passed (the output says how many).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -60,6 +62,7 @@ struct Flags {
   int sample = 0;  // 0: call every sleeper
   int max_awake = 1'500;
   double create_minutes = 15;
+  double call_minutes = 0;  // 0: call every sleeper (or the sample)
   int64_t min_avail_mb = 6'144;
 };
 
@@ -217,8 +220,10 @@ struct CallFigures {
   std::vector<double> ms;
 };
 
-// `print(x)` in each (index, id), from `threads` threads.
-CallFigures CallAll(Executor::Stub& stub, const std::vector<std::pair<int, std::string>>& targets, int threads) {
+// `print(x)` in each (index, id), from `threads` threads, in order, until
+// `deadline` (no new call starts after it).
+CallFigures CallAll(Executor::Stub& stub, const std::vector<std::pair<int, std::string>>& targets, int threads,
+                    absl::Time deadline = absl::InfiniteFuture()) {
   CallFigures f;
   std::mutex mu;
   std::atomic<size_t> next{0};
@@ -226,7 +231,7 @@ CallFigures CallAll(Executor::Stub& stub, const std::vector<std::pair<int, std::
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      for (size_t k = next++; k < targets.size(); k = next++) {
+      for (size_t k = next++; k < targets.size() && absl::Now() < deadline; k = next++) {
         const auto& [i, id] = targets[k];
         const double ms = Cell(stub, id, "print(x)", absl::StrCat(i, "\n"));
         std::lock_guard<std::mutex> lock(mu);
@@ -265,6 +270,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!absl::SimpleAtoi(value, ints[name])) return false;
     } else if (name == "--create-minutes") {
       if (!absl::SimpleAtod(value, &f->create_minutes)) return false;
+    } else if (name == "--call-minutes") {
+      if (!absl::SimpleAtod(value, &f->call_minutes)) return false;
     } else if (name == "--min-avail-mb") {
       if (!absl::SimpleAtoi(value, &f->min_avail_mb)) return false;
     } else {
@@ -280,7 +287,8 @@ int main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) {
     std::cerr << "usage: hibernation_scale [--sessions N] [--live L] [--hibernate-after S] [--threads T]\n"
-                 "                         [--sample K] [--max-awake A] [--create-minutes M] [--min-avail-mb F]\n";
+                 "                         [--sample K] [--max-awake A] [--create-minutes M] [--call-minutes C]\n"
+                 "                         [--min-avail-mb F]\n";
     return 2;
   }
   char tmpl[] = "/tmp/warden-hibernation-bench.XXXXXX";
@@ -421,10 +429,15 @@ int main(int argc, char** argv) {
               live_calls.answered, live_calls.called, live_calls.failed, live_calls.seconds,
               Percentile(live_calls.ms, 0.5), Percentile(live_calls.ms, 0.99));
   std::fflush(stdout);
-  const CallFigures wake_calls = CallAll(*stub, sleeper_targets, flags.threads);
+  const CallFigures wake_calls =
+      CallAll(*stub, sleeper_targets, flags.threads,
+              flags.call_minutes > 0 ? absl::Now() + absl::Seconds(flags.call_minutes * 60) : absl::InfiniteFuture());
   std::printf("  hibernated%s: %d of %d answered their own x (%d failed) in %.1f s (%.1f wakes per second); "
               "cell with its wake p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-              flags.sample > 0 ? " (a random sample)" : "", wake_calls.answered, wake_calls.called,
+              flags.sample > 0 || wake_calls.called < static_cast<int>(sleeper_targets.size())
+                  ? " (a random sample: those called in random order within the time limit)"
+                  : "",
+              wake_calls.answered, wake_calls.called,
               wake_calls.failed, wake_calls.seconds, wake_calls.answered / std::max(wake_calls.seconds, 1e-9),
               Percentile(wake_calls.ms, 0.5), Percentile(wake_calls.ms, 0.99), Percentile(wake_calls.ms, 1.0));
   const int64_t rss_after_kib = ProcKib(rss_path, "VmRSS");
@@ -438,7 +451,8 @@ int main(int argc, char** argv) {
       "%s\n",
       absl::StrCat("{\"sessions_asked\": ", flags.sessions, ", \"live_asked\": ", flags.live,
                    ", \"hibernate_after_s\": ", flags.hibernate_after_s, ", \"threads\": ", flags.threads,
-                   ", \"sample\": ", flags.sample, ", \"sleepers_created\": ", sleepers_made,
+                   ", \"sample\": ", flags.sample, ", \"call_minutes\": ", flags.call_minutes,
+                   ", \"sleepers_to_call\": ", static_cast<int>(sleeper_targets.size()), ", \"sleepers_created\": ", sleepers_made,
                    ", \"live_created\": ", live_made, ", \"create_sleepers_s\": ", create_sleepers_s,
                    ", \"create_per_second\": ", sleepers_made / std::max(create_sleepers_s, 1e-9),
                    ", \"create_stopped\": ", Quoted(stopped.empty() ? live_stopped : stopped),

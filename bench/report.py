@@ -454,7 +454,7 @@ def generated(results):
 
 DOC_SKELETON = """# Benchmarks
 
-`make bench` (about 10-15 minutes) and `make bench-quick` (under 3) measure
+`make bench` (about 15-20 minutes) and `make bench-quick` (under 4) measure
 Warden side by side with the alternatives, in the same run on the same
 machine, and rewrite the generated part of this page and
 `bench/results/latest.json`. These are benchmarks, not tests: they print
