@@ -23,6 +23,7 @@
 // random order until C minutes have passed (the output says how many).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/create_channel.h"
@@ -146,7 +148,8 @@ StateCounts Count(Executor::Stub& stub) {
 
 // One cell; its round trip in ms, or a negative number when it failed or
 // answered something else than `want` (when `want` is not empty).
-double Cell(Executor::Stub& stub, const std::string& id, const std::string& code, const std::string& want) {
+double Cell(Executor::Stub& stub, const std::string& id, const std::string& code, const std::string& want,
+            std::string* why = nullptr) {
   warden::v1::ExecuteRequest request;
   request.set_session_id(id);
   request.set_code(code);
@@ -154,9 +157,16 @@ double Cell(Executor::Stub& stub, const std::string& id, const std::string& code
   grpc::ClientContext ctx;
   ctx.set_deadline(In(absl::Seconds(120)));
   const absl::Time start = absl::Now();
-  const bool ok = stub.Execute(&ctx, request, &response).ok() &&
-                  response.outcome() == warden::v1::OUTCOME_OK && (want.empty() || response.stdout() == want);
+  const grpc::Status status = stub.Execute(&ctx, request, &response);
+  const bool ok = status.ok() && response.outcome() == warden::v1::OUTCOME_OK &&
+                  (want.empty() || response.stdout() == want);
   const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  if (!ok && why) {
+    *why = !status.ok() ? absl::StrCat("gRPC ", status.error_code(), ": ", status.error_message().substr(0, 200))
+                        : absl::StrCat(warden::v1::Outcome_Name(response.outcome()), ": ",
+                                       response.message().substr(0, 120), response.error().name(), " stdout=",
+                                       response.stdout().substr(0, 40));
+  }
   return ok ? ms : -1;
 }
 
@@ -218,6 +228,7 @@ struct CallFigures {
   int called = 0, answered = 0, failed = 0;
   double seconds = 0;
   std::vector<double> ms;
+  std::map<std::string, int> errors;  // why calls failed, how often
 };
 
 // `print(x)` in each (index, id), from `threads` threads, in order, until
@@ -233,7 +244,8 @@ CallFigures CallAll(Executor::Stub& stub, const std::vector<std::pair<int, std::
     pool.emplace_back([&] {
       for (size_t k = next++; k < targets.size() && absl::Now() < deadline; k = next++) {
         const auto& [i, id] = targets[k];
-        const double ms = Cell(stub, id, "print(x)", absl::StrCat(i, "\n"));
+        std::string why;
+        const double ms = Cell(stub, id, "print(x)", absl::StrCat(i, "\n"), &why);
         std::lock_guard<std::mutex> lock(mu);
         ++f.called;
         if (ms >= 0) {
@@ -241,6 +253,7 @@ CallFigures CallAll(Executor::Stub& stub, const std::vector<std::pair<int, std::
           f.ms.push_back(ms);
         } else {
           ++f.failed;
+          ++f.errors[why];
         }
       }
     });
@@ -254,7 +267,12 @@ std::string FiguresJson(const CallFigures& f) {
   return absl::StrCat("{\"called\": ", f.called, ", \"answered\": ", f.answered, ", \"failed\": ", f.failed,
                       ", \"seconds\": ", f.seconds, ", \"per_second\": ", f.seconds > 0 ? f.answered / f.seconds : 0,
                       ", \"p50_ms\": ", Percentile(f.ms, 0.5), ", \"p99_ms\": ", Percentile(f.ms, 0.99),
-                      ", \"max_ms\": ", Percentile(f.ms, 1.0), "}");
+                      ", \"max_ms\": ", Percentile(f.ms, 1.0), ", \"errors\": {",
+                      absl::StrJoin(f.errors, ", ",
+                                    [](std::string* out, const auto& e) {
+                                      absl::StrAppend(out, Quoted(e.first), ": ", e.second);
+                                    }),
+                      "}}");
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -310,6 +328,10 @@ int main(int argc, char** argv) {
     const int fd = open((dir + "/wardend.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     dup2(fd, 1);
     dup2(fd, 2);
+    // What deploy/wardend.service gives it (LimitNOFILE=65536): a live
+    // session holds about 8 descriptors, a hibernated one about 2.
+    const struct rlimit files = {65536, 65536};
+    setrlimit(RLIMIT_NOFILE, &files);  // as root; otherwise the inherited limit stays
     execl((bin + "/wardend").c_str(), "wardend", "--config", (dir + "/wardend.json").c_str(), "--listen",
           ("unix:" + socket).c_str(), nullptr);
     _exit(127);
@@ -440,6 +462,15 @@ int main(int argc, char** argv) {
               wake_calls.answered, wake_calls.called,
               wake_calls.failed, wake_calls.seconds, wake_calls.answered / std::max(wake_calls.seconds, 1e-9),
               Percentile(wake_calls.ms, 0.5), Percentile(wake_calls.ms, 0.99), Percentile(wake_calls.ms, 1.0));
+  for (const CallFigures* f : {&live_calls, &wake_calls}) {
+    for (const auto& [why, n] : f->errors) std::printf("    failed %d times: %s\n", n, why.c_str());
+  }
+  if (live_calls.failed + wake_calls.failed > 0) {
+    std::error_code ec;
+    std::filesystem::copy_file(dir + "/wardend.log", dir + ".wardend.log",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    std::printf("    wardend's log is kept in %s.wardend.log\n", dir.c_str());
+  }
   const int64_t rss_after_kib = ProcKib(rss_path, "VmRSS");
   const int64_t hwm_kib = ProcKib(rss_path, "VmHWM");
   const StateCounts after = Count(*stub);
