@@ -302,6 +302,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as they come, even into a file
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) {
     std::cerr << "usage: hibernation_scale [--sessions N] [--live L] [--hibernate-after S] [--threads T]\n"
