@@ -137,7 +137,7 @@ bench-deps: deps
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-# The full run (under 15 minutes) and the quick one (under 3); both write
+# The full run (under 20 minutes) and the quick one (under 4); both write
 # bench/results/latest.json and the generated part of docs/benchmarks.md.
 bench: bench-deps build
 	/usr/bin/python3 bench/run_bench.py --bin-dir $(BUILD_DIR)/bin

@@ -26,6 +26,9 @@ constexpr char kTestsMarker[] = "__WARDEN_TESTS__";
 constexpr char kVerifyMarker[] = "__WARDEN_VERIFY__";
 constexpr char kTestFile[] = "test_solution.py";
 constexpr char kSolutionFile[] = "solution.py";
+constexpr char kRolledBackNote[] =
+    "(This step failed, so the session was rolled back to its state before it: the variables and files it "
+    "changed are as they were. Do not rely on anything it did.)";
 const std::set<std::string>& BuiltinTools() {
   static const auto* names = new std::set<std::string>{"execute_code", "write_file", "read_file", "list_files",
                                                        "apply_patch",  "run_tests",  "run_verification"};
@@ -137,6 +140,11 @@ absl::Status ValidateAgentRequest(const v1::RunAgentRequest& r, const LoopOption
   if ((mode == v1::AGENT_MODE_TEST || mode == v1::AGENT_MODE_TDD || mode == v1::AGENT_MODE_REPAIR) && !python) {
     return absl::InvalidArgumentError("test, tdd and repair modes run pytest or a shell command from Python: "
                                       "use language python");
+  }
+  if (r.rollback_failed_steps() && !python) {
+    return absl::InvalidArgumentError(
+        "rollback_failed_steps needs language python: rolling back forks the session, and only Python's "
+        "interpreter state can be copied (JavaScript and bash sessions cannot be forked)");
   }
   if ((mode == v1::AGENT_MODE_TEST || mode == v1::AGENT_MODE_DEBUG) && r.code().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(mode == v1::AGENT_MODE_TEST ? "test" : "debug",
@@ -580,7 +588,7 @@ absl::StatusOr<v1::ExecuteResponse> AgentRun::RunCell(const std::string& code) {
 }
 
 void AgentRun::EmitExecution(const std::string& purpose, const std::string& code, const v1::ExecuteResponse& result,
-                             bool succeeded) {
+                             bool succeeded, bool rolled_back) {
   v1::AgentEvent event;
   v1::CodeExecution* e = event.mutable_execution();
   e->set_iteration(iteration_);
@@ -589,6 +597,7 @@ void AgentRun::EmitExecution(const std::string& purpose, const std::string& code
   e->set_language(request_.language() == v1::LANGUAGE_UNSPECIFIED ? v1::LANGUAGE_PYTHON : request_.language());
   *e->mutable_result() = result;
   e->set_succeeded(succeeded);
+  e->set_rolled_back(rolled_back);
   final_.add_code_blocks(code);
   *final_.add_outputs() = result;
   emit_(std::move(event));
@@ -617,18 +626,60 @@ std::string AgentRun::ExecuteCode(const Json& args) {
                                                     "; write the code in ", language));
     }
   }
+  const std::optional<std::string> rollback_point = ForkBeforeStep();
   absl::StatusOr<v1::ExecuteResponse> result = RunCell(code);
   if (!result.ok()) {
-    if (control_->cancelled()) return "";
-    EmitError(absl::StrCat("execution failed: ", result.status().message()));
-    return Failure("warden failure", absl::StrCat("error: Warden could not run the code: ", result.status().message()));
+    if (control_->cancelled()) {
+      EndStep(rollback_point, /*failed=*/false);  // the run ends; its session is closed with it
+      return "";
+    }
+    const bool rolled_back = EndStep(rollback_point, /*failed=*/true);
+    EmitError(absl::StrCat("execution failed: ", result.status().message(),
+                           rolled_back ? "; the session was rolled back to its state before this step" : ""));
+    return Failure("warden failure", absl::StrCat("error: Warden could not run the code: ", result.status().message(),
+                                                  rolled_back ? absl::StrCat("\n", kRolledBackNote) : ""));
   }
   const bool ok = Succeeded(*result);
-  EmitExecution("code", code, *result, ok);
+  const bool rolled_back = EndStep(rollback_point, /*failed=*/!ok);
+  EmitExecution("code", code, *result, ok, rolled_back);
   if (mode_ == v1::AGENT_MODE_SOLVE || mode_ == v1::AGENT_MODE_DEBUG) last_execution_ok_ = ok;
   if (ok) succeeded_code_.insert(code);
   std::string observation = FormatObservation(*result, options_.max_observation_bytes);
+  if (rolled_back) absl::StrAppend(&observation, "\n", kRolledBackNote);
   return ok ? observation : Failure(ErrorSignature(*result), observation);
+}
+
+std::optional<std::string> AgentRun::ForkBeforeStep() {
+  if (!request_.rollback_failed_steps()) return std::nullopt;
+  absl::StatusOr<ExecutorPort::Fork> fork = executor_.ForkSession(session_id_);
+  if (!fork.ok()) {
+    EmitError(absl::StrCat("no rollback point for this step: the session could not be forked (",
+                           fork.status().message(), "); it runs without one"));
+    return std::nullopt;
+  }
+  if (!fork->left_out.empty()) {
+    // Rolling back onto it would lose these too: not the failed step's doing.
+    (void)executor_.CloseSession(fork->session_id);
+    EmitError(absl::StrCat("no rollback point for this step: a fork could not copy ",
+                           absl::StrJoin(fork->left_out, ", ",
+                                         [](std::string* out, const auto& item) {
+                                           absl::StrAppend(out, item.first, " (", item.second, ")");
+                                         }),
+                           "; it runs without one"));
+    return std::nullopt;
+  }
+  return fork->session_id;
+}
+
+bool AgentRun::EndStep(const std::optional<std::string>& rollback_point, bool failed) {
+  if (!rollback_point) return false;
+  if (!failed) {
+    (void)executor_.CloseSession(*rollback_point);
+    return false;
+  }
+  (void)executor_.CloseSession(session_id_);  // the failed step's state goes with it
+  session_id_ = *rollback_point;
+  return true;
 }
 
 std::string AgentRun::WriteFile(const Json& args) {

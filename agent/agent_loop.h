@@ -107,7 +107,15 @@ class AgentRun {
   void AskForFinalAnswer(v1::StopReason reason, const std::string& why);
   absl::StatusOr<ChatResponse> Ask(const ChatRequest& request);
   void EmitExecution(const std::string& purpose, const std::string& code, const v1::ExecuteResponse& result,
-                     bool succeeded);
+                     bool succeeded, bool rolled_back = false);
+  // rollback_failed_steps: a fork of the session from before the step (its
+  // id), or nothing when the option is off or no complete fork could be made
+  // (an AgentError says why).
+  std::optional<std::string> ForkBeforeStep();
+  // Ends a step: a failed one continues on its rollback point and closes the
+  // session it ran in; a successful one closes the rollback point. Returns
+  // whether it rolled back.
+  bool EndStep(const std::optional<std::string>& rollback_point, bool failed);
   void EmitError(const std::string& message);
   absl::StatusOr<v1::ExecuteResponse> RunCell(const std::string& code);
   std::string Failure(std::string signature, std::string observation);
@@ -127,7 +135,7 @@ class AgentRun {
 
   Budget budget_{};
   absl::Time start_;
-  std::string session_id_;
+  std::string session_id_;  // rollback_failed_steps: changes to the fork on a rollback
   std::vector<ChatMessage> messages_;
   bool native_tools_ = true;
   bool model_used_tools_ = false;

@@ -27,9 +27,10 @@ class FakeExecutor : public ExecutorPort {
     ++sessions_created;
     return std::string("s1");
   }
-  absl::StatusOr<v1::ExecuteResponse> Execute(const std::string&, const std::string& code, const v1::Limits&,
-                                              RunControl*) override {
+  absl::StatusOr<v1::ExecuteResponse> Execute(const std::string& session_id, const std::string& code,
+                                              const v1::Limits&, RunControl*) override {
     executed.push_back(code);
+    executed_in.push_back(session_id);
     v1::ExecuteResponse r;
     if (absl::StrContains(code, "raise")) {
       r.set_outcome(v1::OUTCOME_ERROR);
@@ -58,12 +59,22 @@ class FakeExecutor : public ExecutorPort {
     for (auto& [p, d] : files) out.push_back(p);
     return out;
   }
-  absl::Status CloseSession(const std::string&) override {
+  absl::Status CloseSession(const std::string& session_id) override {
     ++sessions_closed;
+    closed.push_back(session_id);
     return absl::OkStatus();
   }
+  // Forks are named "fork<n>"; `fork_error` refuses them, `left_out` is
+  // what each one could not copy.
+  absl::StatusOr<Fork> ForkSession(const std::string& session_id) override {
+    forked_from.push_back(session_id);
+    if (!fork_error.ok()) return fork_error;
+    return Fork{"fork" + std::to_string(forked_from.size()), left_out};
+  }
 
-  std::vector<std::string> executed;
+  std::vector<std::string> executed, executed_in, closed, forked_from;
+  absl::Status fork_error;
+  std::map<std::string, std::string> left_out;
   std::map<std::string, std::string> files;
   int sessions_created = 0, sessions_closed = 0;
 };
@@ -274,6 +285,92 @@ TEST_F(AgentLoopTest, CancellationBeforeAnyTurnClosesTheSession) {
   v1::FinalEvent final = Run(Task("t"));
   EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_CANCELLED);
   EXPECT_EQ(executor_.sessions_closed, 1);
+}
+
+std::vector<v1::CodeExecution> Executions(const std::vector<v1::AgentEvent>& events) {
+  std::vector<v1::CodeExecution> out;
+  for (const auto& e : events) {
+    if (e.has_execution()) out.push_back(e.execution());
+  }
+  return out;
+}
+
+TEST_F(AgentLoopTest, RollbackContinuesOnThePreStepForkAfterAFailureAndKeepsASuccess) {
+  Serve({ToolCallStep("x = 1"), ToolCallStep("x = 2  # raise"), ToolCallStep("print(x)"), TextStep("x is 1")});
+  v1::RunAgentRequest request = Task("t");
+  request.set_rollback_failed_steps(true);
+  request.set_keep_session(true);
+  v1::FinalEvent final = Run(request);
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE);
+  // Each step was forked from the session the run was in at the time.
+  EXPECT_EQ(executor_.forked_from, std::vector<std::string>({"s1", "s1", "fork2"}));
+  // The failed step ran in s1, which was closed; the run went on in its fork.
+  EXPECT_EQ(executor_.executed_in, std::vector<std::string>({"s1", "s1", "fork2"}));
+  // Spare forks of the successful steps closed; the failed session closed; the last one kept.
+  EXPECT_EQ(executor_.closed, std::vector<std::string>({"fork1", "s1", "fork3"}));
+  EXPECT_EQ(final.session_id(), "fork2");
+  std::vector<v1::CodeExecution> executions = Executions(events_);
+  ASSERT_EQ(executions.size(), 3u);
+  EXPECT_FALSE(executions[0].rolled_back());
+  EXPECT_TRUE(executions[1].rolled_back());
+  EXPECT_FALSE(executions[2].rolled_back());
+  // The model was told.
+  EXPECT_THAT(Sent(2).back()["content"].get<std::string>(), HasSubstr("rolled back to its state before it"));
+}
+
+TEST_F(AgentLoopTest, WithoutRollbackNothingIsForked) {
+  Serve({ToolCallStep("x = 2  # raise"), ToolCallStep("print(1)"), TextStep("1")});
+  Run(Task("t"));
+  EXPECT_TRUE(executor_.forked_from.empty());
+  EXPECT_EQ(executor_.executed_in, std::vector<std::string>({"s1", "s1"}));
+  for (const auto& e : Executions(events_)) EXPECT_FALSE(e.rolled_back());
+}
+
+TEST_F(AgentLoopTest, AStepWithoutACompleteForkRunsWithoutARollbackPointAndSaysWhy) {
+  Serve({ToolCallStep("x = 2  # raise"), ToolCallStep("print(1)"), TextStep("1")});
+  executor_.left_out = {{"conn", "a socket cannot be copied"}};
+  v1::RunAgentRequest request = Task("t");
+  request.set_rollback_failed_steps(true);
+  Run(request);
+  EXPECT_EQ(executor_.executed_in, std::vector<std::string>({"s1", "s1"}));  // never rolled back onto a fork
+  EXPECT_EQ(executor_.closed, std::vector<std::string>({"fork1", "fork2", "s1"}));  // incomplete forks closed
+  for (const auto& e : Executions(events_)) EXPECT_FALSE(e.rolled_back());
+  int said = 0;
+  for (const auto& e : events_) {
+    said += e.has_error() && absl::StrContains(e.error().message(), "no rollback point") &&
+            absl::StrContains(e.error().message(), "conn (a socket cannot be copied)");
+  }
+  EXPECT_EQ(said, 2);
+}
+
+TEST_F(AgentLoopTest, AForkThatFailsLeavesTheStepToRunInPlace) {
+  Serve({ToolCallStep("x = 2  # raise"), TextStep("gave up")});
+  executor_.fork_error = absl::ResourceExhaustedError("the tenant's session quota is used up");
+  v1::RunAgentRequest request = Task("t");
+  request.set_rollback_failed_steps(true);
+  request.mutable_budget()->set_max_iterations(1);
+  Run(request);
+  EXPECT_EQ(executor_.executed_in, std::vector<std::string>({"s1"}));
+  EXPECT_EQ(executor_.closed, std::vector<std::string>({"s1"}));
+  bool said = false;
+  for (const auto& e : events_) said |= e.has_error() && absl::StrContains(e.error().message(), "quota is used up");
+  EXPECT_TRUE(said);
+}
+
+TEST(AgentRequestTest, RollbackIsRefusedForLanguagesThatCannotFork) {
+  LoopOptions o;
+  v1::RunAgentRequest r;
+  r.set_task("t");
+  r.set_rollback_failed_steps(true);
+  EXPECT_TRUE(ValidateAgentRequest(r, o).ok());
+  r.set_language(v1::LANGUAGE_PYTHON);
+  EXPECT_TRUE(ValidateAgentRequest(r, o).ok());
+  for (v1::Language language : {v1::LANGUAGE_JAVASCRIPT, v1::LANGUAGE_BASH}) {
+    r.set_language(language);
+    absl::Status status = ValidateAgentRequest(r, o);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr("rollback_failed_steps needs language python"));
+  }
 }
 
 TEST(AgentRequestTest, ValidationSaysWhatIsMissing) {

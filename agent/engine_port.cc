@@ -71,4 +71,10 @@ absl::Status EnginePort::CloseSession(const std::string& session_id) {
   return engine_.CloseSession(tenant_, session_id);
 }
 
+absl::StatusOr<ExecutorPort::Fork> EnginePort::ForkSession(const std::string& session_id) {
+  auto fork = engine_.ForkSession(tenant_, session_id, /*labels=*/{});  // the source's: warden.agent=run
+  if (!fork.ok()) return fork.status();
+  return Fork{fork->session->id, fork->left_out};
+}
+
 }  // namespace warden::agent

@@ -22,6 +22,7 @@ class EnginePort : public ExecutorPort {
   absl::StatusOr<std::string> ReadFile(const std::string& session_id, const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& session_id) override;
   absl::Status CloseSession(const std::string& session_id) override;
+  absl::StatusOr<Fork> ForkSession(const std::string& session_id) override;
 
  private:
   Engine& engine_;

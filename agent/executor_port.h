@@ -5,6 +5,7 @@
 // stream them as they are.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,17 @@ class ExecutorPort {
   // Regular files, relative to the workspace, recursively.
   virtual absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& session_id) = 0;
   virtual absl::Status CloseSession(const std::string& session_id) = 0;
+
+  struct Fork {
+    std::string session_id;
+    // What the source held that the fork could not get (name -> why).
+    std::map<std::string, std::string> left_out;
+  };
+  // A new session holding a copy of the session's variables and files; the
+  // source is not changed. UNIMPLEMENTED where forking is not provided.
+  virtual absl::StatusOr<Fork> ForkSession(const std::string& /*session_id*/) {
+    return absl::UnimplementedError("this executor cannot fork sessions");
+  }
 };
 
 }  // namespace warden::agent

@@ -13,8 +13,13 @@ and python3 -c), session (new session to first cell vs a kernel start),
 throughput, humaneval (Python and JavaScript, canonical and wrong), noisy
 (victim latency under abusive neighbours), memory (PSS per pool worker and
 idle session, how many idle sessions fit), profile (where one-shot time
-goes), stages (a sandbox's life stage by stage, per language). Each runs against a wardend this script starts on its own socket
-under /tmp and always stops.
+goes), stages (a sandbox's life stage by stage, per language), keeper
+(bench/keeper_restart: sessions answering again after wardend restarts
+under warden-keeper), snapshots (bench/snapshot_bench: ForkSession of a
+10 MB DataFrame, wake from hibernation), hibernation
+(bench/hibernation_scale: many sessions, most hibernated, each called).
+Each runs against a wardend this script starts on its own socket under
+/tmp and always stops (keeper, snapshots and hibernation start their own).
 """
 
 import argparse
@@ -22,6 +27,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -46,10 +52,11 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "throughput", "humaneval", "noisy", "memory",
-            "profile", "stages"]
+            "profile", "stages", "keeper", "snapshots", "hibernation"]
 
-# Sizes of each section: (quick, full). Quick stays under 3 minutes, full
-# under 15 on the 2-core machines.
+# Sizes of each section: (quick, full). Quick stays under 4 minutes, full
+# under 20 on the 2-core machines (keeper, snapshots and hibernation add
+# about 40 s to quick and 3-5 minutes to full).
 SIZES = {
     "cells": (2000, 10000),
     "jupyter_cells": (500, 2000),
@@ -67,6 +74,13 @@ SIZES = {
     "scale_max": (60, 1000),
     "scale_seconds": (25, 150),
     "stages": (30, 100),
+    "keeper_sessions": (20, 100),
+    "snapshot_forks": (5, 20),
+    "snapshot_wakes": (2, 5),
+    # hibernation_scale: (sessions, live); the 10,000-session figure is a
+    # separate, longer run (docs/benchmarks.md, issue 12).
+    "hibernation_sessions": (150, 600),
+    "hibernation_live": (30, 100),
 }
 
 
@@ -415,6 +429,62 @@ class Bench:
                                       "--language", language], timeout=600)
         return out
 
+    def section_keeper(self):
+        """bench/keeper_restart: N live sessions, wardend restarted under
+        warden-keeper by SIGTERM and by kill -9; the time until every
+        session answered its own value again."""
+        n = self.size("keeper_sessions")
+        proc = subprocess.run([str(self.bin / "keeper_restart"), "--sessions", str(n)], capture_output=True,
+                              text=True, timeout=900)
+        out = {"sessions_asked": n, "output": proc.stdout.strip().splitlines()[-4:]}
+        live = re.search(r"keeper_restart: (\d+) live", proc.stdout)
+        out["sessions"] = int(live.group(1)) if live else None
+        pattern = (r"after (SIGTERM|kill -9)\s+every session answered again: (\d+)/(\d+); ([\d.]+) ms after the "
+                   r"signal, ([\d.]+) ms after the new wardend's start")
+        for m in re.finditer(pattern, proc.stdout):
+            key = "sigterm" if m.group(1) == "SIGTERM" else "kill9"
+            out[key] = {"answered": int(m.group(2)), "sessions": int(m.group(3)),
+                        "after_signal_ms": float(m.group(4)), "after_start_ms": float(m.group(5))}
+        if "sigterm" not in out and "kill9" not in out:
+            raise RuntimeError("keeper_restart printed no figures (exit %d): %s" % (
+                proc.returncode, (proc.stdout + proc.stderr).strip()[-800:]))
+        out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+        return out
+
+    def section_snapshots(self):
+        """bench/snapshot_bench, through its own CLI: ForkSession of a
+        session holding a 10 MB DataFrame (new sandbox included), the
+        fork's first cell, and a hibernated session's first answered cell."""
+        forks, wakes = self.size("snapshot_forks"), self.size("snapshot_wakes")
+        proc = subprocess.run([str(self.bin / "snapshot_bench"), str(forks), str(wakes)], capture_output=True,
+                              text=True, timeout=900)
+        out = {"forks": forks, "wakes": wakes, "lines": {}}
+        for m in re.finditer(r"^(.*?)\s+p50\s+([\d.]+) ms\s+max\s+([\d.]+) ms\s+\(n=(\d+)\)", proc.stdout, re.M):
+            label = m.group(1).strip()
+            figure = {"label": label, "p50_ms": float(m.group(2)), "max_ms": float(m.group(3)), "n": int(m.group(4))}
+            out["lines"][label] = figure
+            lower = label.lower()
+            if "hibernat" in lower:
+                out["wake"] = figure
+            elif "first cell" in lower:
+                out["fork_first_cell"] = figure
+            elif lower.startswith("forksession"):
+                out["fork"] = figure
+        if not out["lines"]:
+            raise RuntimeError("snapshot_bench printed no figures (exit %d): %s" % (
+                proc.returncode, (proc.stdout + proc.stderr).strip()[-800:]))
+        out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+        return out
+
+    def section_hibernation(self):
+        """bench/hibernation_scale at this mode's size: N sessions, all but
+        L hibernated, each called once."""
+        n, live = self.size("hibernation_sessions"), self.size("hibernation_live")
+        out = run_json([str(self.bin / "hibernation_scale"), "--sessions", str(n), "--live", str(live),
+                        "--hibernate-after", "3", "--create-minutes", "8"], timeout=1800)
+        out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+        return out
+
     # --- driver ---------------------------------------------------------
 
     def run(self, sections):
@@ -461,7 +531,7 @@ def host_info():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the short run (under 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="the short run (under 4 minutes)")
     parser.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"))

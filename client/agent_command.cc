@@ -49,7 +49,8 @@ nlohmann::json EventToJson(const v1::AgentEvent& event) {
       const auto& e = event.execution();
       return {{"type", "execution"},     {"iteration", e.iteration()}, {"purpose", e.purpose()},
               {"code", e.code()},        {"language", LanguageName(e.language())},
-              {"succeeded", e.succeeded()}, {"result", ExecuteResponseToJson(e.result())}};
+              {"succeeded", e.succeeded()}, {"rolled_back", e.rolled_back()},
+              {"result", ExecuteResponseToJson(e.result())}};
     }
     case v1::AgentEvent::kError:
       return {{"type", "error"}, {"iteration", event.error().iteration()}, {"message", event.error().message()}};
@@ -121,6 +122,7 @@ class TextPrinter {
         out_ << r.stdout() << r.stderr();
         for (const auto& result : r.results()) out_ << RenderResultText(result);
         if (!r.error().name().empty()) out_ << RenderErrorText(r.error());
+        if (e.rolled_back()) out_ << "--- rolled back: the session is as it was before this step ---\n";
         out_.flush();
         break;
       }

@@ -33,5 +33,16 @@ TEST(AgentArgsTest, SaysWhatAModeNeeds) {
   EXPECT_TRUE(ParseCommandLine({"agent", "--mode", "test", "--code", "s.py"}, {}).ok());
 }
 
+TEST(AgentArgsTest, RollbackAsksForForkedStepsInPythonOnly) {
+  auto parsed = ParseCommandLine({"agent", "--rollback", "load the data"}, {});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(std::get<AgentCommand>(parsed->command).request.rollback_failed_steps());
+  auto plain = ParseCommandLine({"agent", "load the data"}, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(std::get<AgentCommand>(plain->command).request.rollback_failed_steps());
+  EXPECT_THAT(ParseCommandLine({"agent", "--rollback", "--language", "bash", "x"}, {}).status().message(),
+              HasSubstr("--language python"));
+}
+
 }  // namespace
 }  // namespace warden::cli

@@ -336,6 +336,7 @@ absl::StatusOr<Command> BuildAgent(const ParsedArgs& args, const CliEnvironment&
   request.mutable_budget()->set_max_wall_ms(*wall);
   request.set_model(args.Value("--model"));
   request.set_keep_session(args.Has("--keep-session"));
+  request.set_rollback_failed_steps(args.Has("--rollback"));
   request.set_error(args.Value("--error"));
   request.set_verify_command(args.Value("--verify"));
   for (const std::string& path : args.Values("--allow")) request.add_allowed_paths(path);
@@ -347,6 +348,10 @@ absl::StatusOr<Command> BuildAgent(const ParsedArgs& args, const CliEnvironment&
   }
   if (mode == v1::AGENT_MODE_REPAIR && request.verify_command().empty()) {
     return absl::InvalidArgumentError("--mode repair needs --verify CMD, e.g. --verify 'python3 -m pytest -q'");
+  }
+  if (request.rollback_failed_steps() && request.language() != v1::LANGUAGE_UNSPECIFIED &&
+      request.language() != v1::LANGUAGE_PYTHON) {
+    return absl::InvalidArgumentError("--rollback needs --language python: only Python sessions can be forked");
   }
   if (request.task().empty() && mode != v1::AGENT_MODE_TEST && mode != v1::AGENT_MODE_DEBUG) {
     return absl::InvalidArgumentError("warden agent needs a TASK");
@@ -443,6 +448,7 @@ const std::vector<CommandSpec>& Commands() {
         {"--max-time-ms", "N", "wall-clock budget (default: the server's)"},
         {"--model", "NAME", "ask for this model instead of the server's"},
         {"--keep-session", "", "leave the session open and print its ID"},
+        {"--rollback", "", "fork before each step's code; undo a step that fails (python)"},
         {"--json", "", "print one JSON object per event per line"}},
        BuildAgent},
       {"mcp", "", 0, 0, "Serve MCP (Model Context Protocol) on stdin and stdout.",

@@ -163,6 +163,71 @@ TEST_F(AgentE2eTest, SolveRecoversFromAnErrorAndKeepsState) {
   EXPECT_EQ(AgentSessions(), 0);  // closed at the end
 }
 
+// rollback_failed_steps over real forks: a step that changed a variable and
+// files and then failed (an exception, then a timeout) leaves no trace; the
+// successful steps around it stay; only the run's own session is left.
+TEST_F(AgentE2eTest, RollbackUndoesFailedStepsAndKeepsSuccessfulOnes) {
+  Start({ToolCallStep("x = 1\nopen('kept.txt', 'w').write('before')"),
+         ToolCallStep("x = 2\nopen('kept.txt', 'w').write('after')\nopen('junk.txt', 'w').write('junk')\n"
+                      "raise ValueError('boom')"),
+         ToolCallStep("import time\nx = 3\nopen('kept.txt', 'w').write('sleeping')\ntime.sleep(60)"),
+         ToolCallStep("y = x + 10"),
+         ToolCallStep("import os\nprint(x, y, open('kept.txt').read(), os.path.exists('junk.txt'))"),
+         TextStep("x is 1, y is 11")});
+  v1::RunAgentRequest request = Task("keep x safe");
+  request.set_rollback_failed_steps(true);
+  request.set_keep_session(true);
+  request.mutable_cell_limits()->set_wall_ms(3'000);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  v1::FinalEvent final = run.final();
+  EXPECT_EQ(final.stop_reason(), v1::STOP_REASON_DONE) << final.stop_detail();
+  std::vector<v1::CodeExecution> executions = run.executions();
+  ASSERT_EQ(executions.size(), 5u);
+  EXPECT_FALSE(executions[0].rolled_back());
+  EXPECT_EQ(executions[1].result().error().name(), "ValueError");
+  EXPECT_TRUE(executions[1].rolled_back());
+  EXPECT_EQ(executions[2].result().outcome(), v1::OUTCOME_WALL_TIMEOUT);
+  EXPECT_TRUE(executions[2].rolled_back());
+  EXPECT_FALSE(executions[3].rolled_back());
+  EXPECT_TRUE(executions[4].succeeded());
+  EXPECT_FALSE(executions[4].rolled_back());
+  EXPECT_EQ(executions[4].result().stdout(), "1 11 before False\n");
+  // No leaks: the failed steps' sessions and the successful steps' spare
+  // forks are closed; the kept session is the one the run ended in.
+  auto sessions = daemon_->engine().ListSessions("default", {});
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions.front()->id, final.session_id());
+  auto file = daemon_->engine().ReadFile("default", final.session_id(), "kept.txt");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*file, "before");
+  EXPECT_EQ(daemon_->engine().ReadFile("default", final.session_id(), "junk.txt").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(AgentE2eTest, RollbackRunsLeaveNoSessionBehind) {
+  Start({ToolCallStep("z = 5"), ToolCallStep("z = 6\nraise RuntimeError('no')"), ToolCallStep("print(z)"),
+         TextStep("z is 5")});
+  v1::RunAgentRequest request = Task("t");
+  request.set_rollback_failed_steps(true);
+  RunResult run = Run(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  ASSERT_EQ(run.executions().size(), 3u);
+  EXPECT_EQ(run.executions()[2].result().stdout(), "5\n");
+  EXPECT_EQ(AgentSessions(), 0);
+}
+
+TEST_F(AgentE2eTest, RollbackIsRefusedForBash) {
+  Start({});
+  v1::RunAgentRequest request = Task("t");
+  request.set_language(v1::LANGUAGE_BASH);
+  request.set_rollback_failed_steps(true);
+  RunResult run = Run(request);
+  EXPECT_EQ(run.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(run.status.error_message(), HasSubstr("only Python"));
+  EXPECT_EQ(AgentSessions(), 0);
+}
+
 TEST_F(AgentE2eTest, KeepSessionLeavesItOpen) {
   Start({ToolCallStep("y = 7"), TextStep("done")});
   v1::RunAgentRequest request = Task("set y");
@@ -428,6 +493,17 @@ TEST_F(AgentE2eTest, CliPrintsOneJsonObjectPerEventEndingWithTheFinal) {
   int executions = 0;
   for (const Json& line : lines) executions += line["type"] == "execution";
   EXPECT_EQ(executions, 2);
+}
+
+TEST_F(AgentE2eTest, CliRollbackFlagRollsBackAndSaysSo) {
+  Start({ToolCallStep("v = 1"), ToolCallStep("v = 2\nraise KeyError('k')"), ToolCallStep("print(v)"),
+         TextStep("v is 1")});
+  auto [out, code] = RunCli(daemon_->listening().front(), "agent --rollback 'keep v'");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("KeyError"));
+  EXPECT_THAT(out, HasSubstr("--- rolled back: the session is as it was before this step ---\n"));
+  EXPECT_THAT(out, HasSubstr("--- ok ---\n1\n"));
+  EXPECT_EQ(AgentSessions(), 0);
 }
 
 TEST_F(AgentE2eTest, CliPrintsStepsAsText) {

@@ -264,11 +264,12 @@ def agent_start(task: str, *, mode: str, language: Optional[str], files: Optiona
                 timeout: Optional[float], memory_mb: Optional[int], model: Optional[str],
                 keep_session: bool, functions: Mapping[str, Function], code: Optional[str],
                 error: Optional[str], verify_command: Optional[str],
-                allowed_paths: Optional[Sequence[str]]) -> agent_pb2.AgentRequest:
+                allowed_paths: Optional[Sequence[str]],
+                rollback_failed_steps: bool = False) -> agent_pb2.AgentRequest:
     start = agent_pb2.RunAgentRequest(
         task=task, mode=mode_enum(mode), keep_session=keep_session, model=model or "",
         code=code or "", error=error or "", verify_command=verify_command or "",
-        allowed_paths=list(allowed_paths or ()),
+        allowed_paths=list(allowed_paths or ()), rollback_failed_steps=rollback_failed_steps,
         budget=agent_pb2.AgentBudget(max_iterations=int(max_iterations or 0),
                                      max_wall_ms=_ms(max_time, "max_time"), max_tokens=int(max_tokens or 0)),
         cell_limits=limits(timeout, None, memory_mb, None))

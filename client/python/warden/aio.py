@@ -176,14 +176,16 @@ class AsyncClient:
                     functions: Optional[Sequence[Union[Function, Callable[..., Any]]]] = None,
                     code: Optional[str] = None, error: Optional[str] = None,
                     verify_command: Optional[str] = None,
-                    allowed_paths: Optional[Sequence[str]] = None) -> AsyncIterator[AgentEvent]:
+                    allowed_paths: Optional[Sequence[str]] = None,
+                    rollback_failed_steps: bool = False) -> AsyncIterator[AgentEvent]:
         """An agent run's events as an async iterator; see warden.Client.agent."""
         handlers = _common.functions_by_name(functions)
         start = _common.agent_start(task, mode=mode, language=language, files=files,
                                     max_iterations=max_iterations, max_time=max_time, max_tokens=max_tokens,
                                     timeout=cell_timeout, memory_mb=memory_mb, model=model,
                                     keep_session=keep_session, functions=handlers, code=code, error=error,
-                                    verify_command=verify_command, allowed_paths=allowed_paths)
+                                    verify_command=verify_command, allowed_paths=allowed_paths,
+                                    rollback_failed_steps=rollback_failed_steps)
         call = self._stubs()[1].Run(timeout=(max_time or 3600.0) + _common.CALL_MARGIN_S,
                                     metadata=self._connection.metadata)
         try:

@@ -186,10 +186,13 @@ class Client:
               functions: Optional[Sequence[Union[Function, Callable[..., Any]]]] = None,
               code: Optional[str] = None, error: Optional[str] = None,
               verify_command: Optional[str] = None,
-              allowed_paths: Optional[Sequence[str]] = None) -> Iterator[AgentEvent]:
+              allowed_paths: Optional[Sequence[str]] = None,
+              rollback_failed_steps: bool = False) -> Iterator[AgentEvent]:
         """Runs Warden's code agent on `task`; yields its AgentEvents as they stream, "final" last.
 
         mode: "solve", "test", "debug", "tdd" or "repair" (docs/agent.md).
+        rollback_failed_steps: fork the session before each step's code and
+        roll back a step that fails (Python only; docs/agent.md).
         functions: Python callables (or warden.Function) the model may call;
         they run here and their return value is sent back. Leaving the loop
         early cancels the run, which stops the model and the running cell.
@@ -199,7 +202,8 @@ class Client:
                                     max_iterations=max_iterations, max_time=max_time, max_tokens=max_tokens,
                                     timeout=cell_timeout, memory_mb=memory_mb, model=model,
                                     keep_session=keep_session, functions=handlers, code=code, error=error,
-                                    verify_command=verify_command, allowed_paths=allowed_paths)
+                                    verify_command=verify_command, allowed_paths=allowed_paths,
+                                    rollback_failed_steps=rollback_failed_steps)
         return self._agent_events(start, handlers, (max_time or 3600.0) + _common.CALL_MARGIN_S)
 
     def _agent_events(self, start: Any, handlers: Dict[str, Function], deadline: float) -> Iterator[AgentEvent]:
