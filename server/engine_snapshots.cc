@@ -168,6 +168,9 @@ void Engine::HibernateIdle() {
   const int64_t after = options_.sessions.hibernate_after_seconds;
   if (after <= 0) return;
   for (auto& entry : sessions_.IdleSince(absl::Now() - absl::Seconds(after))) {
+    // Stop() waits for this loop: with thousands of idle sessions, finishing
+    // the round first kept a stopping daemon hibernating for minutes.
+    if (stop_reaper_.HasBeenNotified()) return;
     if (entry->workspace || entry->language != Language::kPython) continue;
     // Refused before and not used since: its state has not changed.
     if (entry->hibernation_refused > entry->last_used()) continue;
