@@ -19,8 +19,10 @@
 //       reads commands on stdin: "probe" (a cell in every session),
 //       "grow MAX SECONDS" (open more, the same way), "close".
 //   warden_bench noisy --addr A [--quiet-s S] [--abused-s S] [--per-kind K]
+//       [--kinds fork_bomb,memory_hog,cpu_burner]
 //       a victim session's cells alone, then while K neighbours of each kind
-//       run fork bombs, memory hogs and CPU burners at their limits.
+//       run fork bombs, memory hogs and CPU burners at their limits (--kinds:
+//       only those kinds, to see which one moves the victim's tail).
 //   warden_bench first-result --addr A --since-ns T
 //       waits for the daemon, runs print(1) once: ms since CLOCK_MONOTONIC T.
 #include <signal.h>
@@ -436,7 +438,9 @@ int Noisy(const Flags& flags) {
   std::map<std::string, std::map<std::string, int>> outcomes;
   std::vector<std::thread> abusers;
   std::vector<std::shared_ptr<grpc::ClientContext>> in_flight;
+  const std::string kinds = flags.Str("kinds", "fork_bomb,memory_hog,cpu_burner");
   for (const Abuse& abuse : kAbuses) {
+    if (("," + kinds + ",").find(std::string(",") + abuse.kind + ",") == std::string::npos) continue;
     for (int k = 0; k < per_kind; ++k) {
       abusers.emplace_back([&, abuse] {
         auto own = Connect(addr);
@@ -492,7 +496,7 @@ int Noisy(const Flags& flags) {
   nlohmann::json q = Summarize(quiet), a = Summarize(abused);
   q["failures"] = quiet_failures;
   a["failures"] = abused_failures;
-  Emit({{"quiet", q}, {"abused", a}, {"per_kind", per_kind}, {"neighbour_outcomes", outcomes}});
+  Emit({{"quiet", q}, {"abused", a}, {"per_kind", per_kind}, {"kinds", kinds}, {"neighbour_outcomes", outcomes}});
   return 0;
 }
 
