@@ -133,6 +133,21 @@ def alive(pid):
     return read("/proc/%d/stat" % pid).split(") ")[-1][:1] not in ("Z", "")
 
 
+def fd_kinds(pid):
+    """What a process's fds are, by kind (socket, pipe, pidfd, a path...), for the report."""
+    kinds = collections.Counter()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            kinds[t.split(":[")[0] if ":[" in t else ("anon:" + t[10:] if t.startswith("anon_inode") else t)] += 1
+    except OSError:
+        pass
+    return dict(kinds)
+
+
 class PrivateCgroup:
     """One cgroup of the soak's own in each v1 controller (under the soak's
     current cgroup): the keeper, wardend and every sandbox live inside it,
@@ -403,7 +418,7 @@ class Soak:
             wardend = self.daemon_pid()
             cur = {"wardend_fds": fd_count(wardend) if wardend else None,
                    "keeper_fds": fd_count(self.keeper.pid), "rss_kib": rss_kib(wardend) if wardend else None,
-                   "pid": wardend}
+                   "pid": wardend, "wardend_fd_kinds": fd_kinds(wardend) if wardend else {}}
             if baseline:
                 settled = (cur["wardend_fds"] is not None and
                            cur["wardend_fds"] <= baseline["wardend_fds"] + FD_SLACK and
