@@ -53,9 +53,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
 STATE_TMPFS_MB = 48
 CGROUP_FAULT_PERCENT = 3
-# An idle wardend's fds vary with how many pool workers it holds (max_size
-# above size); the keeper's only with the sessions it holds (none when idle).
-FD_SLACK = 8
+# An idle wardend's fds vary with how many pool workers it holds (a pool
+# between size and max_size cools back slowly): each sandbox holds about ten
+# (its control socket, pipes, pidfd, eventfd, seccomp notification fd), so
+# the end may exceed the start by FD_PER_SANDBOX per sandbox more, counted by
+# their seccomp notification fds, plus FD_SLACK. The keeper's fds vary only
+# with the sessions it holds (none when idle).
+FD_PER_SANDBOX = 12
+FD_SLACK = 4
 KEEPER_FD_SLACK = 0
 
 # Client-side deadlines (seconds). Each is above anything the server may
@@ -131,6 +136,13 @@ def alive(pid):
     except OSError:
         return False
     return read("/proc/%d/stat" % pid).split(") ")[-1][:1] not in ("Z", "")
+
+
+def fd_allowance(start, end):
+    """The most idle fds `end` may hold given `start`'s (see FD_PER_SANDBOX)."""
+    notify = "anon::seccomp notify"
+    extra = max(0, end["wardend_fd_kinds"].get(notify, 0) - start["wardend_fd_kinds"].get(notify, 0))
+    return start["wardend_fds"] + FD_PER_SANDBOX * extra + FD_SLACK
 
 
 def fd_kinds(pid):
@@ -421,7 +433,7 @@ class Soak:
                    "pid": wardend, "wardend_fd_kinds": fd_kinds(wardend) if wardend else {}}
             if baseline:
                 settled = (cur["wardend_fds"] is not None and
-                           cur["wardend_fds"] <= baseline["wardend_fds"] + FD_SLACK and
+                           cur["wardend_fds"] <= fd_allowance(baseline, cur) and
                            cur["keeper_fds"] <= baseline["keeper_fds"] + KEEPER_FD_SLACK)
             else:
                 settled = prev is not None and (cur["wardend_fds"], cur["keeper_fds"]) == prev
@@ -1022,8 +1034,9 @@ class Soak:
         leaks["files"] = sorted(files)
         end, start = res["idle_end"], res["idle_start"]
         if end["wardend_fds"] is not None and start["wardend_fds"] is not None and \
-                end["wardend_fds"] > start["wardend_fds"] + FD_SLACK:
-            leaks["wardend_fds"] = ["%d idle at the end, %d at the start" % (end["wardend_fds"], start["wardend_fds"])]
+                end["wardend_fds"] > fd_allowance(start, end):
+            leaks["wardend_fds"] = ["%d idle at the end, %d at the start (%s then, %s now)" % (
+                end["wardend_fds"], start["wardend_fds"], start["wardend_fd_kinds"], end["wardend_fd_kinds"])]
         if end["keeper_fds"] is not None and start["keeper_fds"] is not None and \
                 end["keeper_fds"] > start["keeper_fds"] + KEEPER_FD_SLACK:
             leaks["keeper_fds"] = ["%d idle at the end, %d at the start" % (end["keeper_fds"], start["keeper_fds"])]
