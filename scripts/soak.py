@@ -804,7 +804,9 @@ class Soak:
         if lifecycle_allowed:
             choices += [("kill-9-wardend", 3), ("sigterm-wardend", 2), ("kill-keeper", 1)]
         if self.args.faults:
-            choices = [c for c in choices if c[0] in self.args.faults] or choices
+            choices = [c for c in choices if c[0] in self.args.faults]
+            if not choices:
+                return  # --faults none
         names, weights = zip(*choices)
         name = self.rng.choices(names, weights)[0]
         if name in ("kill-sandbox", "kill-kernel"):
@@ -824,16 +826,18 @@ class Soak:
             self.check_health(name)
         elif name == "fill-state-disk":
             fill = self.state / "soak-fill"
-            with open(fill, "wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * (1 << 20))
-                except OSError:
-                    pass
-            hold = self.rng.uniform(5, 20)
-            self.tally.event("fault fill-state-disk: %s full for %.0f s" % (self.state, hold))
-            self.stop.wait(hold)
-            fill.unlink()
+            try:
+                with open(fill, "wb", buffering=0) as f:  # unbuffered: close has nothing left to fail on
+                    try:
+                        while True:
+                            f.write(b"\0" * (1 << 20))
+                    except OSError:
+                        pass
+                hold = self.rng.uniform(5, 20)
+                self.tally.event("fault fill-state-disk: %s full for %.0f s" % (self.state, hold))
+                self.stop.wait(hold)
+            finally:
+                fill.unlink(missing_ok=True)
             self.check_health(name)
         else:
             self.lifecycle(name)
