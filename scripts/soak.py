@@ -62,6 +62,7 @@ CGROUP_FAULT_PERCENT = 3
 FD_PER_SANDBOX = 12
 FD_SLACK = 4
 KEEPER_FD_SLACK = 0
+ABUSERS = ["forkbomb-py", "forkbomb-sh", "memory", "flood", "loop", "cpu", "disk", "malformed", "malformed-http"]
 
 # Client-side deadlines (seconds). Each is above anything the server may
 # legitimately take (queue wait + the longest cell + a restart), so a
@@ -658,8 +659,7 @@ class Soak:
 
     def abuser(self):
         """Code at its limits; each must come back with the limit named."""
-        a = self.rng.choice(["forkbomb-py", "forkbomb-sh", "memory", "flood", "loop", "cpu", "disk", "malformed",
-                             "malformed-http"])
+        a = self.rng.choice([a for a in ABUSERS if not self.args.abusers or a in self.args.abusers] or ABUSERS)
         lim = ex_pb.Limits(wall_ms=3000, cpu_ms=3000)
         if a == "forkbomb-py":
             self.execute("abuse-forkbomb", code="import os\nwhile True:\n    try:\n        os.fork()\n"
@@ -1087,6 +1087,8 @@ def main():
     p.add_argument("--kinds", type=lambda v: set(v.split(",")), default=None,
                    help="only these request loops (oneshot, long_session, agent_run, mcp, e2b, kernel_gateway, "
                         "abuser, survivor_work), e.g. to find which one grows wardend's memory")
+    p.add_argument("--abusers", type=lambda v: set(v.split(",")), default=None,
+                   help="only these abusers (%s)" % ", ".join(ABUSERS))
     p.add_argument("--keep-dir", action="store_true", help="keep the soak's directory (logs) at the end")
     args = p.parse_args()
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 prints every thread's stack
