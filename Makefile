@@ -35,7 +35,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES)
 
-.PHONY: all deps build test test-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages fuzz bench bench-quick bench-deps
+.PHONY: all deps build test test-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -144,6 +144,22 @@ bench: bench-deps build
 
 bench-quick: bench-deps build
 	/usr/bin/python3 bench/run_bench.py --quick --bin-dir $(BUILD_DIR)/bin
+
+# Soak and fault injection (scripts/soak.py; docs/benchmarks.md, "Soak"):
+# its own keeper + wardend driven by a mixed load while faults are injected,
+# then checked for lost requests, leaks and wardend's memory. Needs root, like
+# the sandbox tests; not part of `make test` or CI. SOAK_SECONDS sets the
+# length (default an hour), SOAK_SEED replays a run; the result is written to
+# $(BUILD_DIR)/soak-result.json. Exits non-zero on a lost request or a leak.
+SOAK_SECONDS ?= 3600
+SOAK_SEED ?=
+soak: build
+	/usr/bin/python3 scripts/soak.py --seconds $(SOAK_SECONDS) --bin-dir $(BUILD_DIR)/bin \
+	  $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+
+soak-quick: build
+	/usr/bin/python3 scripts/soak.py --seconds 300 --bin-dir $(BUILD_DIR)/bin \
+	  $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -15,10 +15,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -283,6 +287,52 @@ class RealDirectoryOps : public CgroupDirectoryOps {
     return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
   }
 };
+
+// Test-only fault injection (docs/operations.md, "Fault injection"): with
+// WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT=N in wardend's environment, read
+// once when the manager is created, N% of the directories made for
+// sandboxes' groups fail as if mkdir(2) had returned ENOSPC (the kernel's
+// answer past cgroup limits). On v1 a group is one directory per hierarchy,
+// so more than N% of groups fail, some half-made. The subtree itself, made at start, never
+// fails. Off (0) unless the variable is set; the soak (scripts/soak.py)
+// uses it to prove that a failed group creation is answered with a status.
+class FaultInjectingDirectoryOps : public CgroupDirectoryOps {
+ public:
+  FaultInjectingDirectoryOps(std::shared_ptr<CgroupDirectoryOps> real, int percent)
+      : real_(std::move(real)), percent_(percent), random_(std::random_device{}()) {}
+
+  // Faults start once the manager's own subtree exists.
+  void Arm() { armed_ = true; }
+
+  absl::Status MakeDirectory(const std::string& path) override {
+    if (armed_ && Roll()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "mkdir ", path, ": No space left on device (injected by WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT)"));
+    }
+    return real_->MakeDirectory(path);
+  }
+  absl::Status RemoveDirectory(const std::string& path) override { return real_->RemoveDirectory(path); }
+
+ private:
+  bool Roll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::uniform_int_distribution<int>(0, 99)(random_) < percent_;
+  }
+
+  const std::shared_ptr<CgroupDirectoryOps> real_;
+  const int percent_;
+  std::atomic<bool> armed_{false};
+  std::mutex mu_;
+  std::mt19937 random_;
+};
+
+// WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT, 0 when unset or not 1..100.
+int InjectedCgroupFaultPercent() {
+  const char* value = std::getenv("WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT");
+  int percent = 0;
+  if (value == nullptr || !absl::SimpleAtoi(value, &percent) || percent < 1 || percent > 100) return 0;
+  return percent;
+}
 
 // Shared lifecycle of one sandbox's group: a list of directories (one per
 // v1 hierarchy, or the single v2 directory) that are joined, drained and
@@ -1197,6 +1247,11 @@ absl::StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Create(const Cgrou
   }
   std::shared_ptr<CgroupDirectoryOps> ops = options.directory_ops;
   if (ops == nullptr) ops = std::make_shared<RealDirectoryOps>();
+  std::shared_ptr<FaultInjectingDirectoryOps> faults;
+  if (const int percent = InjectedCgroupFaultPercent(); percent > 0) {
+    faults = std::make_shared<FaultInjectingDirectoryOps>(ops, percent);
+    ops = faults;
+  }
   ASSIGN_OR_RETURN(Detected d, Detect(options));
 
   int version = options.force_version;
@@ -1217,6 +1272,7 @@ absl::StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Create(const Cgrou
     auto manager = std::make_unique<CgroupManagerV2>(ops);
     // On failure the manager's destructor undoes whatever Init did.
     RETURN_IF_ERROR(manager->Init(d.v2_dir, d.v2_root, options.subtree_name));
+    if (faults) faults->Arm();
     return std::unique_ptr<CgroupManager>(std::move(manager));
   }
   if (!d.v1_problem.empty()) {
@@ -1225,6 +1281,7 @@ absl::StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Create(const Cgrou
   }
   auto manager = std::make_unique<CgroupManagerV1>(ops);
   RETURN_IF_ERROR(manager->Init(d.v1_dirs, options.subtree_name));
+  if (faults) faults->Arm();
   return std::unique_ptr<CgroupManager>(std::move(manager));
 }
 

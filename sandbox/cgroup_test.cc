@@ -738,6 +738,41 @@ TEST_P(CgroupBackendTest, ReclaimRemovesNestedGroupsOfADeadDaemon) {
             group_dirs.size() + dead_subtrees.size() + (v1() ? 0 : 1));
 }
 
+// The test-only hook the soak uses (WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT,
+// docs/operations.md): some group creations fail with a status that names the
+// injection, the subtree is still made, and a failed creation leaves no
+// directory behind in any hierarchy, even when it failed half-way (v1).
+TEST_P(CgroupBackendTest, InjectedCreationFaultsFailCleanly) {
+  ::setenv("WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT", "10", 1);
+  auto manager = NewManager();
+  ::unsetenv("WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT");
+  ASSERT_NE(manager, nullptr);
+  int failed = 0, created = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = absl::StrCat("run-", i);
+    auto group = manager->CreateGroup(name, {.memory_bytes = 64 << 20, .pids = 32});
+    if (group.ok()) {
+      ++created;
+      for (const std::string& dir : (*group)->Paths()) EXPECT_TRUE(IsDir(dir)) << dir;
+      continue;
+    }
+    ++failed;
+    EXPECT_THAT(group.status().message(), ::testing::HasSubstr("WARDEN_TEST_FAIL_CGROUP_CREATE_PERCENT"));
+    for (const char* controller : {"memory", "pids", "cpu", "cpuacct", "freezer"}) {
+      EXPECT_FALSE(IsDir(GroupDir(controller, name))) << "a failed creation left " << GroupDir(controller, name);
+      if (!v1()) break;
+    }
+  }
+  // 200 groups at 10% per directory (v1 makes five per group): both kinds
+  // happen; the chance that either count is 0 is below 1e-9.
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(created, 0);
+  // Without the variable, nothing is injected.
+  auto plain = NewDeadManager();
+  ASSERT_NE(plain, nullptr);
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(plain->CreateGroup(absl::StrCat("run-", i), {}).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CgroupBackendTest,
                          ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
                          [](const ::testing::TestParamInfo<CgroupVersion>& info) {

@@ -185,13 +185,19 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   const std::string tmp = absl::StrCat(path, ".tmp");
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", tmp));
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      ::fsync(fd.get()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", tmp));
+  // A failed write (a full disk) or rename leaves no temporary behind.
+  auto fail = [&tmp](int err, const std::string& what) {
+    ::unlink(tmp.c_str());
+    return absl::ErrnoToStatus(err, what);
+  };
+  const ssize_t written = ::write(fd.get(), text.data(), text.size());
+  if (written != static_cast<ssize_t>(text.size())) {
+    return fail(written < 0 ? errno : ENOSPC, absl::StrCat("cannot write ", tmp));
   }
+  if (::fsync(fd.get()) != 0) return fail(errno, absl::StrCat("cannot write ", tmp));
   fd.Reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " to ", path));
+    return fail(errno, absl::StrCat("rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
 }

@@ -171,5 +171,20 @@ TEST(ReclaimTest, RemovesOnlyRecordedSocketsThatAreSockets) {
   EXPECT_TRUE(std::filesystem::exists(not_a_socket));
 }
 
+// A write that fails leaves no temporary behind: the soak found
+// sessions/<id>.tmp files after the state directory's disk filled. The
+// rename fails here because the target is a directory that is not empty;
+// the full-disk case takes the same path.
+TEST(WriteFileAtomicallyTest, AFailedWriteLeavesNoTemporary) {
+  TempDir dir;
+  const std::string target = dir.path() + "/record";
+  std::filesystem::create_directories(target + "/occupied");
+  EXPECT_FALSE(WriteFileAtomically(target, "text").ok());
+  EXPECT_FALSE(std::filesystem::exists(target + ".tmp"));
+  EXPECT_TRUE(WriteFileAtomically(dir.path() + "/ok", "text").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ok.tmp"));
+}
+
 }  // namespace
 }  // namespace warden
+
