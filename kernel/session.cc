@@ -767,10 +767,23 @@ absl::StatusOr<std::map<std::string, std::string>> Session::Restore(const Snapsh
 void Session::Release() {
   absl::MutexLock lock(&mu_);
   worker_.reset();  // kills the sandbox and everything in it
+  // No cell runs on a released session (Interrupt() needs a worker), so its
+  // wake-up eventfd goes too: thousands of hibernated sessions then hold no
+  // descriptor of the daemon's (docs/benchmarks.md, "Many sessions").
+  wake_.Reset();
   released_ = true;
 }
 
+absl::Status Session::RenewWake() {
+  absl::MutexLock lock(&mu_);
+  if (wake_) return absl::OkStatus();
+  wake_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_) return absl::ErrnoToStatus(errno, "eventfd");
+  return absl::OkStatus();
+}
+
 absl::Status Session::Reopen() {
+  RETURN_IF_ERROR(RenewWake());
   RETURN_IF_ERROR(StartWorker(/*fresh_sandbox=*/true));
   absl::MutexLock lock(&mu_);
   released_ = false;
@@ -783,6 +796,7 @@ absl::Status Session::Reopen(std::unique_ptr<Session> fresh) {
   if (fresh == nullptr || fresh.get() == this || fresh->options_.language != options_.language) {
     return absl::InvalidArgumentError("Reopen needs a fresh session of the same language");
   }
+  RETURN_IF_ERROR(RenewWake());
   absl::MutexLock lock(&mu_);
   absl::MutexLock theirs(&fresh->mu_);  // `fresh` is the caller's alone: no order to keep
   if (!fresh->worker_ || fresh->lost_ || fresh->busy_) {

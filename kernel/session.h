@@ -234,6 +234,8 @@ class Session {
  private:
   Session(Executor& executor, const SessionOptions& options);
   absl::Status StartWorker(bool fresh_sandbox);
+  // A new wake-up eventfd for a session Release() left without one.
+  absl::Status RenewWake();
   // Execute, or with `resume` the wait for a cell already sent (ResumeCell).
   CellResult RunCell(const std::string& code, const CellLimits& limits, const EventCallback& on_event,
                      const std::atomic<bool>* cancelled, std::optional<int> resume);
