@@ -17,9 +17,11 @@
 // Prints the figures and, last, one JSON object; asserts nothing.
 //
 //   hibernation_scale [--sessions N] [--live L] [--hibernate-after S]
-//                     [--threads T] [--sample K] [--max-awake A]
+//                     [--threads T] [--sample K] [--max-awake A] [--max-live X]
 //                     [--create-minutes M] [--call-minutes C] [--min-avail-mb F]
-// --sample K calls a random K of the sleepers; --call-minutes C calls them in
+// --max-live X is wardend's sessions.max_live (default live + max-awake:
+// woken sleepers then send the least recently used to disk instead of
+// piling up to the descriptor limit; 0: no bound). --sample K calls a random K of the sleepers; --call-minutes C calls them in
 // random order until C minutes have passed (the output says how many).
 #include <fcntl.h>
 #include <signal.h>
@@ -63,6 +65,7 @@ struct Flags {
   int threads = 4;
   int sample = 0;  // 0: call every sleeper
   int max_awake = 1'500;
+  int max_live = -1;  // wardend's sessions.max_live; -1: live + max_awake, 0: no bound
   double create_minutes = 15;
   double call_minutes = 0;  // 0: call every sleeper (or the sample)
   int64_t min_avail_mb = 6'144;
@@ -279,7 +282,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
   std::map<std::string, int*> ints = {{"--sessions", &f->sessions},   {"--live", &f->live},
                                       {"--hibernate-after", &f->hibernate_after_s},
                                       {"--threads", &f->threads},     {"--sample", &f->sample},
-                                      {"--max-awake", &f->max_awake}};
+                                      {"--max-awake", &f->max_awake}, {"--max-live", &f->max_live}};
   for (int i = 1; i < argc; ++i) {
     const std::string name = argv[i];
     if (i + 1 >= argc) return false;
@@ -306,7 +309,7 @@ int main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) {
     std::cerr << "usage: hibernation_scale [--sessions N] [--live L] [--hibernate-after S] [--threads T]\n"
-                 "                         [--sample K] [--max-awake A] [--create-minutes M] [--call-minutes C]\n"
+                 "                         [--sample K] [--max-awake A] [--max-live X] [--create-minutes M] [--call-minutes C]\n"
                  "                         [--min-avail-mb F]\n";
     return 2;
   }
@@ -320,7 +323,8 @@ int main(int argc, char** argv) {
       R"({"pools": [{"language": "python", "size": 4, "warm": []}],)",
       R"( "sessions": {"max_total": )", cap, R"(, "max_per_tenant": )", cap,
       R"(, "default_ttl_seconds": 86400, "default_idle_timeout_seconds": 86400, "hibernate_after_seconds": )",
-      flags.hibernate_after_s, R"(},)", R"( "snapshots": {"dir": ")", snapshots,
+      flags.hibernate_after_s, R"(, "max_live": )",
+      flags.max_live >= 0 ? flags.max_live : flags.live + flags.max_awake, R"(},)", R"( "snapshots": {"dir": ")", snapshots,
       R"(", "max_bytes_per_tenant": 68719476736},)", R"( "executor": {"host_id_base": )",
       2000000 + (getpid() % 1000) * 70000, R"(, "host_id_count": 65536}})");
   const std::string socket = dir + "/w.sock";

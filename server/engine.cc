@@ -443,6 +443,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   const Language language = call.language.value_or(Language::kPython);
   auto entry = std::make_unique<ManagedSession>();
   entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
+  MakeRoomForALiveSession(nullptr);
   absl::StatusOr<std::unique_ptr<Session>> started;
   if (call.shared_workspace) {
     auto workspace = SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),

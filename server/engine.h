@@ -241,6 +241,9 @@ class Engine {
   // WakeForFiles takes the turn itself).
   void HibernateIdle();
   void Hibernate(ManagedSession& entry);
+  // sessions.max_live: hibernates the least recently used idle Python
+  // sessions (never `keep`) until one more may hold a sandbox.
+  void MakeRoomForALiveSession(const ManagedSession* keep);
   absl::Status Wake(ManagedSession& entry);
   absl::Status WakeForFiles(ManagedSession& entry);
   void DropHibernation(ManagedSession& entry);

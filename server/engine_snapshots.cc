@@ -212,8 +212,35 @@ void Engine::Hibernate(ManagedSession& entry) {
                std::string(stored_status.message()));
 }
 
+void Engine::MakeRoomForALiveSession(const ManagedSession* keep) {
+  const int64_t cap = options_.sessions.max_live;
+  if (cap <= 0) return;
+  int64_t live = 0;
+  for (const auto& entry : sessions_.All()) {
+    if (entry.get() != keep && entry->session != nullptr && !entry->session->released()) ++live;
+  }
+  if (live < cap) return;
+  // The longest idle first, as the reaper would take them.
+  for (auto& entry : sessions_.IdleSince(absl::InfiniteFuture())) {
+    if (live < cap) return;
+    if (entry.get() == keep || entry->workspace || entry->language != Language::kPython) continue;
+    if (entry->hibernation_refused > entry->last_used()) continue;
+    if (!entry->Begin(absl::Now()).ok()) continue;  // busy, or closed meanwhile
+    if (!entry->session->released() && !entry->session->lost()) {
+      Hibernate(*entry);
+      if (entry->session->released()) --live;
+    }
+    entry->End(/*used=*/false);
+  }
+  if (live >= cap) {
+    spdlog::warn("{} sessions hold a sandbox, sessions.max_live is {}: none of the idle ones could hibernate",
+                 live, cap);
+  }
+}
+
 absl::Status Engine::Wake(ManagedSession& entry) {
   if (!entry.session->released()) return absl::OkStatus();
+  MakeRoomForALiveSession(&entry);
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(SnapshotArchive archive, snapshots_.OpenArchive(entry.tenant, entry.hibernation_snapshot));
   // A warm sandbox from the pool, as a new session gets, rather than a

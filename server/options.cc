@@ -286,6 +286,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     s.Int("max_ttl_seconds", &o->sessions.max_ttl_seconds);
     s.Int("default_idle_timeout_seconds", &o->sessions.default_idle_timeout_seconds);
     s.Int("hibernate_after_seconds", &o->sessions.hibernate_after_seconds);
+    s.Int("max_live", &o->sessions.max_live);
   });
   r.Object("snapshots", [o](ObjectReader& s) {
     s.String("dir", &o->snapshots.dir);
@@ -820,6 +821,10 @@ absl::Status DaemonOptions::Validate() const {
   if (sessions.hibernate_after_seconds < 0) {
     p.Add(absl::StrCat("sessions.hibernate_after_seconds is ", sessions.hibernate_after_seconds,
                        ": use 0 (never) or a number of seconds"));
+  }
+  if (sessions.max_live < 0) {
+    p.Add(absl::StrCat("sessions.max_live is ", sessions.max_live,
+                       ": use 0 (no bound) or the number of sessions that may hold a sandbox at once"));
   }
   CheckPositive(p, "snapshots.max_bytes_per_tenant", snapshots.max_bytes_per_tenant);
   if (!snapshots.dir.empty() && snapshots.dir.front() != '/') {

@@ -38,6 +38,13 @@ struct SessionsOptions {
   // released, if its state can be captured completely; the next call
   // restores it (docs/operations.md). 0: never.
   int64_t hibernate_after_seconds = 0;
+  // At most this many sessions hold a sandbox at once: before one more is
+  // created or woken, the least recently used idle Python sessions
+  // hibernate (whatever hibernate_after_seconds says). Each live session
+  // holds about ten of wardend's descriptors, a hibernated one none, so
+  // this is how many sessions fit under RLIMIT_NOFILE when all are called.
+  // 0: no bound.
+  int64_t max_live = 0;
 };
 
 // Session snapshots (SnapshotSession, ForkSession, hibernation).

@@ -265,6 +265,32 @@ TEST_F(SnapshotTest, HibernationIsInvisibleToTheCaller) {
   EXPECT_NE(Get(id).state(), v1::SESSION_STATE_HIBERNATED);
 }
 
+// sessions.max_live 2: a third session (created, or woken) sends the least
+// recently used idle one to disk first, whatever hibernate_after_seconds
+// says; every one still answers with its own state.
+TEST_F(SnapshotTest, MaxLiveHibernatesTheLeastRecentlyUsedBeforeAnotherGoesLive) {
+  DaemonOptions options = Options();
+  options.sessions.max_live = 2;
+  StartDaemon(options);
+  const std::string a = CreateSession(), b = CreateSession();
+  Run(a, "x = 'a'");
+  Run(b, "x = 'b'");
+  EXPECT_NE(Get(a).state(), v1::SESSION_STATE_HIBERNATED);
+  const std::string c = CreateSession();
+  EXPECT_EQ(Get(a).state(), v1::SESSION_STATE_HIBERNATED);  // the least recently used
+  EXPECT_NE(Get(b).state(), v1::SESSION_STATE_HIBERNATED);
+  Run(c, "x = 'c'");
+  // Waking a sends b, now the least recently used, to disk.
+  EXPECT_EQ(Run(a, "x"), "'a'");
+  EXPECT_EQ(Get(b).state(), v1::SESSION_STATE_HIBERNATED);
+  EXPECT_NE(Get(a).state(), v1::SESSION_STATE_HIBERNATED);
+  EXPECT_EQ(Run(b, "x"), "'b'");
+  EXPECT_EQ(Run(c, "x"), "'c'");
+  int live = 0;
+  for (const std::string& id : {a, b, c}) live += Get(id).state() != v1::SESSION_STATE_HIBERNATED;
+  EXPECT_EQ(live, 2);
+}
+
 // A 4 MiB array (pickled out of band), a read-only one, an alias, and a
 // DataFrame of floats and strings: equal to the bit after a fork and after
 // hibernation, as writable (or not) as they were, the alias still the same
