@@ -1094,6 +1094,9 @@ def main():
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 prints every thread's stack
     if args.seed is None:
         args.seed = random.SystemRandom().randint(1, 10 ** 6)
+    # warden-keeper runs wardend by its absolute path only, and `make soak`
+    # passes build/bin.
+    args.bin_dir = args.bin_dir.resolve()
     if args.stubs_dir is None:
         args.stubs_dir = args.bin_dir.parent / "proto" / "python"
     # Faults every 20-60 s in an hour, denser in short runs.
