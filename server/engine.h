@@ -241,6 +241,9 @@ class Engine {
   // WakeForFiles takes the turn itself).
   void HibernateIdle();
   void Hibernate(ManagedSession& entry);
+  // Hibernates `entry` if it is an idle, capturable Python session not
+  // refused since its last use; true if its sandbox is released now.
+  bool TryHibernate(ManagedSession& entry);
   // sessions.max_live: hibernates the least recently used idle Python
   // sessions (never `keep`) until one more may hold a sandbox.
   void MakeRoomForALiveSession(const ManagedSession* keep);

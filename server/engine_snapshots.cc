@@ -171,13 +171,19 @@ void Engine::HibernateIdle() {
     // Stop() waits for this loop: with thousands of idle sessions, finishing
     // the round first kept a stopping daemon hibernating for minutes.
     if (stop_reaper_.HasBeenNotified()) return;
-    if (entry->workspace || entry->language != Language::kPython) continue;
-    // Refused before and not used since: its state has not changed.
-    if (entry->hibernation_refused > entry->last_used()) continue;
-    if (!entry->Begin(absl::Now()).ok()) continue;  // busy, or closed meanwhile
-    if (!entry->session->released() && !entry->session->lost()) Hibernate(*entry);
-    entry->End(/*used=*/false);
+    TryHibernate(*entry);
   }
+}
+
+bool Engine::TryHibernate(ManagedSession& entry) {
+  if (entry.workspace || entry.language != Language::kPython) return false;
+  // Refused before and not used since: its state has not changed.
+  if (entry.hibernation_refused > entry.last_used()) return false;
+  if (!entry.Begin(absl::Now()).ok()) return false;  // busy, or closed meanwhile
+  if (!entry.session->released() && !entry.session->lost()) Hibernate(entry);
+  const bool released = entry.session->released();
+  entry.End(/*used=*/false);
+  return released;
 }
 
 void Engine::Hibernate(ManagedSession& entry) {
@@ -223,14 +229,7 @@ void Engine::MakeRoomForALiveSession(const ManagedSession* keep) {
   // The longest idle first, as the reaper would take them.
   for (auto& entry : sessions_.IdleSince(absl::InfiniteFuture())) {
     if (live < cap) return;
-    if (entry.get() == keep || entry->workspace || entry->language != Language::kPython) continue;
-    if (entry->hibernation_refused > entry->last_used()) continue;
-    if (!entry->Begin(absl::Now()).ok()) continue;  // busy, or closed meanwhile
-    if (!entry->session->released() && !entry->session->lost()) {
-      Hibernate(*entry);
-      if (entry->session->released()) --live;
-    }
-    entry->End(/*used=*/false);
+    if (entry.get() != keep && !entry->session->released() && TryHibernate(*entry)) --live;
   }
   if (live >= cap) {
     spdlog::warn("{} sessions hold a sandbox, sessions.max_live is {}: none of the idle ones could hibernate",

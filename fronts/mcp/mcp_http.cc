@@ -39,9 +39,7 @@ http::Response RpcErrorResponse(unsigned status, int code, const std::string& me
 // revision this server speaks.
 absl::Status CheckLegacyVersion(const http::Request& request) {
   const std::string version = request.Header("MCP-Protocol-Version");
-  const auto& supported = SupportedProtocolVersions();
-  if (version.empty() || version == "2024-11-05" ||
-      std::find(supported.begin(), supported.end(), version) != supported.end()) {
+  if (version.empty() || version == "2024-11-05" || IsLegacyProtocolVersion(version)) {
     return absl::OkStatus();
   }
   if (version == kModernProtocolVersion) {
@@ -57,8 +55,7 @@ absl::Status CheckLegacyVersion(const http::Request& request) {
 // (those are served as legacy, headers included).
 std::optional<std::string> ModernEra(const json& message) {
   std::optional<std::string> version = McpServer::ModernVersion(message);
-  const auto& legacy = SupportedProtocolVersions();
-  if (!version || std::find(legacy.begin(), legacy.end(), *version) != legacy.end()) return std::nullopt;
+  if (!version || IsLegacyProtocolVersion(*version)) return std::nullopt;
   return version;
 }
 

@@ -26,12 +26,13 @@ bool IsRequest(const json& m) { return m.is_object() && m.contains("method") && 
 
 json ServerInfo() { return {{"name", "warden"}, {"title", "Warden code sandbox"}, {"version", "0.1.0"}}; }
 
-bool IsLegacyVersion(const std::string& version) {
+
+}  // namespace
+
+bool IsLegacyProtocolVersion(const std::string& version) {
   const auto& legacy = SupportedProtocolVersions();
   return std::find(legacy.begin(), legacy.end(), version) != legacy.end();
 }
-
-}  // namespace
 
 bool McpServer::HasRequest(const json& message) {
   if (message.is_array()) return std::any_of(message.begin(), message.end(), IsRequest);
@@ -105,7 +106,7 @@ std::optional<json> McpServer::HandleOne(const json& message, const std::string&
   // server/discover is modern whatever it carries (dual-era clients probe
   // with it).
   std::optional<std::string> version = ModernVersion(message);
-  if ((version && !IsLegacyVersion(*version)) || method == "server/discover") {
+  if ((version && !IsLegacyProtocolVersion(*version)) || method == "server/discover") {
     return HandleModern(id, method, version.value_or(kModernProtocolVersion), params, token, notify,
                         ProgressToken(message));
   }

@@ -34,6 +34,8 @@ inline const std::vector<std::string>& SupportedProtocolVersions() {
   static const std::vector<std::string> versions = {"2025-11-25", "2025-06-18", "2025-03-26"};
   return versions;
 }
+// Whether `version` is one of the legacy revisions served.
+bool IsLegacyProtocolVersion(const std::string& version);
 // Every revision served, modern first (server/discover's supportedVersions
 // and the data of an UnsupportedProtocolVersion error).
 inline const std::vector<std::string>& AllProtocolVersions() {
