@@ -92,6 +92,12 @@ void Aim(std::string* session_id) {
   if (*session_id == "S") *session_id = TheHarness().session;
 }
 
+// Any request with a session_id: "S" is the live session.
+template <typename Request>
+void AimAt(Request* r) {
+  Aim(r->mutable_session_id());
+}
+
 // Code runs at most 5 s, well inside the call's deadline (a fuzzed limit
 // could otherwise ask for hours, and the client would give up first).
 void AimExecute(v1::ExecuteRequest* r) {
@@ -173,62 +179,43 @@ const std::vector<Call>& Calls() {
       Streaming(&Executor::Stub::ExecuteStream, std::function<void(v1::ExecuteRequest*)>(AimExecute)),
       Unary(&Executor::Stub::CreateSession),
       Unary(&Executor::Stub::CloseSession),  // never the live one: its id is not guessable
-      Unary(&Executor::Stub::RestartSession, std::function<void(v1::RestartSessionRequest*)>(
-                                                 [](v1::RestartSessionRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::GetSession, std::function<void(v1::GetSessionRequest*)>(
-                                             [](v1::GetSessionRequest* r) { Aim(r->mutable_session_id()); })),
+      Unary(&Executor::Stub::RestartSession, std::function<void(v1::RestartSessionRequest*)>(AimAt<v1::RestartSessionRequest>)),
+      Unary(&Executor::Stub::GetSession, std::function<void(v1::GetSessionRequest*)>(AimAt<v1::GetSessionRequest>)),
       Unary(&Executor::Stub::ListSessions),
       Unary(&Executor::Stub::InterruptSession,
-            std::function<void(v1::InterruptSessionRequest*)>(
-                [](v1::InterruptSessionRequest* r) { Aim(r->mutable_session_id()); })),
+            std::function<void(v1::InterruptSessionRequest*)>(AimAt<v1::InterruptSessionRequest>)),
       Upload,
-      Streaming(&Executor::Stub::DownloadFile, std::function<void(v1::DownloadFileRequest*)>(
-                                                   [](v1::DownloadFileRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::ListFiles, std::function<void(v1::ListFilesRequest*)>(
-                                            [](v1::ListFilesRequest* r) { Aim(r->mutable_session_id()); })),
+      Streaming(&Executor::Stub::DownloadFile, std::function<void(v1::DownloadFileRequest*)>(AimAt<v1::DownloadFileRequest>)),
+      Unary(&Executor::Stub::ListFiles, std::function<void(v1::ListFilesRequest*)>(AimAt<v1::ListFilesRequest>)),
       Unary(&Executor::Stub::SetSessionTtl, std::function<void(v1::SetSessionTtlRequest*)>([](v1::SetSessionTtlRequest* r) {
               Aim(r->mutable_session_id());
               // The live session must outlive the run: no TTL shorter than an hour.
               if (r->session_id() == TheHarness().session && r->ttl_seconds() < 3600) r->set_ttl_seconds(3600);
             })),
-      Unary(&Executor::Stub::CreateContext, std::function<void(v1::CreateContextRequest*)>(
-                                                [](v1::CreateContextRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::ListContexts, std::function<void(v1::ListContextsRequest*)>(
-                                               [](v1::ListContextsRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::RestartContext, std::function<void(v1::RestartContextRequest*)>(
-                                                 [](v1::RestartContextRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::RemoveContext, std::function<void(v1::RemoveContextRequest*)>(
-                                                [](v1::RemoveContextRequest* r) { Aim(r->mutable_session_id()); })),
+      Unary(&Executor::Stub::CreateContext, std::function<void(v1::CreateContextRequest*)>(AimAt<v1::CreateContextRequest>)),
+      Unary(&Executor::Stub::ListContexts, std::function<void(v1::ListContextsRequest*)>(AimAt<v1::ListContextsRequest>)),
+      Unary(&Executor::Stub::RestartContext, std::function<void(v1::RestartContextRequest*)>(AimAt<v1::RestartContextRequest>)),
+      Unary(&Executor::Stub::RemoveContext, std::function<void(v1::RemoveContextRequest*)>(AimAt<v1::RemoveContextRequest>)),
       Streaming(&Executor::Stub::RunCommand, std::function<void(v1::RunCommandRequest*)>([](v1::RunCommandRequest* r) {
                   Aim(r->mutable_session_id());
                   // Bounded, so that a fuzzed `sleep` cannot outlast the call's deadline.
                   if (r->timeout_ms() <= 0 || r->timeout_ms() > 5000) r->set_timeout_ms(5000);
                 })),
-      Streaming(&Executor::Stub::ConnectCommand, std::function<void(v1::ConnectCommandRequest*)>(
-                                                     [](v1::ConnectCommandRequest* r) { Aim(r->mutable_session_id()); })),
+      Streaming(&Executor::Stub::ConnectCommand, std::function<void(v1::ConnectCommandRequest*)>(AimAt<v1::ConnectCommandRequest>)),
       Unary(&Executor::Stub::SendCommandInput,
-            std::function<void(v1::SendCommandInputRequest*)>(
-                [](v1::SendCommandInputRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::SignalCommand, std::function<void(v1::SignalCommandRequest*)>(
-                                                [](v1::SignalCommandRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::ListCommands, std::function<void(v1::ListCommandsRequest*)>(
-                                               [](v1::ListCommandsRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::StatPath, std::function<void(v1::StatPathRequest*)>(
-                                           [](v1::StatPathRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::MakeDirectory, std::function<void(v1::MakeDirectoryRequest*)>(
-                                                [](v1::MakeDirectoryRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::MovePath, std::function<void(v1::MovePathRequest*)>(
-                                           [](v1::MovePathRequest* r) { Aim(r->mutable_session_id()); })),
-      Unary(&Executor::Stub::RemovePath, std::function<void(v1::RemovePathRequest*)>(
-                                             [](v1::RemovePathRequest* r) { Aim(r->mutable_session_id()); })),
+            std::function<void(v1::SendCommandInputRequest*)>(AimAt<v1::SendCommandInputRequest>)),
+      Unary(&Executor::Stub::SignalCommand, std::function<void(v1::SignalCommandRequest*)>(AimAt<v1::SignalCommandRequest>)),
+      Unary(&Executor::Stub::ListCommands, std::function<void(v1::ListCommandsRequest*)>(AimAt<v1::ListCommandsRequest>)),
+      Unary(&Executor::Stub::StatPath, std::function<void(v1::StatPathRequest*)>(AimAt<v1::StatPathRequest>)),
+      Unary(&Executor::Stub::MakeDirectory, std::function<void(v1::MakeDirectoryRequest*)>(AimAt<v1::MakeDirectoryRequest>)),
+      Unary(&Executor::Stub::MovePath, std::function<void(v1::MovePathRequest*)>(AimAt<v1::MovePathRequest>)),
+      Unary(&Executor::Stub::RemovePath, std::function<void(v1::RemovePathRequest*)>(AimAt<v1::RemovePathRequest>)),
       Unary(&Executor::Stub::SnapshotSession,
-            std::function<void(v1::SnapshotSessionRequest*)>(
-                [](v1::SnapshotSessionRequest* r) { Aim(r->mutable_session_id()); })),
+            std::function<void(v1::SnapshotSessionRequest*)>(AimAt<v1::SnapshotSessionRequest>)),
       Unary(&Executor::Stub::RestoreSnapshot),
       Unary(&Executor::Stub::ListSnapshots),
       Unary(&Executor::Stub::DeleteSnapshot),
-      Unary(&Executor::Stub::ForkSession, std::function<void(v1::ForkSessionRequest*)>(
-                                              [](v1::ForkSessionRequest* r) { Aim(r->mutable_session_id()); })),
+      Unary(&Executor::Stub::ForkSession, std::function<void(v1::ForkSessionRequest*)>(AimAt<v1::ForkSessionRequest>)),
   };
   return *calls;
 }
