@@ -307,6 +307,10 @@ class Soak:
         self.restarting = threading.Event()
         self.survivors = {}   # session id -> value it holds
         self.surv_lock = threading.Lock()
+        # Survivors a loop is stepping now: one step at a time per survivor,
+        # or two loops would send the same step and the second would find
+        # the first's value (the session runs them in turn, as it should).
+        self.surv_busy = set()
         self.survival = collections.Counter()
         self.keeper = None
         self.keeper_generation = 0
@@ -737,7 +741,19 @@ class Soak:
             else:
                 self.close_session("survivor-close", sid)
             return
-        sid = self.rng.choice(ids)
+        with self.surv_lock:
+            free = [i for i in ids if i not in self.surv_busy]
+            if not free:
+                return
+            sid = self.rng.choice(free)
+            self.surv_busy.add(sid)
+        try:
+            self.step_survivor(sid)
+        finally:
+            with self.surv_lock:
+                self.surv_busy.discard(sid)
+
+    def step_survivor(self, sid):
         with self.surv_lock:
             v = self.survivors.get(sid)
         if v is None:
