@@ -46,6 +46,7 @@ const char* ChildStageName(ChildStage stage) {
     case ChildStage::kNoNewPrivs: return "PR_SET_NO_NEW_PRIVS";
     case ChildStage::kSeccomp: return "installing the seccomp filter";
     case ChildStage::kExec: return "execve";
+    case ChildStage::kOomScore: return "writing /proc/self/oom_score_adj";
   }
   return "unknown stage";
 }
@@ -145,6 +146,23 @@ void CloseAllExcept(const int* keep_in, int n) {
   for (int i = 0; i < p.n_rlimits; ++i) {
     struct rlimit rl = {p.rlimits[i].soft, p.rlimits[i].hard};
     if (setrlimit(p.rlimits[i].resource, &rl) != 0) Fail(ctl, ChildStage::kRlimits, errno);
+  }
+
+  // The program, never the init, is the OOM killer's first choice: in a
+  // sandbox at its memory limit with little resident memory of its own (a
+  // tmpfs filled, a fork bomb of small processes) the init, a clone of its
+  // supervisor, could be the largest process, and its death would lose the
+  // program's exit status. On the host, sandboxed code then dies before
+  // anything else when memory runs out. Raising one's own score needs no
+  // privilege; the file is writable only before the identity changes below
+  // (the init is not dumpable). /proc is always mounted here (mount_plan).
+  if (int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd < 0) {
+    Fail(ctl, ChildStage::kOomScore, errno);
+  } else {
+    const bool written = write(fd, "1000", 4) == 4;
+    const int err = errno;
+    close(fd);
+    if (!written) Fail(ctl, ChildStage::kOomScore, err);
   }
 
   // ---- Privileges drop from here on. ----

@@ -34,6 +34,7 @@ enum class ChildStage : int32_t {
   kNoNewPrivs,
   kSeccomp,
   kExec,
+  kOomScore,  // after kExec only to keep the numbers of the others
 };
 const char* ChildStageName(ChildStage stage);
 

@@ -539,6 +539,18 @@ std::vector<EscapeCase> SimpleCases() {
          "NoNewPrivs 1\n"
          "Seccomp 2\n"),
       Ok("OnlyStdioFdsAreOpen", {"/testbin/open_fds"}, "0 1 2\n"),
+      // The program is the OOM killer's first choice, and cannot lower it
+      // (CAP_SYS_RESOURCE): the init's death would lose its exit status.
+      Ok("TheProgramIsTheOomKillersFirstChoice",
+         PythonCode("import os\n"
+                    "s = open('/proc/self/oom_score_adj').read().strip()\n"
+                    "try:\n"
+                    "    os.write(os.open('/proc/self/oom_score_adj', os.O_WRONLY), b'0')\n"
+                    "    lowered = 'lowered'\n"
+                    "except OSError as e:\n"
+                    "    lowered = type(e).__name__\n"
+                    "print(s, lowered)"),
+         "1000 PermissionError\n"),
       Ok("HostnameIsSandbox",
          PythonCode("import os, socket\n"
                     "print(socket.gethostname(), os.uname().nodename,"
