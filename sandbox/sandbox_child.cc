@@ -154,8 +154,13 @@ void CloseAllExcept(const int* keep_in, int n) {
   // supervisor, could be the largest process, and its death would lose the
   // program's exit status. On the host, sandboxed code then dies before
   // anything else when memory runs out. Raising one's own score needs no
-  // privilege; the file is writable only before the identity changes below
-  // (the init is not dumpable). /proc is always mounted here (mount_plan).
+  // privilege, but the file of a process that is not dumpable belongs to
+  // the host's root, which this user namespace does not map: the program is
+  // dumpable for the write only, while it is still this namespace's root,
+  // and nothing else in the sandbox may trace it (its other processes run
+  // as the sandbox user, under a seccomp filter that refuses ptrace).
+  // /proc is always mounted here (mount_plan).
+  if (prctl(PR_SET_DUMPABLE, 1) != 0) Fail(ctl, ChildStage::kOomScore, errno);
   if (int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd < 0) {
     Fail(ctl, ChildStage::kOomScore, errno);
   } else {
@@ -164,6 +169,7 @@ void CloseAllExcept(const int* keep_in, int n) {
     close(fd);
     if (!written) Fail(ctl, ChildStage::kOomScore, err);
   }
+  if (prctl(PR_SET_DUMPABLE, 0) != 0) Fail(ctl, ChildStage::kOomScore, errno);
 
   // ---- Privileges drop from here on. ----
   // Empty the bounding set while we still hold CAP_SETPCAP (in this user

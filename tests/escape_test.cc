@@ -539,13 +539,14 @@ std::vector<EscapeCase> SimpleCases() {
          "NoNewPrivs 1\n"
          "Seccomp 2\n"),
       Ok("OnlyStdioFdsAreOpen", {"/testbin/open_fds"}, "0 1 2\n"),
-      // The program is the OOM killer's first choice, and cannot lower it
-      // (CAP_SYS_RESOURCE): the init's death would lose its exit status.
+      // The program is the OOM killer's first choice: the init's death would
+      // lose its exit status. It may give that up (back to 0), but never
+      // rank below the host's processes (CAP_SYS_RESOURCE).
       Ok("TheProgramIsTheOomKillersFirstChoice",
          PythonCode("import os\n"
                     "s = open('/proc/self/oom_score_adj').read().strip()\n"
                     "try:\n"
-                    "    os.write(os.open('/proc/self/oom_score_adj', os.O_WRONLY), b'0')\n"
+                    "    os.write(os.open('/proc/self/oom_score_adj', os.O_WRONLY), b'-1')\n"
                     "    lowered = 'lowered'\n"
                     "except OSError as e:\n"
                     "    lowered = type(e).__name__\n"
