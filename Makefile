@@ -93,13 +93,16 @@ test-sandbox: build
 # engine, pools, reactors, sessions, the keeper, the agent over gRPC), less
 # the kernels' own protocol and pip tests, which run only Debian's python3.
 # Its warden-python-zygote is uninstrumented (kernel/CMakeLists.txt).
+# startup_BrokenPoolTest is left out too: it reads `wardend --check`, whose
+# user-namespace probe unshare()s in its own process, which the kernel
+# refuses (EINVAL) once TSan's runtime has started its background thread.
 ASAN_BUILD_DIR ?= build-asan
 TSAN_BUILD_DIR ?= build-tsan
 SANITIZE_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 TSAN_TARGETS := warden_proto_python wardend warden-keeper warden-python-zygote warden \
   session_test daemon_test contexts_test daemon_security_test agent_e2e_test snapshot_test \
-  daemon_restart_test mcp_daemon_test cli_e2e_test
+  daemon_restart_test mcp_daemon_test cli_e2e_test fuzz_api_requests
 
 test-sanitize: deps test-deps
 	cmake -S . -B $(ASAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=address,undefined
@@ -110,7 +113,7 @@ test-tsan: deps test-deps
 	cmake -S . -B $(TSAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=thread
 	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS) --target $(TSAN_TARGETS)
 	scripts/run_sanitized_tests.sh tsan $(TSAN_BUILD_DIR) -j 2 --timeout 1200 \
-	  -L 'daemon|kernel' -E '^(kernel_protocol_|kernel_pip$$)'
+	  -L 'daemon|kernel' -E '^(kernel_protocol_|kernel_pip$$|startup_BrokenPoolTest$$)'
 
 # Starts wardend in the foreground on its built-in defaults (listening on
 # unix:/run/warden/wardend.sock); it prints how to reach it. Ctrl-C stops it.
