@@ -155,17 +155,22 @@ void HttpServer::AcceptLoop() {
       Shared::Live& live = shared.live.back();
       live.fd = socket.native_handle();
       live.thread = std::thread([shared = shared_, &live, socket = std::move(socket)]() mutable {
-        net::io_context io;
-        beast::error_code assign_ec;
-        const auto protocol = socket.local_endpoint(assign_ec).protocol();
-        net::ip::tcp::socket mine(io);
-        if (!assign_ec) mine.assign(protocol, socket.release(), assign_ec);
-        Connection connection(io, std::move(mine), shared->options, *shared->router, shared->authenticate);
-        if (!assign_ec) connection.Serve();
-        // Forget the fd before it closes (with `connection`), so that Stop
-        // never shuts down a descriptor number reused by someone else.
+        {
+          net::io_context io;
+          beast::error_code assign_ec;
+          const auto protocol = socket.local_endpoint(assign_ec).protocol();
+          net::ip::tcp::socket mine(io);
+          if (!assign_ec) mine.assign(protocol, socket.release(), assign_ec);
+          Connection connection(io, std::move(mine), shared->options, *shared->router, shared->authenticate);
+          if (!assign_ec) connection.Serve();
+          // Forget the fd before it closes (with `connection`), so that Stop
+          // never shuts down a descriptor number reused by someone else.
+          absl::MutexLock lock(&shared->mu);
+          live.fd = -1;
+        }
+        // Done only once the connection and its io_context are destroyed: a
+        // caller of WaitForConnectionsAtMost sees all of its memory returned.
         absl::MutexLock lock(&shared->mu);
-        live.fd = -1;
         live.done = true;
       });
     }
