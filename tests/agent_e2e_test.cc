@@ -239,14 +239,23 @@ TEST_F(AgentE2eTest, KeepSessionLeavesItOpen) {
 }
 
 TEST_F(AgentE2eTest, TheTimeBudgetEndsTheRunWithTheRightReason) {
-  Start({TextStep("my best answer")});
+  // The 1 ms budget is gone either while the session is created, and the
+  // first question is for the final answer (0 turns); or, when the session
+  // is created within the millisecond (as under ThreadSanitizer), during a
+  // first turn that takes 20 ms (1 turn). Either way the last question asked
+  // is for the final answer, and the fake model has one to give.
+  Start({{{"content", "my best answer"}, {"delay_ms", 20}}, TextStep("my best answer")});
   v1::RunAgentRequest request = Task("anything");
-  request.mutable_budget()->set_max_wall_ms(1);  // gone while the session starts
+  request.mutable_budget()->set_max_wall_ms(1);
   RunResult run = Run(request);
   ASSERT_TRUE(run.status.ok());
   EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_TIME);
   EXPECT_EQ(run.final().answer(), "my best answer");
   EXPECT_FALSE(run.final().all_succeeded());
+  Json requests = llm_->Requests();
+  ASSERT_FALSE(requests.empty());
+  EXPECT_THAT(requests.back()["body"]["messages"].back()["content"].get<std::string>(),
+              HasSubstr("the time budget of 1ms is used up"));
 }
 
 TEST_F(AgentE2eTest, TheIterationBudgetEndsTheRunWithTheRightReason) {
