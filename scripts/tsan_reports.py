@@ -13,7 +13,8 @@ all three of:
 
   - it is a data race;
   - on both sides, the access is made by gRPC's code: the first frame that is
-    not the C++ standard library's (/usr/include/c++/) is a grpc:: function;
+    not the C++ standard library's (std::, /usr/include/c++/) is a grpc::
+    function;
   - the memory is gRPC's: a heap block gRPC allocated (gpr_malloc, its call
     arenas).
 
@@ -49,10 +50,22 @@ def sections(report):
     return result
 
 
+def qualified_name(function):
+    """'void grpc::internal::CatchingCallback<...>(...)' -> 'grpc::internal::CatchingCallback'."""
+    while True:
+        stripped = re.sub(r"<[^<>]*>", "", function)
+        if stripped == function:
+            break
+        function = stripped
+    return function.split("(")[0].split()[-1] if function.split("(")[0].split() else ""
+
+
 def first_own_frame(stack):
+    """The first frame that is not the C++ standard library's, by file or by name."""
     for function, file in stack:
-        if not file.startswith(STD_FILE):
-            return function
+        name = qualified_name(function)
+        if not file.startswith(STD_FILE) and not name.startswith(("std::", "__gnu_cxx::")):
+            return name
     return ""
 
 

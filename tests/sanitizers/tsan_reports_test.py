@@ -23,12 +23,11 @@ class TsanReportsTest(unittest.TestCase):
     def test_the_real_reports_are_grpcs_hand_offs(self):
         unref = tsan_reports.is_grpc_handoff(fixture("grpc_handoff_unref.txt"))
         self.assertIsNotNone(unref)
-        self.assertTrue(unref[0].startswith("grpc::internal::ServerCallbackCall::Unref"), unref)
-        self.assertTrue(unref[1].startswith("grpc::internal::CallbackUnaryHandler<"), unref)
+        self.assertEqual(unref, ["grpc::internal::ServerCallbackCall::Unref",
+                                 "grpc::internal::CallbackUnaryHandler::RunHandler"])
         finalize = tsan_reports.is_grpc_handoff(fixture("grpc_handoff_finalize.txt"))
         self.assertIsNotNone(finalize)
-        self.assertIn("::FinalizeResult", finalize[0])
-        self.assertIn("::FillOps", finalize[1])
+        self.assertEqual(finalize, ["grpc::internal::CallOpSet::FinalizeResult", "grpc::internal::CallOpSet::FillOps"])
 
     def test_an_access_by_our_code_is_ours(self):
         report = fixture("grpc_handoff_unref.txt").replace(
