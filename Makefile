@@ -86,7 +86,8 @@ test-sandbox: build
 # directory of its own, with gcc against Debian's (uninstrumented) gRPC,
 # protobuf and Abseil, at -O1 (the sanitizers' advice; half the compile
 # time of -O2). scripts/run_sanitized_tests.sh sets the runtime options,
-# collects every report into <build dir>/sanitizer-logs and fails on any.
+# collects every report into <build dir>/sanitizer-logs and fails on any
+# (for TSan, on any but gRPC's own hand-offs: scripts/tsan_reports.py).
 # test-sanitize: AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer,
 # the whole suite (it needs `make test-deps` like `make test`).
 # test-tsan: ThreadSanitizer, the tests labelled daemon and kernel (the
