@@ -57,7 +57,8 @@ def qualified_name(function):
         if stripped == function:
             break
         function = stripped
-    return function.split("(")[0].split()[-1] if function.split("(")[0].split() else ""
+    words = function.split("(")[0].split()
+    return words[-1] if words else ""
 
 
 def first_own_frame(stack):
@@ -95,8 +96,7 @@ def main(paths):
                 continue
             handoff = is_grpc_handoff(report)
             if handoff:
-                short = [re.sub(r"\(.*", "", a) for a in handoff]
-                print(f"{path}: gRPC's own hand-off, not ours: {short[0]} / {short[1]}")
+                print(f"{path}: gRPC's own hand-off, not ours: {handoff[0]} / {handoff[1]}")
             else:
                 ours += 1
                 print(f"==== sanitizer report {path}\n{report.strip()}\n")

@@ -621,16 +621,13 @@ TEST_F(TenantTest, ABurstQueuesAndAnotherTenantsSingleRequestIsNotDelayedBehindI
       absl::Seconds(60)));
   // Executions that have ended, counted by the engine: the client's own
   // count lags when its threads are slow (under TSan, by 70 and more).
-  auto ended = [&] {
-    TenantQueueStats admission = daemon_->engine().Stats().admission;
-    return admission.admitted - admission.running;
-  };
-  const int64_t ended_before_bob = ended();
-  const int waiting_before_bob = daemon_->engine().Stats().admission.waiting;
-  ASSERT_GE(waiting_before_bob, kBurst / 2) << "the burst is not in alice's line: nothing to be delayed behind";
+  auto ended = [](const TenantQueueStats& admission) { return admission.admitted - admission.running; };
+  const TenantQueueStats before_bob = daemon_->engine().Stats().admission;
+  const int64_t ended_before_bob = ended(before_bob);
+  ASSERT_GE(before_bob.waiting, kBurst / 2) << "the burst is not in alice's line: nothing to be delayed behind";
   grpc::Status s;
   v1::ExecuteResponse bobs = Execute(kBobToken, "print('bob')", "", &s);
-  const int64_t ended_with_bob = ended();
+  const int64_t ended_with_bob = ended(daemon_->engine().Stats().admission);
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(bobs.stdout(), "bob\n");
   // Bob waited for a warm worker behind at most alice's running share (16),
