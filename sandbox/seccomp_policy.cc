@@ -11,7 +11,8 @@
 //   3. Argument-filtered syscalls (clone, socket, ioctl, seccomp, ...), see
 //      AddArgumentFilteredRules().
 //   4. Errno answers for calls that runtimes probe and must survive: clone3
-//      -> ENOSYS, socket()/socketpair() of other families -> EAFNOSUPPORT.
+//      -> ENOSYS, mbind -> EPERM, socket()/socketpair() of other families
+//      -> EAFNOSUPPORT.
 //   5. Everything else, including the fixed denials (kDeniedSyscalls), hits
 //      the default action SECCOMP_RET_USER_NOTIF and is reported by name.
 //
@@ -66,7 +67,8 @@ namespace {
 constexpr absl::string_view kAllowedSyscalls[] = {
     // Memory. pkey_* is used by node (V8); mlock* is bounded by
     // RLIMIT_MEMLOCK; the mempolicy pair only affects the caller (libnuma
-    // probes it, e.g. in procps' ps). mbind stays out.
+    // probes it, e.g. in procps' ps). mbind is answered EPERM (see
+    // AddArgumentFilteredRules).
     "brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync",
     "mincore", "mlock", "mlock2", "munlock", "mlockall", "munlockall",
     "membarrier", "memfd_create", "pkey_alloc", "pkey_free", "pkey_mprotect",
@@ -155,10 +157,10 @@ constexpr absl::string_view kDeniedSyscalls[] = {
     "open_by_handle_at",
 };
 
-// Syscalls whose rules depend on their arguments; extra_allowed must not
-// replace those rules with an unconditional allow.
+// Syscalls with rules of their own (argument checks, or mbind's errno
+// answer); extra_allowed must not replace them with an unconditional allow.
 constexpr absl::string_view kArgumentFilteredSyscalls[] = {
-    "clone", "clone3", "socket", "socketpair", "ioctl", "seccomp", "prctl",
+    "mbind", "clone", "clone3", "socket", "socketpair", "ioctl", "seccomp", "prctl",
     "personality", "mknod", "mknodat",
 };
 
@@ -361,6 +363,11 @@ absl::Status AddArgumentFilteredRules(ScmpFilter& f) {
   // fall back to clone(2), which the rule above inspects.
   RETURN_IF_ERROR(
       f.Add(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), "clone3"));
+  // mbind: Debian's pthread OpenBLAS (numpy's BLAS when libopenblas0-pthread
+  // is installed) binds its buffers to NUMA nodes at import and ignores a
+  // failure. EPERM is what it gets in a container without CAP_SYS_NICE
+  // (Docker's default profile); page placement is not the sandbox's to set.
+  RETURN_IF_ERROR(f.Add(SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mbind), "mbind"));
 
   RETURN_IF_ERROR(AddSocketRules(f, "socket"));
   RETURN_IF_ERROR(AddSocketRules(f, "socketpair"));
@@ -412,8 +419,9 @@ absl::Status CheckExtraAllowed(absl::string_view name) {
   if (Contains(kArgumentFilteredSyscalls, name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "seccomp extra_allowed names '", name,
-        "', which the policy already allows with argument checks; an "
-        "unconditional allow would drop them, so remove it"));
+        "', which the policy already answers with rules of its own "
+        "(argument checks or an errno); an unconditional allow would drop "
+        "them, so remove it"));
   }
   return absl::OkStatus();
 }

@@ -165,7 +165,7 @@ TEST(SeccompPolicyTest, RejectsExtraAllowedThatWouldReopenDenials) {
 }
 
 TEST(SeccompPolicyTest, RejectsExtraAllowedThatWouldDropArgumentChecks) {
-  for (const char* name : {"clone", "clone3", "socket", "ioctl", "seccomp"}) {
+  for (const char* name : {"clone", "clone3", "socket", "ioctl", "seccomp", "mbind"}) {
     auto program = BuildSeccompPolicy({.extra_allowed = {name}});
     EXPECT_EQ(program.status().code(), absl::StatusCode::kInvalidArgument) << name;
   }
@@ -285,6 +285,11 @@ TEST(SeccompBpfTest, CloneAllowsThreadsAndForkButNoNamespaces) {
     EXPECT_EQ(Eval(__NR_clone, {0xFFFFFFFF00000000ull | flag | thread}), kNotify);
   }
   EXPECT_EQ(Eval(__NR_clone3, {0, 88}), Errno(ENOSYS));
+}
+
+TEST(SeccompBpfTest, MbindIsEpermNotAViolation) {
+  EXPECT_EQ(Eval(__NR_mbind, {0, 4096, 0, 0, 0, 0}), Errno(EPERM));
+  EXPECT_EQ(Eval(__NR_set_mempolicy, {0, 0, 0}), kAllow);
 }
 
 TEST(SeccompBpfTest, SeccompListenerAndPersonalityChecksUseLow32Bits) {
@@ -689,6 +694,8 @@ int Clone3(uint64_t flags) {
 const BehaviourCase kBehaviours[] = {
     {"Clone3ReturnsEnosys", [] { return Clone3(0); }},
     {"Clone3WithNewUserReturnsEnosys", [] { return Clone3(CLONE_NEWUSER); }},
+    {"MbindReturnsEperm",
+     [] { return ExpectErrno(syscall(SYS_mbind, nullptr, 4096, 0, nullptr, 0, 0), EPERM); }},
     {"SocketNetlinkIsEafnosupport",
      [] { return ExpectErrno(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0), EAFNOSUPPORT); }},
     {"SocketPacketIsEafnosupport",
