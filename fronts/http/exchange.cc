@@ -117,6 +117,11 @@ absl::Status WebSocket::Run(const std::function<void(Message)>& on_message) {
   impl.io.run();
   absl::MutexLock lock(&mu_);
   open_ = false;  // nothing runs the io_context any more: refuse further sends
+  // The stream is registered with the connection's io_context, which ends
+  // with the connection; whoever still holds this WebSocket (a kernel's
+  // close callback) may drop it later, on another thread. Destroy the
+  // stream now, while its io_context exists.
+  impl_.reset();
   return ended;
 }
 

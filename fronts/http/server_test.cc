@@ -75,6 +75,17 @@ class HttpServerTest : public ::testing::Test {
         (void)socket->Send({absl::StrCat(socket->subprotocol(), "|", m.data), m.binary});
       });
     });
+    // Like /ws, but the socket outlives its connection in kept_ (as a
+    // kernel's close callback may hold it after the client has gone).
+    router->Add(protocol, "GET", "/ws-kept", [this](Request& r, Exchange& e) {
+      auto ws = e.AcceptWebSocket({});
+      if (!ws.ok()) return ws.status();
+      {
+        absl::MutexLock lock(&kept_mu_);
+        kept_ = *ws;
+      }
+      return (*ws)->Run([](WebSocket::Message) {});
+    });
     router->Add(protocol, "GET", "/public", [](Request&, Exchange& e) { return e.Send(Response::Text(200, "hi")); },
                 {.authenticate = false, .max_body_bytes = 0});
     router->Add(protocol, "POST", "/small", [](Request&, Exchange& e) { return e.Send(Response::Text(200, "ok")); },
@@ -132,6 +143,9 @@ class HttpServerTest : public ::testing::Test {
     }
     return out;
   }
+
+  absl::Mutex kept_mu_;
+  std::shared_ptr<WebSocket> kept_ ABSL_GUARDED_BY(kept_mu_);
 
   void ExpectStillServing() {
     auto res = Call(bhttp::verb::get, "/public");
@@ -316,6 +330,33 @@ TEST_F(HttpServerTest, AWebSocketClientThatDropsTheConnectionFreesItsThreadAtOnc
   EXPECT_THAT(Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\n")), /*head_only=*/true),
               ::testing::StartsWith("HTTP/1.1 101 Switching Protocols"));
   EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)));
+  ExpectStillServing();
+}
+
+// The last reference to a WebSocket may go after its connection (and the
+// connection's io_context) has ended: dropping it then must touch nothing of
+// the connection's (a use after free that crashed wardend when a Kernel
+// Gateway kernel was deleted after its channels' client had gone; ASan sees
+// it here at once).
+TEST_F(HttpServerTest, AWebSocketKeptPastItsConnectionIsClosedAndSafeToDrop) {
+  {
+    WsClient client;
+    beast::get_lowest_layer(client.ws).connect(Endpoint());
+    client.ws.set_option(websocket::stream_base::decorator(
+        [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
+    client.ws.handshake("localhost", "/ws-kept");
+    beast::get_lowest_layer(client.ws).socket().close();
+  }
+  ASSERT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)));
+  std::shared_ptr<WebSocket> kept;
+  {
+    absl::MutexLock lock(&kept_mu_);
+    kept = std::move(kept_);
+  }
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->Send({"late", false}).code(), absl::StatusCode::kFailedPrecondition);
+  kept->Close();
+  kept.reset();
   ExpectStillServing();
 }
 
