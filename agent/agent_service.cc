@@ -262,8 +262,9 @@ LoopOptions LoopOptionsFrom(const AgentOptions& config) {
 }
 
 absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Create(const AgentOptions& options, Engine& engine,
-                                                                    Authenticator authenticate, Tasks& tasks) {
-  auto service = std::unique_ptr<AgentService>(new AgentService(engine, std::move(authenticate), tasks));
+                                                                    std::shared_ptr<const Tenancy> tenancy,
+                                                                    Tasks& tasks) {
+  auto service = std::unique_ptr<AgentService>(new AgentService(engine, std::move(tenancy), tasks));
   service->loop_ = LoopOptionsFrom(options);
   if (!options.llm.base_url.empty()) {
     absl::StatusOr<LlmOptions> llm = LlmOptionsFrom(options.llm);
@@ -275,12 +276,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Create(const AgentOp
 }
 
 grpc::ServerBidiReactor<v1::AgentRequest, v1::AgentEvent>* AgentService::Run(grpc::CallbackServerContext* ctx) {
-  std::string authorization;
-  const auto& metadata = ctx->client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    authorization.assign(it->second.data(), it->second.size());
-  }
-  return new RunReactor(this, authenticate_(authorization), engine_, tasks_, llm_.get(), loop_);
+  return new RunReactor(this, tenancy_->TenantOf(*ctx), engine_, tasks_, llm_.get(), loop_);
 }
 
 }  // namespace warden::agent

@@ -28,16 +28,17 @@ class AgentService final : public v1::Agent::CallbackService {
   // configured base_url every Run fails FAILED_PRECONDITION, saying how to
   // configure one.
   static absl::StatusOr<std::unique_ptr<AgentService>> Create(const AgentOptions& options, Engine& engine,
-                                                              Authenticator authenticate, Tasks& tasks);
+                                                              std::shared_ptr<const Tenancy> tenancy,
+                                                              Tasks& tasks);
 
   grpc::ServerBidiReactor<v1::AgentRequest, v1::AgentEvent>* Run(grpc::CallbackServerContext* ctx) override;
 
  private:
-  AgentService(Engine& engine, Authenticator authenticate, Tasks& tasks) 
-      : engine_(engine), authenticate_(std::move(authenticate)), tasks_(tasks) {}
+  AgentService(Engine& engine, std::shared_ptr<const Tenancy> tenancy, Tasks& tasks)
+      : engine_(engine), tenancy_(std::move(tenancy)), tasks_(tasks) {}
 
   Engine& engine_;
-  Authenticator authenticate_;
+  std::shared_ptr<const Tenancy> tenancy_;
   Tasks& tasks_;
   std::unique_ptr<LlmClient> llm_;  // null: not configured
   LoopOptions loop_;

@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "server/fleet_hint.h"
 
 namespace warden {
 namespace {
@@ -16,8 +17,10 @@ bool IsBinaryMime(const std::string& mime) {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  // absl's canonical codes are gRPC's, value for value.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  // absl's canonical codes are gRPC's, value for value. A fleet's hint for
+  // the gateway rides in the details (server/fleet_hint.h).
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      ErrorDetailsOf(status));
 }
 
 v1::Outcome ToProto(Outcome outcome) {

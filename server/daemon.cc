@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <thread>
+
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -46,14 +48,22 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
                                                                        const DaemonOptions& options) {
   if (absl::StartsWith(address, "unix:")) return grpc::InsecureServerCredentials();
   if (!options.tls.cert_file.empty()) {
-    grpc::SslServerCredentialsOptions ssl(options.tls.client_ca_file.empty()
-                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    // A node of a fleet trusts the gateway's CA alone for client
+    // certificates: required when no token may be used instead.
+    const std::string& client_ca =
+        options.fleet.gateway_ca_file.empty() ? options.tls.client_ca_file : options.fleet.gateway_ca_file;
+    grpc_ssl_client_certificate_request_type request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+    if (!options.tls.client_ca_file.empty()) request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    if (!options.fleet.gateway_ca_file.empty()) {
+      request = options.auth.tokens_file.empty() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                 : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    grpc::SslServerCredentialsOptions ssl(request);
     ASSIGN_OR_RETURN(std::string cert, ReadWholeFile(options.tls.cert_file));
     ASSIGN_OR_RETURN(std::string key, ReadWholeFile(options.tls.key_file));
     ssl.pem_key_cert_pairs.push_back({key, cert});
-    if (!options.tls.client_ca_file.empty()) {
-      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWholeFile(options.tls.client_ca_file));
+    if (!client_ca.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWholeFile(client_ca));
     }
     return grpc::SslServerCredentials(ssl);
   }
@@ -90,7 +100,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
     authenticate = [table](const std::string& header) { return TenantFromAuthorization(*table, header); };
   }
   daemon->authenticate_ = authenticate;
-  daemon->service_ = std::make_unique<ExecutorService>(*daemon->engine_, std::move(authenticate));
+  daemon->tenancy_ = std::make_shared<Tenancy>(std::move(authenticate), options.fleet.gateway_name);
+  daemon->service_ = std::make_unique<ExecutorService>(*daemon->engine_, daemon->tenancy_);
+  daemon->node_service_ = std::make_unique<NodeService>(
+      *daemon->engine_, daemon->tenancy_, daemon->service_->tasks(),
+      options.fleet.node_name.empty() ? options.fleet.node_id : options.fleet.node_name);
   return daemon;
 }
 
@@ -120,6 +134,7 @@ void Daemon::AdoptSessions() {
   if (!keeper_) return;
   const AdoptReport report = keeper_->AdoptInto(*engine_, *executor_);
   spdlog::info("{}", report.Summary());
+  engine_->FenceAdopted();
   engine_->SetSessionObserver(keeper_.get());
 }
 
@@ -218,6 +233,7 @@ absl::Status Daemon::Start() {
     builder.AddListeningPort(address, credentials, ports.back().get());
   }
   builder.RegisterService(service_.get());
+  builder.RegisterService(node_service_.get());
   for (auto& service : extra_services_) builder.RegisterService(service.get());
   // No other user may connect to the UNIX sockets, not even in the moment
   // between bind and the chmod below. (The umask is process-wide; sandboxes
@@ -252,9 +268,33 @@ absl::Status Daemon::Start() {
     if (!engine_->Ready()) return absl::UnavailableError("warm pools are still filling");
     return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(http_, HttpFronts::Start(options_, *server_, authenticate_, std::move(admin)));
+  fronts::HttpFrontsOptions fronts_options{.http_listen = options_.http_listen,
+                                            .admin_listen = options_.admin_listen,
+                                            .max_code_bytes = options_.limits.max_code_bytes,
+                                            .max_file_bytes = options_.limits.max_file_bytes,
+                                            .tokens_configured = !options_.auth.tokens_file.empty()};
+  ASSIGN_OR_RETURN(http_, fronts::HttpFronts::Start(fronts_options, *server_, authenticate_, std::move(admin)));
   if (http_->http_port() != 0) spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
   return absl::OkStatus();
+}
+
+void Daemon::Drain(absl::Duration grace) {
+  const absl::Time start = absl::Now();
+  draining_ = true;  // /readyz and gRPC health say so from now on
+  engine_->StartDraining();
+  UpdateHealth();
+  // Running executions end first: the gateway sends nothing new meanwhile.
+  const absl::Time executions_end =
+      start + std::min(absl::Milliseconds(options_.fleet.drain_wait_ms), grace / 2);
+  while (engine_->Stats().executing > 0 && absl::Now() < executions_end) absl::SleepFor(absl::Milliseconds(20));
+  const int still_running = engine_->Stats().executing;
+  // The rest of the grace period, less a second for the shutdown itself.
+  const Engine::HandoverReport report =
+      engine_->HandOverAll(std::max(start + grace - absl::Seconds(1), absl::Now() + absl::Seconds(1)),
+                           std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
+  spdlog::info("drained in {} ms: {} sessions handed over, {} lost{}", absl::ToInt64Milliseconds(absl::Now() - start),
+               report.handed_over, report.lost,
+               still_running ? absl::StrCat(" (", still_running, " executions outlived fleet.drain_wait_ms)") : "");
 }
 
 void Daemon::Shutdown(absl::Duration grace) {

@@ -20,7 +20,8 @@
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/executor_service.h"
-#include "server/http_fronts.h"
+#include "fronts/host/http_fronts.h"
+#include "server/node_service.h"
 #include "server/options.h"
 #include "server/session_keeper.h"
 #include "server/state_dir.h"
@@ -42,6 +43,8 @@ class Daemon {
   // between Create and Start. Its work runs on tasks() so Shutdown drains it.
   void AddService(std::unique_ptr<grpc::Service> service) { extra_services_.push_back(std::move(service)); }
   const Authenticator& authenticator() const { return authenticate_; }
+  // Who calls (a token's tenant, or the one warden-gateway forwards).
+  std::shared_ptr<const Tenancy> tenancy() const { return tenancy_; }
   Tasks& tasks() { return service_->tasks(); }
 
   absl::Status Start();
@@ -52,6 +55,11 @@ class Daemon {
   // done) without a keeper.
   bool Detach();
   bool has_keeper() const { return keeper_ != nullptr; }
+  // A node of a fleet, on SIGTERM (docs/fleet.md): stops taking new work,
+  // lets running executions finish (fleet.drain_wait_ms at most), then
+  // hands every session over through the shared storage, all within
+  // `grace`. Shutdown follows.
+  void Drain(absl::Duration grace);
 
   // The addresses actually bound ("127.0.0.1:0" resolved to its port).
   const std::vector<std::string>& listening() const { return listening_; }
@@ -88,10 +96,12 @@ class Daemon {
   std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExecutorService> service_;
+  std::unique_ptr<NodeService> node_service_;
   Authenticator authenticate_;
+  std::shared_ptr<const Tenancy> tenancy_;
   std::vector<std::unique_ptr<grpc::Service>> extra_services_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<HttpFronts> http_;
+  std::unique_ptr<fronts::HttpFronts> http_;
   std::atomic<bool> draining_{false};
   absl::Mutex health_mu_;
   // The server's health service while it serves; null before and after.

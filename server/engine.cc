@@ -115,11 +115,13 @@ std::string Wheelhouse(const DaemonOptions& options, Language language) {
 Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
                ForkServer* python_zygote)
     : options_(options), executor_(executor), python_zygote_(python_zygote),
-      sessions_(options.sessions),
-      snapshots_(options.snapshots.Directory(), options.snapshots.max_bytes_per_tenant),
+      sessions_(options.sessions, options.fleet.node_id),
+      snapshots_(options.SnapshotDirectory(), options.snapshots.max_bytes_per_tenant),
       admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
                   .max_running = options.queue.max_running,
-                  .max_waiting_per_tenant = options.queue.max_waiting_per_tenant}) {
+                  .max_waiting_per_tenant = options.queue.max_waiting_per_tenant}),
+      epoch_(options.fleet.epoch.empty() ? SessionManager::RandomHex() : options.fleet.epoch) {
+  if (options_.fleet.enabled()) ledger_ = std::make_unique<SessionLedger>(options_.fleet.shared_dir + "/sessions");
   if (metrics) {
     // Registration only fails on a programming error (a bad or reused name).
     executions_ = metrics->Counter("warden_executions_total",
@@ -237,6 +239,7 @@ void Engine::ReapLoop() {
       spdlog::info("session {} of tenant {} expired", entry->id, entry->tenant);
       Retire(*entry);
       DropHibernation(*entry);
+      if (ledger_) ledger_->Forget(entry->id);
       // The last call using it drops the final reference.
     }
     HibernateIdle();
@@ -313,7 +316,9 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
                                                    " bytes; the server's maximum is ",
                                                    options_.limits.max_code_bytes));
   }
-  {
+  if (call.session_id.empty()) {
+    RETURN_IF_ERROR(CheckTakingWork());
+  } else {
     absl::MutexLock lock(&mu_);
     if (stopped_) return absl::UnavailableError("the server is shutting down");
   }
@@ -333,7 +338,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     if (!call.files.empty()) {
       return absl::InvalidArgumentError("files go to a session with UploadFile, not with Execute");
     }
-    ASSIGN_OR_RETURN(entry, sessions_.Get(call.tenant, call.session_id));
+    ASSIGN_OR_RETURN(entry, Find(call.tenant, call.session_id));
     out.session_id = entry->id;
     if (!call.context_id.empty() && call.context_id != entry->id) {
       entry->Touch();
@@ -403,10 +408,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const CreateSessionCall& call) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopped_) return absl::UnavailableError("the server is shutting down");
-  }
+  RETURN_IF_ERROR(CheckTakingWork());
   const SessionsOptions& so = options_.sessions;
   if (call.ttl_seconds < 0 || call.idle_timeout_seconds < 0) {
     return absl::InvalidArgumentError("ttl_seconds and idle_timeout_seconds must not be negative");
@@ -522,7 +524,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::GetSession(const std::string& tenant,
                                                                    const std::string& id) const {
-  return sessions_.Get(tenant, id);
+  return Find(tenant, id);
 }
 
 std::vector<std::shared_ptr<ManagedSession>> Engine::ListSessions(
@@ -531,15 +533,22 @@ std::vector<std::shared_ptr<ManagedSession>> Engine::ListSessions(
 }
 
 absl::Status Engine::CloseSession(const std::string& tenant, const std::string& id) {
+  RETURN_IF_ERROR(Find(tenant, id).status());
   ASSIGN_OR_RETURN(auto entry, sessions_.Remove(tenant, id));
   Retire(*entry);
   DropHibernation(*entry);
+  if (ledger_) ledger_->Forget(id);
   spdlog::info("session {} closed by tenant {}", id, tenant);
   return absl::OkStatus();
 }
 
+void Engine::Release(const std::shared_ptr<ManagedSession>& entry) {
+  (void)sessions_.Remove(entry->tenant, entry->id);
+  if (!entry->session->released()) Retire(*entry);
+}
+
 absl::StatusOr<bool> Engine::InterruptSession(const std::string& tenant, const std::string& id) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   if (!entry->busy()) return false;
   RETURN_IF_ERROR(entry->session->Interrupt());
   return true;
@@ -548,7 +557,7 @@ absl::StatusOr<bool> Engine::InterruptSession(const std::string& tenant, const s
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std::string& tenant,
                                                                        const std::string& id,
                                                                        bool clear_workspace) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   RETURN_IF_ERROR(WakeForFiles(*entry));
   RETURN_IF_ERROR(RestartEntry(*entry, clear_workspace));
   if (observer_ != nullptr) observer_->OnRegistered(*entry);  // a new sandbox, or a reset count
@@ -557,7 +566,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
 
 absl::Status Engine::WriteFile(const std::string& tenant, const std::string& id,
                                const std::string& path, const std::string& data) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->WriteFile(path, data);
@@ -565,7 +574,7 @@ absl::Status Engine::WriteFile(const std::string& tenant, const std::string& id,
 
 absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const std::string& id,
                                              const std::string& path) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->ReadFile(path);
@@ -574,7 +583,7 @@ absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const st
 absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string& tenant,
                                                               const std::string& id,
                                                               const std::string& path, int max_depth) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->ListFiles(path, max_depth);
@@ -597,7 +606,7 @@ absl::StatusOr<WorkspaceListing> InWorkspace(Session& session,
 
 absl::StatusOr<WorkspaceListing> Engine::StatPath(const std::string& tenant, const std::string& id,
                                                   const std::string& path) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return InWorkspace(*entry->session, [&](int root) { return StatWorkspacePath(root, path); });
@@ -605,7 +614,7 @@ absl::StatusOr<WorkspaceListing> Engine::StatPath(const std::string& tenant, con
 
 absl::StatusOr<WorkspaceListing> Engine::MakeDirectory(const std::string& tenant, const std::string& id,
                                                        const std::string& path) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return InWorkspace(*entry->session, [&](int root) { return MakeWorkspaceDirectory(root, path); });
@@ -613,14 +622,14 @@ absl::StatusOr<WorkspaceListing> Engine::MakeDirectory(const std::string& tenant
 
 absl::StatusOr<WorkspaceListing> Engine::MovePath(const std::string& tenant, const std::string& id,
                                                   const std::string& from, const std::string& to) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return InWorkspace(*entry->session, [&](int root) { return MoveWorkspacePath(root, from, to); });
 }
 
 absl::Status Engine::RemovePath(const std::string& tenant, const std::string& id, const std::string& path) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   entry->Touch();
   RETURN_IF_ERROR(WakeForFiles(*entry));
   return entry->session->InWorkspace([&](int root) { return RemoveWorkspacePath(root, path); });
@@ -639,7 +648,7 @@ absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const Manage
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SharedSession(const std::string& tenant,
                                                                       const std::string& id) const {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   if (!entry->workspace) {
     return absl::FailedPreconditionError(absl::StrCat(
         "session ", id, " has no shared workspace; create it with shared_workspace to give it "
@@ -672,7 +681,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateContext(const std:
     }
   }
   auto context = std::make_shared<ManagedSession>();
-  context->id = "c-" + SessionManager::NewId().substr(2);
+  context->id = "c-" + SessionManager::RandomHex();
   context->tenant = tenant;
   context->language = language.value_or(Language::kPython);
   context->labels = owner->labels;
@@ -816,6 +825,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SetSessionTtl(const std:
     return absl::InvalidArgumentError(
         absl::StrCat("ttl_seconds must be between 1 and the server's maximum of ", max));
   }
+  RETURN_IF_ERROR(Find(tenant, id).status());
   RETURN_IF_ERROR(sessions_.SetExpires(tenant, id, absl::Now() + absl::Seconds(ttl_seconds)));
   return sessions_.Get(tenant, id);
 }
@@ -849,6 +859,9 @@ std::vector<SessionOptions> Engine::ConfiguredProfiles() const {
 EngineStats Engine::Stats() const {
   EngineStats stats;
   stats.sessions = sessions_.size();
+  for (const auto& entry : sessions_.All()) {
+    if (entry->session != nullptr && !entry->session->released()) ++stats.live_sessions;
+  }
   stats.admission = admission_.Stats();
   stats.executing = stats.admission.running;
   for (const auto& [profile, pool] : pools_) {

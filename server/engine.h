@@ -23,6 +23,7 @@
 #include "kernel/workspace.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/session_ledger.h"
 #include "server/session_manager.h"
 #include "server/snapshot_store.h"
 #include "server/tenant_queue.h"
@@ -94,6 +95,7 @@ struct RunCommandCall {
 // Counters the metrics endpoint and tests read.
 struct EngineStats {
   int sessions = 0;
+  int live_sessions = 0;  // holding a sandbox (not hibernated)
   int executing = 0;
   TenantQueueStats admission;
   // By pool: "python" for a language's default profile, "python:1024mb"
@@ -212,6 +214,37 @@ class Engine {
                                    const std::map<std::string, std::string>& labels);
   const SnapshotStore& snapshots() const { return snapshots_; }
 
+  // ---- a node of a fleet (server/engine_fleet.cc, docs/fleet.md)
+  const std::string& node_id() const { return options_.fleet.node_id; }
+  const std::string& epoch() const { return epoch_; }
+  // Stops taking new work: new sessions and one-shots are refused (a
+  // REFUSED hint: the gateway places them elsewhere) and calls to sessions
+  // answered MOVING until they are handed over.
+  void StartDraining();
+  bool draining() const;
+  struct HandoverReport {
+    int handed_over = 0;
+    int lost = 0;
+  };
+  // Hands every session over through the shared storage: its state as a
+  // snapshot and a ledger record naming it, or, when its state cannot be
+  // captured, a record saying it is lost and why. Each session then ends
+  // here. `parallel` sessions at a time.
+  HandoverReport HandOverAll(absl::Time deadline, int parallel);
+  struct TakenOver {
+    std::string node_id;                      // where the session lives now
+    std::shared_ptr<ManagedSession> session;  // set when that is this node
+  };
+  // TakeOverSession (proto/warden/v1/fleet.proto): restores a session a
+  // draining node handed over, or (owner_lost) one its lost node left
+  // hibernated, under its own id; errors carry a FleetHint (LOST,
+  // NOT_HANDED_OVER, REFUSED).
+  absl::StatusOr<TakenOver> TakeOverSession(const std::string& tenant, const std::string& id,
+                                            bool owner_lost);
+  // Sessions warden-keeper handed back that another node took over
+  // meanwhile are ended here, unwoken. After AdoptSession, before Start().
+  void FenceAdopted();
+
   // Ready to serve: every configured pool has at least one warm worker.
   bool Ready() const;
   // OK, or UNAVAILABLE naming the first pool that cannot start any worker
@@ -261,6 +294,25 @@ class Engine {
   // The session, which must have a shared workspace, and the context named.
   absl::StatusOr<std::shared_ptr<ManagedSession>> SharedSession(const std::string& tenant,
                                                                 const std::string& id) const;
+  // The tenant's session `id`, for a call to it. In a fleet: MOVING while
+  // draining; for an id this node does not hold, what the ledger says
+  // (MOVED, LOST) when the session moved.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> Find(const std::string& tenant, const std::string& id) const;
+  // New work is refused while draining (REFUSED), and after Stop().
+  absl::Status CheckTakingWork() const;
+  // Fleet: claims the next ledger generation for `entry` (its turn held)
+  // before it wakes; false (and the session ended here) when another node
+  // holds it now, with MOVED in `status`.
+  bool ClaimForWake(ManagedSession& entry, absl::Status* status);
+  // Ends `entry` here without touching what it left in the shared storage
+  // (it lives on elsewhere).
+  void Release(const std::shared_ptr<ManagedSession>& entry);
+  // Hands one session over (its turn is taken here); true if handed over.
+  bool HandOver(const std::shared_ptr<ManagedSession>& entry, absl::Time deadline);
+  // Restores the snapshot `record` names as `id`, claiming generation
+  // `after` + 1 first.
+  absl::StatusOr<TakenOver> Claim(const std::string& tenant, const std::string& id, int64_t after,
+                                  const SnapshotRecord& snapshot);
   absl::StatusOr<std::shared_ptr<ManagedSession>> Context(const ManagedSession& session,
                                                           const std::string& context_id) const;
   absl::StatusOr<std::unique_ptr<Session>> StartSharedSession(const ManagedSession& owner,
@@ -285,6 +337,9 @@ class Engine {
   CounterFamily* rejections_ = nullptr;     // refused requests, by reason
 
   TenantQueue admission_;  // executions running and waiting, by tenant
+  std::string epoch_;                       // fleet: this process's (FleetOptions::epoch)
+  std::unique_ptr<SessionLedger> ledger_;   // fleet: in shared_dir; null otherwise
+  std::atomic<bool> draining_{false};
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification stop_reaper_;

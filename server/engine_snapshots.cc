@@ -42,7 +42,7 @@ absl::StatusOr<SessionSnapshot> Engine::Capture(ManagedSession& entry, absl::Tim
 
 absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant,
                                                        const std::string& id) {
-  ASSIGN_OR_RETURN(auto entry, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   RETURN_IF_ERROR(CheckSnapshottable(*entry));
   const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
   RETURN_IF_ERROR(entry->Begin(deadline));
@@ -67,10 +67,7 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
     std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
     std::map<std::string, std::string>* left_out) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopped_) return absl::UnavailableError("the server is shutting down");
-  }
+  RETURN_IF_ERROR(CheckTakingWork());
   RETURN_IF_ERROR(sessions_.Reserve(entry->tenant));
   auto started = StartSession(entry->language, entry->memory_mb,
                               absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
@@ -135,7 +132,7 @@ absl::Status Engine::DeleteSnapshot(const std::string& tenant, const std::string
 absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, const std::string& id,
                                                  const std::map<std::string, std::string>& labels) {
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(auto source, sessions_.Get(tenant, id));
+  ASSIGN_OR_RETURN(auto source, Find(tenant, id));
   RETURN_IF_ERROR(CheckSnapshottable(*source));
   const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
   RETURN_IF_ERROR(source->Begin(deadline));
@@ -201,7 +198,8 @@ void Engine::Hibernate(ManagedSession& entry) {
                           .created = absl::Now(),
                           .execution_count = snapshot->execution_count,
                           .memory_mb = entry.memory_mb,
-                          .hibernation = true};
+                          .hibernation = true,
+                          .session_meta = EncodeSessionMeta(entry)};
     auto stored = snapshots_.Put(std::move(record), snapshot->archive);
     CloseLater(std::move(snapshot->archive.fd));
     if (stored.ok()) {
@@ -239,6 +237,7 @@ void Engine::MakeRoomForALiveSession(const ManagedSession* keep) {
 
 absl::Status Engine::Wake(ManagedSession& entry) {
   if (!entry.session->released()) return absl::OkStatus();
+  if (absl::Status fenced; !ClaimForWake(entry, &fenced)) return fenced;
   MakeRoomForALiveSession(&entry);
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(SnapshotArchive archive, snapshots_.OpenArchive(entry.tenant, entry.hibernation_snapshot));

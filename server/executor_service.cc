@@ -276,12 +276,7 @@ int Tasks::running() const {
 }
 
 absl::StatusOr<std::string> ExecutorService::Tenant(grpc::CallbackServerContext* ctx) const {
-  std::string authorization;
-  const auto& metadata = ctx->client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    authorization.assign(it->second.data(), it->second.size());
-  }
-  return authenticate_(authorization);
+  return tenancy_->TenantOf(*ctx);
 }
 
 absl::StatusOr<ExecuteCall> ExecutorService::ToCall(grpc::CallbackServerContext* ctx,

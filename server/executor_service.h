@@ -15,13 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine.h"
+#include "server/tenancy.h"
 #include "warden/v1/executor.grpc.pb.h"
 
 namespace warden {
-
-// Maps the "authorization" header (empty if absent) to a tenant, or fails
-// with UNAUTHENTICATED.
-using Authenticator = std::function<absl::StatusOr<std::string>(const std::string& authorization)>;
 
 // Runs blocking work, each piece on a thread of its own, and knows how many
 // are still out. Threads that finish wait a while for the next piece before
@@ -58,8 +55,8 @@ class Tasks {
 class ExecutorService final : public v1::Executor::CallbackService {
  public:
   // Neither is owned; both outlive the service.
-  ExecutorService(Engine& engine, Authenticator authenticate)
-      : engine_(engine), authenticate_(std::move(authenticate)) {}
+  ExecutorService(Engine& engine, std::shared_ptr<const Tenancy> tenancy)
+      : engine_(engine), tenancy_(std::move(tenancy)) {}
 
   Tasks& tasks() { return tasks_; }
 
@@ -150,7 +147,7 @@ class ExecutorService final : public v1::Executor::CallbackService {
   absl::StatusOr<ExecuteCall> ToCall(grpc::CallbackServerContext* ctx, const v1::ExecuteRequest& request) const;
 
   Engine& engine_;
-  Authenticator authenticate_;
+  std::shared_ptr<const Tenancy> tenancy_;
   Tasks tasks_;
 };
 

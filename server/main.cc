@@ -173,6 +173,17 @@ int main(int argc, char** argv) {
   if (!llm_model.empty()) options.agent.llm.model = llm_model;
   if (!state_dir.empty()) options.state_dir = state_dir;
   options.drop_sessions = drop_sessions;
+  // A fleet's engine names the node and the process (docs/fleet.md).
+  if (const char* node = getenv("WARDEN_NODE_ID"); node != nullptr && *node != '\0') {
+    auto id = warden::FleetOptions::NodeIdFrom(node);
+    if (!id.ok()) {
+      std::cerr << "wardend: WARDEN_NODE_ID: " << id.status().message() << "\n";
+      return 2;
+    }
+    options.fleet.node_id = *id;
+    options.fleet.node_name = node;
+  }
+  if (const char* epoch = getenv("WARDEN_EPOCH"); epoch != nullptr) options.fleet.epoch = epoch;
 
   if (check) {
     warden::HostCheck host = warden::CheckHost(options.executor.cgroup, options.executor.allow_degraded);
@@ -230,7 +241,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto agent = warden::agent::AgentService::Create(options.agent, (*daemon)->engine(),
-                                                  (*daemon)->authenticator(), (*daemon)->tasks());
+                                                  (*daemon)->tenancy(), (*daemon)->tasks());
   if (!agent.ok()) {
     spdlog::critical("{}", std::string(agent.status().message()));
     return 1;
@@ -257,6 +268,13 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) continue;  // no reload yet
+    // A node of a fleet hands its sessions over to the others (SIGTERM is
+    // what an engine's drain, rolling update or scale-down sends).
+    if (sig != SIGUSR1 && options.fleet.enabled()) {
+      spdlog::info("signal {}: draining (grace {} ms)", sig, options.shutdown_grace_ms);
+      (*daemon)->Drain(absl::Milliseconds(options.shutdown_grace_ms));
+      break;
+    }
     // Under warden-keeper, SIGTERM (and SIGINT) hand the sessions on to the
     // next wardend unless keep_sessions is off; SIGUSR1 (the keeper's stop
     // for real) always ends them.

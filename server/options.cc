@@ -30,227 +30,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/config_reader.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace warden {
 namespace {
 
 using Json = nlohmann::json;
+using config::CheckPositive;
+using config::CheckReadableFile;
+using config::ListenAddress;
+using config::ObjectReader;
+using config::ParseAddress;
+using config::Problems;
 
-// Collects problems so the operator sees all of them in one go.
-class Problems {
- public:
-  void Add(std::string message) { messages_.push_back(std::move(message)); }
-  bool empty() const { return messages_.empty(); }
-
-  absl::Status ToStatus(absl::string_view what) const {
-    if (messages_.empty()) return absl::OkStatus();
-    if (messages_.size() == 1) return absl::InvalidArgumentError(messages_.front());
-    return absl::InvalidArgumentError(absl::StrCat(messages_.size(), " problems in ", what, ":\n  ",
-                                                   absl::StrJoin(messages_, "\n  ")));
-  }
-
- private:
-  std::vector<std::string> messages_;
-};
-
-// Levenshtein distance, for "did you mean" on unknown keys.
-size_t EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// "a string \"30s\"", "the number 1.5", "null", ... for type errors.
-std::string Describe(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      return absl::StrCat("the boolean ", value.dump());
-    case Json::value_t::string: {
-      std::string text = value.dump();
-      if (text.size() > 40) text = absl::StrCat(text.substr(0, 37), "...");
-      return absl::StrCat("the string ", text);
-    }
-    case Json::value_t::number_float:
-      return absl::StrCat("the number ", value.dump());
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return absl::StrCat("the integer ", value.dump());
-    case Json::value_t::array:
-      return "an array";
-    case Json::value_t::object:
-      return "an object";
-    default:
-      return "an unsupported value";
-  }
-}
-
-// Reads one JSON object's keys into fields. Every key the code asks for is
-// "known"; Finish() reports the keys nobody asked for, with the known list
-// and a suggestion for a likely typo.
-class ObjectReader {
- public:
-  // `path` is "" for the top level, else "limits.defaults", "pools[1]", ...
-  ObjectReader(const Json& object, std::string path, const std::string& file, Problems* problems)
-      : object_(object), path_(std::move(path)), file_(file), problems_(problems) {}
-
-  void Int(const char* key, int64_t* out) {
-    ReadInteger(key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-                [out](int64_t v) { *out = v; });
-  }
-  void Int(const char* key, int* out) {
-    ReadInteger(key, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
-                [out](int64_t v) { *out = static_cast<int>(v); });
-  }
-  void Uint32(const char* key, uint32_t* out) {
-    ReadInteger(key, 0, std::numeric_limits<uint32_t>::max(),
-                [out](int64_t v) { *out = static_cast<uint32_t>(v); });
-  }
-
-  void Bool(const char* key, bool* out) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_boolean()) return TypeError(key, *value, "true or false");
-    *out = value->get<bool>();
-  }
-
-  void Double(const char* key, double* out) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_number()) return TypeError(key, *value, "a number");
-    *out = value->get<double>();
-  }
-
-  void String(const char* key, std::string* out) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_string()) return TypeError(key, *value, "a string");
-    *out = value->get<std::string>();
-  }
-
-  void StringList(const char* key, std::vector<std::string>* out) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_array()) return TypeError(key, *value, "an array of strings");
-    std::vector<std::string> result;
-    for (size_t i = 0; i < value->size(); ++i) {
-      const Json& item = (*value)[i];
-      if (!item.is_string()) {
-        return TypeError(absl::StrCat(key, "[", i, "]"), item, "a string");
-      }
-      result.push_back(item.get<std::string>());
-    }
-    *out = std::move(result);
-  }
-
-  // Reads a nested object with `read`, which gets a reader for it.
-  void Object(const char* key, const std::function<void(ObjectReader&)>& read) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_object()) return TypeError(key, *value, "an object {...}");
-    ObjectReader nested(*value, Child(key), file_, problems_);
-    read(nested);
-    nested.Finish();
-  }
-
-  // Reads an array of objects, each with `read(index, reader)`; `on_array`
-  // runs first with the array's size (to replace a default list).
-  void ObjectList(const char* key, const std::function<void(size_t)>& on_array,
-                  const std::function<void(size_t, ObjectReader&)>& read) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_array()) return TypeError(key, *value, "an array of objects [{...}, ...]");
-    on_array(value->size());
-    for (size_t i = 0; i < value->size(); ++i) {
-      const std::string item_key = absl::StrCat(key, "[", i, "]");
-      const Json& item = (*value)[i];
-      if (!item.is_object()) {
-        TypeError(item_key, item, "an object {...}");
-        continue;
-      }
-      ObjectReader nested(item, Child(item_key), file_, problems_);
-      read(i, nested);
-      nested.Finish();
-    }
-  }
-
-  bool Has(const char* key) const { return object_.contains(key); }
-  const std::string& path() const { return path_; }
-
-  void Finish() {
-    for (const auto& [key, value] : object_.items()) {
-      if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
-      std::string message =
-          absl::StrCat("unknown key '", key, "' ",
-                       path_.empty() ? "at the top level" : absl::StrCat("in ", path_), " of ",
-                       file_, "; known keys: ", absl::StrJoin(known_, ", "));
-      std::string best;
-      size_t best_distance = 3;  // suggest only close matches
-      for (const std::string& candidate : known_) {
-        size_t d = EditDistance(absl::AsciiStrToLower(key), candidate);
-        if (d < best_distance) {
-          best_distance = d;
-          best = candidate;
-        }
-      }
-      if (!best.empty()) absl::StrAppend(&message, ". Did you mean '", best, "'?");
-      problems_->Add(std::move(message));
-    }
-  }
-
- private:
-  const Json* Find(const char* key) {
-    known_.push_back(key);
-    auto it = object_.find(key);
-    return it == object_.end() ? nullptr : &*it;
-  }
-
-  std::string Child(absl::string_view key) const {
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
-  }
-
-  void TypeError(absl::string_view key, const Json& value, absl::string_view expected) {
-    problems_->Add(
-        absl::StrCat(Child(key), " in ", file_, " must be ", expected, ", not ", Describe(value)));
-  }
-
-  void ReadInteger(const char* key, int64_t min, int64_t max,
-                   const std::function<void(int64_t)>& store) {
-    const Json* value = Find(key);
-    if (value == nullptr) return;
-    if (!value->is_number_integer()) return TypeError(key, *value, "an integer");
-    if (value->is_number_unsigned() &&
-        value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      problems_->Add(absl::StrCat(Child(key), " in ", file_, " is ", value->dump(),
-                                  "; it must be at most ", max));
-      return;
-    }
-    const int64_t v = value->get<int64_t>();
-    if (v < min || v > max) {
-      problems_->Add(absl::StrCat(Child(key), " in ", file_, " is ", v, "; it must be between ",
-                                  min, " and ", max));
-      return;
-    }
-    store(v);
-  }
-
-  const Json& object_;
-  const std::string path_;
-  const std::string& file_;
-  Problems* problems_;
-  std::vector<std::string> known_;  // in the order the code reads them
-};
 
 void ReadCellLimits(ObjectReader& r, CellLimitsOptions* out) {
   r.Int("wall_ms", &out->wall_ms);
@@ -313,6 +107,13 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     q.Int("max_running", &o->queue.max_running);
   });
   r.Int("max_concurrent_per_tenant", &o->max_concurrent_per_tenant);
+  r.Object("fleet", [o](ObjectReader& f) {
+    f.String("node_id", &o->fleet.node_id);
+    f.String("shared_dir", &o->fleet.shared_dir);
+    f.String("gateway_ca_file", &o->fleet.gateway_ca_file);
+    f.String("gateway_name", &o->fleet.gateway_name);
+    f.Int("drain_wait_ms", &o->fleet.drain_wait_ms);
+  });
   r.Int("shutdown_grace_ms", &o->shutdown_grace_ms);
   r.Bool("keep_sessions", &o->keep_sessions);
   r.Object("log", [o](ObjectReader& l) {
@@ -355,195 +156,6 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.String("state_dir", &o->state_dir);
   r.String("socket_group", &o->socket_group);
 }
-
-// nlohmann's message without its "[json.exception.parse_error.101] parse
-// error at line 3, column 1: syntax error " prefix; we give the position.
-std::string ParseErrorDetail(const std::string& what) {
-  absl::string_view detail = what;
-  if (size_t p = detail.find("syntax error "); p != absl::string_view::npos) {
-    detail.remove_prefix(p + 13);
-  } else if (size_t q = detail.find("] "); q != absl::string_view::npos) {
-    detail.remove_prefix(q + 2);
-  }
-  return std::string(detail);
-}
-
-absl::Status SyntaxError(const std::string& path, const std::string& text,
-                         const nlohmann::json::parse_error& e) {
-  // e.byte is 1-based: the offending character (or one past the end).
-  const size_t offset = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  const size_t column = offset - line_start + 1;
-  std::string message = absl::StrCat(path, ": JSON syntax error at line ", line, ", column ",
-                                     column, ": ", ParseErrorDetail(e.what()));
-  // nlohmann reports the end of the token it could not use.
-  // The two classic mistakes in hand-written JSON.
-  const absl::string_view line_text =
-      absl::string_view(text).substr(line_start, std::min(text.size(), offset + 2) - line_start);
-  const std::string detail = ParseErrorDetail(e.what());
-  if (absl::StrContains(line_text, "//") || absl::StrContains(line_text, "/*")) {
-    absl::StrAppend(&message, " (JSON has no comments; docs/operations.md documents every key)");
-  } else {
-    size_t before = offset;
-    while (before > 0 && absl::ascii_isspace(static_cast<unsigned char>(text[before - 1]))) {
-      --before;
-    }
-    if (before > 0 && text[before - 1] == ',' && offset < text.size() &&
-        (text[offset] == '}' || text[offset] == ']')) {
-      absl::StrAppend(&message, " (remove the trailing comma)");
-    } else if (absl::StrContains(detail, "unexpected string literal; expected '}'") ||
-               absl::StrContains(detail, "; expected ']'")) {
-      absl::StrAppend(&message, " (is a comma missing before it?)");
-    }
-  }
-  return absl::InvalidArgumentError(message);
-}
-
-// ---------------------------------------------------------------------------
-// Validation helpers.
-
-struct ListenAddress {
-  bool unix_socket = false;
-  std::string path;  // unix
-  std::string host;  // tcp, without brackets
-  int port = 0;
-  bool loopback = false;
-};
-
-bool IsLoopbackHost(const std::string& host) {
-  const std::string lower = absl::AsciiStrToLower(host);
-  if (lower == "localhost" || lower == "localhost.") return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6;
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    // ::ffff:127.x.y.z
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
-}
-
-bool IsHostName(absl::string_view host) {
-  if (host.empty() || host.size() > 253) return false;
-  for (char c : host) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') return false;
-  }
-  return host.front() != '-' && host.front() != '.';
-}
-
-// `what` names the setting for messages ("listen[0]", "admin_listen").
-// gRPC listeners may be UNIX sockets and host names; the HTTP front
-// (fronts/http/server.h) binds IP literals and "localhost" only.
-absl::StatusOr<ListenAddress> ParseAddress(const std::string& what, const std::string& address,
-                                           bool allow_unix, bool allow_host_names) {
-  ListenAddress out;
-  if (absl::StartsWith(address, "unix:")) {
-    if (!allow_unix) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address, "': it must be HOST:PORT, e.g. 127.0.0.1:9464"));
-    }
-    out.unix_socket = true;
-    out.path = address.substr(5);
-    if (out.path.empty() || out.path.front() != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " is '", address,
-          "': a UNIX socket needs an absolute path, e.g. unix:/run/warden/wardend.sock"));
-    }
-    if (out.path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address, "': the socket path is ", out.path.size(),
-                       " bytes; UNIX socket paths must be shorter than ",
-                       sizeof(sockaddr_un{}.sun_path), " (use a shorter directory)"));
-    }
-    return out;
-  }
-  const std::string example = allow_unix ? "unix:/run/warden/wardend.sock, 127.0.0.1:7000 or "
-                                           "[::1]:7000"
-                                         : "127.0.0.1:9464 or [::1]:9464";
-  std::string port_text;
-  if (absl::StartsWith(address, "[")) {
-    const size_t close = address.find(']');
-    if (close == std::string::npos || address.compare(close, 2, "]:") != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address,
-                       "': write an IPv6 address with its port as [ADDRESS]:PORT, "
-                       "e.g. [::1]:7000"));
-    }
-    out.host = address.substr(1, close - 1);
-    port_text = address.substr(close + 2);
-    in6_addr v6;
-    if (inet_pton(AF_INET6, out.host.c_str(), &v6) != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address, "': '", out.host, "' is not an IPv6 address"));
-    }
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address, "': expected ", example));
-    }
-    out.host = address.substr(0, colon);
-    port_text = address.substr(colon + 1);
-    if (out.host.find(':') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " is '", address, "': put an IPv6 address in brackets, e.g. [::1]:7000"));
-    }
-    if (out.host.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address, "': name the host, e.g. 127.0.0.1", address,
-                       " (or 0.0.0.0", address, " for every interface)"));
-    }
-    in_addr v4;
-    if (inet_pton(AF_INET, out.host.c_str(), &v4) != 1 && !IsHostName(out.host)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " is '", address, "': '", out.host,
-                                                     "' is neither an IP address nor a host name"));
-    }
-    if (!allow_host_names && inet_pton(AF_INET, out.host.c_str(), &v4) != 1 &&
-        absl::AsciiStrToLower(out.host) != "localhost") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " is '", address,
-                       "': use an IP address or localhost, e.g. 127.0.0.1:9464 or "
-                       "0.0.0.0:9464, not a host name"));
-    }
-  }
-  int port = 0;
-  if (port_text.empty() ||
-      !std::all_of(port_text.begin(), port_text.end(),
-                   [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
-      !absl::SimpleAtoi(port_text, &port) || port < 0 || port > 65535) {
-    // Port 0 asks for any free port (tests; the bound port is logged).
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is '", address, "': the port must be 1 to 65535 (or 0 for any free port)"));
-  }
-  out.port = port;
-  out.loopback = IsLoopbackHost(out.host);
-  return out;
-}
-
-// An empty string when `path` is a readable regular file, else the problem.
-std::string CheckReadableFile(const std::string& setting, const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::StrCat(setting, " is '", path, "': ", std::strerror(errno),
-                        "; point it at an existing PEM file");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::StrCat(setting, " is '", path, "': not a regular file; point it at a PEM file");
-  }
-  if (::access(path.c_str(), R_OK) != 0) {
-    return absl::StrCat(setting, " is '", path, "': ", std::strerror(errno),
-                        "; make it readable by wardend's user");
-  }
-  return "";
-}
-
 // An empty string when `path` is a wheelhouse sandboxes can read, else the
 // problem. As root, sandboxes run as unprivileged host ids: the directory
 // and its wheels must be readable by others.
@@ -583,10 +195,6 @@ std::string CheckWheelhouse(const std::string& setting, const std::string& path)
                         "symlinks) that others may read (chmod o+r)");
   }
   return "";
-}
-
-void CheckPositive(Problems& p, const std::string& name, int64_t value) {
-  if (value <= 0) p.Add(absl::StrCat(name, " is ", value, "; it must be positive"));
 }
 
 bool IsModuleName(absl::string_view name) {
@@ -634,35 +242,7 @@ void ValidateCellLimits(Problems& p, const CellLimitsOptions& defaults,
 }  // namespace
 
 absl::StatusOr<DaemonOptions> DaemonOptions::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return absl::ErrnoToStatus(
-        err, absl::StrCat("cannot read configuration file ", path,
-                          err == ENOENT ? " (pass --config FILE; deploy/wardend.json is the "
-                                          "default configuration)"
-                                        : ""));
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("reading configuration file ", path, " failed"));
-  }
-
-  Json json;
-  try {
-    json = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    return SyntaxError(path, text, e);
-  } catch (const Json::out_of_range& e) {  // a number too large for any C++ type
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what(), "; use a smaller number"));
-  }
-  if (!json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": the configuration must be a JSON object {...}, not ", Describe(json)));
-  }
-
+  ASSIGN_OR_RETURN(Json json, config::ReadJsonObjectFile(path, "deploy/wardend.json"));
   DaemonOptions options;
   Problems problems;
   ObjectReader reader(json, "", path, &problems);
@@ -749,7 +329,8 @@ absl::Status DaemonOptions::Validate() const {
   }
   // Whoever reaches a network listener could run code, so something must
   // say who is calling. (Who may connect to loopback is the operator's call.)
-  if (!network_listener.empty() && auth.tokens_file.empty() && tls.client_ca_file.empty()) {
+  if (!network_listener.empty() && auth.tokens_file.empty() && tls.client_ca_file.empty() &&
+      fleet.gateway_ca_file.empty()) {
     p.Add(absl::StrCat("TCP listener ", network_listener,
                        " is reachable from the network but nothing authenticates callers: set "
                        "auth.tokens_file (bearer tokens), or tls.client_ca_file (mTLS)"));
@@ -898,6 +479,45 @@ absl::Status DaemonOptions::Validate() const {
                        "it"));
   }
 
+  // Fleet.
+  if (fleet.enabled()) {
+    if (absl::StatusOr<std::string> id = FleetOptions::NodeIdFrom(fleet.node_id); !id.ok()) {
+      p.Add(std::string(id.status().message()));
+    } else if (*id != fleet.node_id) {
+      p.Add(absl::StrCat("fleet.node_id is '", fleet.node_id, "': write it as '", *id, "'"));
+    }
+    if (fleet.shared_dir.empty() || fleet.shared_dir.front() != '/') {
+      p.Add(absl::StrCat("fleet.shared_dir is '", fleet.shared_dir,
+                         "': a node of a fleet needs the shared snapshot storage every node mounts, "
+                         "as an absolute path (e.g. /var/lib/warden/shared)"));
+    }
+  } else if (!fleet.shared_dir.empty() || !fleet.gateway_ca_file.empty()) {
+    p.Add("fleet.shared_dir or fleet.gateway_ca_file is set without fleet.node_id (or WARDEN_NODE_ID): "
+          "name the node, or leave the fleet section out");
+  }
+  if (fleet.gateway_ca_file.empty() != fleet.gateway_name.empty()) {
+    p.Add("set fleet.gateway_ca_file and fleet.gateway_name together: the CA that signs only the "
+          "gateway's client certificate, and the name in it");
+  }
+  if (!fleet.gateway_ca_file.empty()) {
+    if (!has_tls) {
+      p.Add("fleet.gateway_ca_file is set without tls.cert_file/key_file: the gateway reaches nodes over "
+            "mutual TLS, so the node needs its own certificate and key too");
+    }
+    if (!tls.client_ca_file.empty()) {
+      p.Add("fleet.gateway_ca_file and tls.client_ca_file are both set: in a fleet, clients reach nodes "
+            "through the gateway, and the gateway's CA must sign nothing but the gateway's certificate; "
+            "drop tls.client_ca_file");
+    }
+    if (std::string problem = CheckReadableFile("fleet.gateway_ca_file", fleet.gateway_ca_file);
+        !problem.empty()) {
+      p.Add(std::move(problem));
+    }
+  }
+  if (fleet.drain_wait_ms < 0 || fleet.drain_wait_ms > 3'600'000) {
+    p.Add(absl::StrCat("fleet.drain_wait_ms is ", fleet.drain_wait_ms, "; it must be 0 to 3600000"));
+  }
+
   // Logging.
   if (log.format != "text" && log.format != "json") {
     p.Add(absl::StrCat("log.format is '", log.format, "'; it must be text or json"));
@@ -968,6 +588,40 @@ std::string DaemonOptions::StateDirectory() const {
     return slash == 0 ? "/" : path.substr(0, slash);
   }
   return "";
+}
+
+std::string DaemonOptions::SnapshotDirectory() const {
+  if (snapshots.dir.empty() && fleet.enabled() && !fleet.shared_dir.empty()) {
+    return fleet.shared_dir + "/snapshots";
+  }
+  return snapshots.Directory();
+}
+
+absl::StatusOr<std::string> FleetOptions::NodeIdFrom(const std::string& name) {
+  std::string id = absl::AsciiStrToLower(name);
+  for (char& c : id) {
+    if (c == '.' || c == '_') c = '-';
+  }
+  const bool label = !id.empty() && id.size() <= 253 && id.front() != '-' && id.back() != '-' &&
+                     std::all_of(id.begin(), id.end(), [](char c) {
+                       return absl::ascii_islower(static_cast<unsigned char>(c)) ||
+                              absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-';
+                     });
+  if (!label) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node id '", name, "' (fleet.node_id or WARDEN_NODE_ID) must be letters, digits, '-', '.' or "
+        "'_', starting and ending with a letter or digit, e.g. the Swarm node id or the Kubernetes "
+        "node name"));
+  }
+  if (id.size() > kMaxNodeIdBytes) {
+    // Session ids must stay short (warden-keeper's records hold 63 bytes):
+    // a long name keeps its start and gets a digest of the whole (FNV-1a).
+    uint32_t h = 2166136261u;
+    for (unsigned char c : id) h = (h ^ c) * 16777619u;
+    id = absl::StrCat(id.substr(0, kMaxNodeIdBytes - 9), "-", absl::Hex(h, absl::kZeroPad8));
+    if (id[kMaxNodeIdBytes - 10] == '-') id[kMaxNodeIdBytes - 10] = '0';
+  }
+  return id;
 }
 
 bool IsLoopbackListenAddress(const std::string& address) {

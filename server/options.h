@@ -134,6 +134,43 @@ struct ZygoteOptions {
   std::string program;  // empty: warden-python-zygote beside wardend
 };
 
+// wardend as a node of a fleet behind warden-gateway (docs/fleet.md).
+struct FleetOptions {
+  // This node's id, in every session id it makes: a DNS label (a-z, 0-9,
+  // '-'). The environment's WARDEN_NODE_ID wins (the Swarm node id, the
+  // Kubernetes node name), made a label by NodeIdFrom. Empty: not in a
+  // fleet, and session ids carry no node.
+  std::string node_id;
+  std::string node_name;  // as WARDEN_NODE_ID gave it, before NodeIdFrom (not read from the file)
+  // Shared snapshot storage: a directory every node mounts (NFS, a
+  // ReadWriteMany volume). Draining nodes hand their sessions over through
+  // it and the session ledger in it fences a node that returns. Set with
+  // node_id; snapshots.dir then defaults to <shared_dir>/snapshots.
+  std::string shared_dir;
+  // The gateway's client certificate: the CA that signed it (and nothing
+  // else) and the name it carries (a DNS SAN, or the CN). Only a peer with
+  // it may forward a tenant or use the Node service; set both, with
+  // tls.cert_file and tls.key_file, for a node reachable from the network.
+  std::string gateway_ca_file;
+  std::string gateway_name;
+  // This wardend process among those that ran as this node: WARDEN_EPOCH
+  // (the Swarm task id, the Kubernetes pod uid), else random at start. Not
+  // read from the configuration file.
+  std::string epoch;
+  // SIGTERM: how long running executions may take to finish before the
+  // sessions are handed over (what is left of stop_grace_period after that
+  // goes to the handover itself).
+  int64_t drain_wait_ms = 5'000;
+
+  bool enabled() const { return !node_id.empty(); }
+  // A node name (a Kubernetes node name may hold dots and capitals) as the
+  // id session ids carry: lower case, '.' and '_' as '-', and a longer name
+  // cut to kMaxNodeIdBytes with a digest of the whole; an error if what is
+  // left is not a DNS label.
+  static constexpr size_t kMaxNodeIdBytes = 36;
+  static absl::StatusOr<std::string> NodeIdFrom(const std::string& name);
+};
+
 struct DaemonOptions {
   // "unix:PATH" or "HOST:PORT". TCP needs TLS, unless it is loopback and
   // allow_insecure_loopback is set.
@@ -162,6 +199,7 @@ struct DaemonOptions {
   bool keep_sessions = true;
   // wardend --drop-sessions: end every session the keeper holds at start.
   bool drop_sessions = false;
+  FleetOptions fleet;
   LogOptions log;
   ExecutorOptions executor;  // cgroups, degraded mode, host ids
   std::string kernels_dir;   // empty: the built-in location
@@ -183,6 +221,8 @@ struct DaemonOptions {
   absl::Status Validate() const;
   // state_dir, or what it defaults to (empty: none).
   std::string StateDirectory() const;
+  // snapshots.dir, or what it defaults to (in a fleet: in the shared storage).
+  std::string SnapshotDirectory() const;
 };
 
 // True for a TCP listen address ("HOST:PORT") whose host is loopback, by the

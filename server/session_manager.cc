@@ -10,14 +10,27 @@
 
 namespace warden {
 
-std::string SessionManager::NewId() {
+std::string SessionManager::RandomHex() {
   unsigned char bytes[12];
   size_t got = 0;
   while (got < sizeof(bytes)) {
     ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
     if (n > 0) got += static_cast<size_t>(n);
   }
-  return "s-" + absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+}
+
+std::string SessionManager::NewId() const {
+  return node_id_.empty() ? absl::StrCat("s-", RandomHex()) : absl::StrCat("s-", RandomHex(), "-", node_id_);
+}
+
+std::string SessionManager::NodeOf(const std::string& session_id) {
+  // "s-" + 24 hex digits + "-" + node
+  constexpr size_t kPrefix = 2 + 24 + 1;
+  if (session_id.size() <= kPrefix || session_id.compare(0, 2, "s-") != 0 || session_id[kPrefix - 1] != '-') {
+    return "";
+  }
+  return session_id.substr(kPrefix);
 }
 
 absl::Status SessionManager::Reserve(const std::string& tenant) {
@@ -44,7 +57,7 @@ void SessionManager::Unreserve(const std::string& tenant) {
 }
 
 std::shared_ptr<ManagedSession> SessionManager::Register(std::unique_ptr<ManagedSession> entry) {
-  entry->id = NewId();
+  if (entry->id.empty()) entry->id = NewId();
   entry->Touch();
   std::shared_ptr<ManagedSession> shared(std::move(entry));
   {

@@ -62,6 +62,10 @@ struct ManagedSession {
   // When hibernation last found the state not completely capturable; it is
   // not tried again until the session is used.
   absl::Time hibernation_refused = absl::InfinitePast();
+  // In a fleet: the generation of the session's entry in the shared ledger
+  // this node knows (server/session_ledger.h); 0 until it first moves.
+  // Read and written only by whoever holds the session's turn.
+  int64_t ledger_generation = 0;
 
   absl::Time last_used() const {
     absl::MutexLock lock(&mu);
@@ -151,12 +155,16 @@ class SessionObserver {
 
 class SessionManager {
  public:
-  explicit SessionManager(const SessionsOptions& options) : options_(options) {}
+  // `node_id` (a fleet's, FleetOptions) ends every session id this manager
+  // makes, so that a gateway routes calls without a lookup table.
+  explicit SessionManager(const SessionsOptions& options, std::string node_id = "")
+      : options_(options), node_id_(std::move(node_id)) {}
 
   // Checks the caps for `tenant` and reserves a place; Register fills it.
   absl::Status Reserve(const std::string& tenant);
   void Unreserve(const std::string& tenant);
-  // Adds a started session (its id is assigned here) and returns it.
+  // Adds a started session (its id is assigned here, unless it has one:
+  // a session taken over from another node keeps its own) and returns it.
   std::shared_ptr<ManagedSession> Register(std::unique_ptr<ManagedSession> entry);
   // Adds a session a predecessor wardend started, under its own id, past
   // the caps (it already counted against them); the observer is not told.
@@ -185,7 +193,11 @@ class SessionManager {
   std::vector<std::shared_ptr<ManagedSession>> TakeAll();
   int size() const;
 
-  static std::string NewId();  // "s-" + 24 random hex digits
+  // "s-" + 24 random hex digits, then "-" + the node id in a fleet.
+  std::string NewId() const;
+  static std::string RandomHex();  // 24 random hex digits
+  // The node id a session id ends with ("" for an id of no fleet's).
+  static std::string NodeOf(const std::string& session_id);
 
  private:
   absl::StatusOr<std::shared_ptr<ManagedSession>> FindLocked(const std::string& tenant,
@@ -198,6 +210,7 @@ class SessionManager {
   }
 
   const SessionsOptions options_;
+  const std::string node_id_;
   SessionObserver* observer_ = nullptr;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<ManagedSession>> sessions_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
@@ -116,7 +117,8 @@ json ToJson(const SnapshotRecord& r) {
               {"execution_count", r.execution_count},
               {"memory_mb", r.memory_mb},
               {"left_out", r.left_out},
-              {"hibernation", r.hibernation}};
+              {"hibernation", r.hibernation},
+              {"session_meta", r.session_meta}};
 }
 
 absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::string& tenant) {
@@ -135,6 +137,7 @@ absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::stri
   r.memory_mb = j.value("memory_mb", int64_t{0});
   r.left_out = j.value("left_out", std::map<std::string, std::string>{});
   r.hibernation = j.value("hibernation", false);
+  r.session_meta = j.value("session_meta", "");
   return r;
 }
 
@@ -213,6 +216,28 @@ std::vector<SnapshotRecord> SnapshotStore::List(const std::string& tenant) const
   std::sort(out.begin(), out.end(),
             [](const SnapshotRecord& a, const SnapshotRecord& b) { return a.created < b.created; });
   return out;
+}
+
+absl::StatusOr<SnapshotRecord> SnapshotStore::FindHibernation(const std::string& tenant,
+                                                              const std::string& session_id) const {
+  std::optional<SnapshotRecord> newest;
+  DIR* dir = opendir(TenantDir(tenant).c_str());
+  if (dir != nullptr) {
+    while (struct dirent* e = readdir(dir)) {
+      const std::string name = e->d_name;
+      if (!absl::EndsWith(name, ".json")) continue;
+      auto record = Get(tenant, name.substr(0, name.size() - 5));
+      if (record.ok() && record->hibernation && record->session_id == session_id &&
+          (!newest || record->created > newest->created)) {
+        newest = *std::move(record);
+      }
+    }
+    closedir(dir);
+  }
+  if (!newest) {
+    return absl::NotFoundError(absl::StrCat("no hibernation snapshot of session ", session_id));
+  }
+  return *std::move(newest);
 }
 
 absl::Status SnapshotStore::Delete(const std::string& tenant, const std::string& id) {

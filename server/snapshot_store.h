@@ -36,6 +36,9 @@ struct SnapshotRecord {
   std::map<std::string, std::string> left_out;  // name -> why
   // Taken to hibernate `session_id`: not listed, deleted when it wakes.
   bool hibernation = false;
+  // Hibernation and fleet handover: what the session needs besides its
+  // state to live on elsewhere (server/session_ledger.h); opaque here.
+  std::string session_meta;
 };
 
 class SnapshotStore {
@@ -52,6 +55,9 @@ class SnapshotStore {
   absl::StatusOr<SnapshotArchive> OpenArchive(const std::string& tenant, const std::string& id) const;
   // The tenant's snapshots, oldest first; hibernation snapshots left out.
   std::vector<SnapshotRecord> List(const std::string& tenant) const;
+  // The newest hibernation snapshot of `session_id`, NOT_FOUND if none (a
+  // fleet's node taking over a session its lost owner left hibernated).
+  absl::StatusOr<SnapshotRecord> FindHibernation(const std::string& tenant, const std::string& session_id) const;
   absl::Status Delete(const std::string& tenant, const std::string& id);
   // Bytes the tenant's snapshots hold, hibernated sessions included.
   int64_t UsedBytes(const std::string& tenant) const;

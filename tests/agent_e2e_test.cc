@@ -72,7 +72,7 @@ class AgentE2eTest : public ::testing::Test {
     auto daemon = Daemon::Create(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
-    auto agent = agent::AgentService::Create(options.agent, daemon_->engine(), daemon_->authenticator(),
+    auto agent = agent::AgentService::Create(options.agent, daemon_->engine(), daemon_->tenancy(),
                                              daemon_->tasks());
     ASSERT_TRUE(agent.ok()) << agent.status();
     daemon_->AddService(std::move(*agent));

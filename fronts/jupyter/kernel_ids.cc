@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace warden::jupyter {
 namespace {
@@ -21,13 +22,29 @@ bool IsLowerHex(absl::string_view s) {
 
 std::string KernelIdFromSessionId(absl::string_view session_id) {
   if (!absl::StartsWith(session_id, "s-")) return std::string(session_id);
-  const absl::string_view hex = session_id.substr(2);
+  absl::string_view hex = session_id.substr(2);
+  std::string node;  // a fleet's session: "-" + the node's id follows
+  if (hex.size() > kSessionHexDigits + 1 && hex[kSessionHexDigits] == '-') {
+    node = std::string(hex.substr(kSessionHexDigits + 1));
+    if (node.find('_') != std::string::npos) return std::string(session_id);
+    absl::StrReplaceAll({{"-", "_"}}, &node);
+    hex = hex.substr(0, kSessionHexDigits);
+  }
   if (hex.size() != kSessionHexDigits || !IsLowerHex(hex)) return std::string(session_id);
   return absl::StrCat(hex.substr(0, 8), "-", hex.substr(8, 4), "-", hex.substr(12, 4), "-",
-                      hex.substr(16, 4), "-", hex.substr(20, 4), kPadding);
+                      hex.substr(16, 4), "-", hex.substr(20, 4), kPadding, node.empty() ? "" : "_", node);
 }
 
 std::string SessionIdFromKernelId(absl::string_view kernel_id) {
+  std::string node;
+  if (kernel_id.size() > 37 && kernel_id[36] == '_') {
+    node = std::string(kernel_id.substr(37));
+    if (node.find('-') != std::string::npos) return std::string(kernel_id);
+    absl::StrReplaceAll({{"_", "-"}}, &node);
+    const std::string session = SessionIdFromKernelId(kernel_id.substr(0, 36));
+    if (session == kernel_id.substr(0, 36)) return std::string(kernel_id);
+    return absl::StrCat(session, "-", node);
+  }
   // 8-4-4-4-12 with the dashes where a UUID has them.
   if (kernel_id.size() != 36 || kernel_id[8] != '-' || kernel_id[13] != '-' || kernel_id[18] != '-' ||
       kernel_id[23] != '-') {

@@ -2,9 +2,10 @@
 // is the session's id laid out as a UUID, because Jupyter Server routes
 // kernels by the pattern \w+-\w+-\w+-\w+-\w+ (so `jupyter server
 // --gateway-url` would 404 on "s-..."): the session "s-" + 24 hex digits
-// is the kernel "xxxxxxxx-xxxx-xxxx-xxxx-xxxx00000000". Any other session
-// id (none today) is used as it is, and a URL may also name a session
-// directly by its "s-..." id.
+// is the kernel "xxxxxxxx-xxxx-xxxx-xxxx-xxxx00000000". A fleet's session
+// "s-<24 hex>-<node>" (docs/fleet.md) is that UUID + "_" + the node id with
+// '_' for '-', still five \w+ groups. Any other session id is used as it
+// is, and a URL may also name a session directly by its "s-..." id.
 #pragma once
 
 #include <string>

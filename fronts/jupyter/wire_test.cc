@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "fronts/jupyter/kernel_ids.h"
 #include "fronts/jupyter/kernel_specs.h"
 #include "fronts/jupyter/messages.h"
@@ -111,6 +113,17 @@ TEST(KernelIdsTest, SessionIdsRoundTripThroughUuidShapedKernelIds) {
   EXPECT_EQ(SessionIdFromKernelId(session), session) << "a raw session id names the session too";
   EXPECT_EQ(SessionIdFromKernelId("01234567-89ab-cdef-0123-456789abcdef"), "01234567-89ab-cdef-0123-456789abcdef");
   EXPECT_EQ(KernelIdFromSessionId("other"), "other");
+}
+
+TEST(KernelIdsTest, AFleetsSessionIdsKeepTheirNodeInFiveWordGroups) {
+  const std::string session = "s-0123456789abcdef01234567-node-2a";
+  const std::string kernel = KernelIdFromSessionId(session);
+  EXPECT_EQ(kernel, "01234567-89ab-cdef-0123-456700000000_node_2a");
+  EXPECT_TRUE(std::regex_match(kernel, std::regex(R"(\w+-\w+-\w+-\w+-\w+)"))) << "Jupyter Server's route";
+  EXPECT_EQ(SessionIdFromKernelId(kernel), session);
+  EXPECT_EQ(SessionIdFromKernelId(session), session);
+  EXPECT_EQ(SessionIdFromKernelId("01234567-89ab-cdef-0123-456789abcdef_n"),
+            "01234567-89ab-cdef-0123-456789abcdef_n") << "not one of ours: used as it is";
 }
 
 TEST(MessagesTest, MimeBundlesFollowJupyter) {

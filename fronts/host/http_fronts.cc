@@ -1,4 +1,4 @@
-#include "server/http_fronts.h"
+#include "fronts/host/http_fronts.h"
 
 #include "absl/strings/str_cat.h"
 #include "fronts/e2b/e2b_front.h"
@@ -7,21 +7,21 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "sandbox/status_macros.h"
 
-namespace warden {
+namespace warden::fronts {
 
-absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOptions& options, grpc::Server& server,
-                                                             const Authenticator& authenticate,
-                                                             fronts::AdminEndpoints admin) {
+absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOptions& options, grpc::Server& server,
+                                                             TokenAuthenticator authenticate, AdminEndpoints admin) {
   auto fronts = std::unique_ptr<HttpFronts>(new HttpFronts());
+  fronts->authenticate_ = std::move(authenticate);
   // The same credential check as gRPC's "authorization" header, so a token
   // means the same tenant on every front.
-  http::Authenticate by_token = [&authenticate](absl::string_view token) {
-    return authenticate(token.empty() ? std::string() : absl::StrCat("Bearer ", token));
+  http::Authenticate by_token = [check = &fronts->authenticate_](absl::string_view token) {
+    return (*check)(token.empty() ? std::string() : absl::StrCat("Bearer ", token));
   };
-  const int64_t largest_file = options.limits.max_file_bytes;
+  const int64_t largest_file = options.max_file_bytes;
   http::HttpServerOptions http_options;
   // Code and files come in JSON, files base64-encoded (4/3 of their size).
-  http_options.max_body_bytes = static_cast<size_t>(options.limits.max_code_bytes + largest_file * 4 / 3 + (1 << 20));
+  http_options.max_body_bytes = static_cast<size_t>(options.max_code_bytes + largest_file * 4 / 3 + (1 << 20));
 
   if (!options.http_listen.empty()) {
     grpc::ChannelArguments args;
@@ -36,9 +36,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOption
     fronts->mcp_ = std::make_unique<mcp::McpServer>(*fronts->mcp_tools_);
 
     auto router = std::make_shared<http::Router>();
-    fronts::AddAdminRoutes(*router, admin);
+    AddAdminRoutes(*router, admin);
     mcp::McpHttpOptions mcp_options;
-    mcp_options.require_loopback_host = options.auth.tokens_file.empty();
+    mcp_options.require_loopback_host = !options.tokens_configured;
     mcp_options.max_body_bytes = http_options.max_body_bytes;
     mcp::AddMcpRoutes(*router, *fronts->mcp_, mcp_options);
     e2b::E2bOptions e2b_options;
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const DaemonOption
   }
   if (!options.admin_listen.empty()) {
     auto router = std::make_shared<http::Router>();
-    fronts::AddAdminRoutes(*router, admin);
+    AddAdminRoutes(*router, admin);
     http::HttpServerOptions admin_options;
     admin_options.listen = options.admin_listen;
     admin_options.name = "admin";
@@ -72,4 +72,4 @@ void HttpFronts::Stop() {
   if (admin_) admin_->Stop();
 }
 
-}  // namespace warden
+}  // namespace warden::fronts

@@ -1,4 +1,5 @@
-// HttpFronts: the HTTP front as wardend hosts it. One HttpServer on
+// HttpFronts: the HTTP front as wardend and warden-gateway host it, built
+// the same way by both. One HttpServer on
 // http_listen carries every protocol front (MCP at /mcp; the admin
 // endpoints, the E2B API, the Jupyter Kernel Gateway API under /api) and, if admin_listen is set, a second one carries the admin
 // endpoints alone. The fronts reach the engine only through warden.v1 over
@@ -16,19 +17,30 @@
 #include "fronts/jupyter/kernel_gateway.h"
 #include "fronts/mcp/mcp_server.h"
 #include "grpcpp/server.h"
-#include "server/executor_service.h"
-#include "server/options.h"
 #include "warden/v1/executor.grpc.pb.h"
 
-namespace warden {
+namespace warden::fronts {
+
+struct HttpFrontsOptions {
+  std::string http_listen;   // "HOST:PORT" of the protocol fronts; empty: none
+  std::string admin_listen;  // "HOST:PORT" of the admin endpoints alone; empty: none
+  // What the server accepts, for the fronts' own bounds on bodies.
+  int64_t max_code_bytes = 1 << 20;
+  int64_t max_file_bytes = 64LL << 20;
+  // Without tokens, MCP answers only requests whose Host is loopback (DNS
+  // rebinding).
+  bool tokens_configured = false;
+};
+
+// Maps an "authorization" header value ("Bearer <token>", or empty) to a
+// tenant, as the gRPC server behind the fronts does.
+using TokenAuthenticator = std::function<absl::StatusOr<std::string>(const std::string& authorization)>;
 
 class HttpFronts {
  public:
-  // `server` is the started gRPC server; `authenticate` the daemon's.
-  // Neither is owned; both outlive the fronts.
-  static absl::StatusOr<std::unique_ptr<HttpFronts>> Start(const DaemonOptions& options, grpc::Server& server,
-                                                          const Authenticator& authenticate,
-                                                          fronts::AdminEndpoints admin);
+  // `server` is the started gRPC server (not owned; it outlives the fronts).
+  static absl::StatusOr<std::unique_ptr<HttpFronts>> Start(const HttpFrontsOptions& options, grpc::Server& server,
+                                                          TokenAuthenticator authenticate, AdminEndpoints admin);
   ~HttpFronts();  // Stop()
 
   int http_port() const { return http_ ? http_->port() : 0; }
@@ -39,6 +51,7 @@ class HttpFronts {
  private:
   HttpFronts() = default;
 
+  TokenAuthenticator authenticate_;
   std::unique_ptr<v1::Executor::Stub> executor_;  // over the in-process channel
   std::unique_ptr<mcp::McpTools> mcp_tools_;
   std::unique_ptr<mcp::McpServer> mcp_;
@@ -47,4 +60,4 @@ class HttpFronts {
   std::unique_ptr<http::HttpServer> admin_;
 };
 
-}  // namespace warden
+}  // namespace warden::fronts

@@ -1,0 +1,123 @@
+// NodeDirectory: the nodes a gateway routes to, as it sees them now. It
+// resolves the NodeSource every resolve_interval_ms, asks each node for its
+// status (warden.v1.Node/GetNodeStatus) every poll_interval_ms, and marks a
+// node down after `down_after` failed asks in a row, or at once when its
+// connection cannot be made: calls to it then fail fast, or go elsewhere,
+// and the calls it had in flight are cancelled. Nothing here survives a
+// restart, and nothing needs to: the next polls rebuild it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gateway/gateway_options.h"
+#include "gateway/node_source.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "warden/v1/fleet.grpc.pb.h"
+
+namespace warden::gateway {
+
+// One node, at one address. Shared by the directory and the calls using it.
+class Node {
+ public:
+  Node(std::string address, std::shared_ptr<grpc::Channel> channel);
+
+  const std::string& address() const { return address_; }
+  grpc::GenericStub& generic() { return generic_; }
+  v1::Node::Stub& stub() { return *stub_; }
+  grpc::Channel& channel() { return *channel_; }
+
+  std::string node_id() const;
+  bool up() const;        // answering its status
+  bool draining() const;  // up, but taking no new work
+  // The last status it reported (empty before the first).
+  v1::NodeStatus status() const;
+  // Why and since when it is down (unset while up).
+  std::optional<std::pair<absl::Time, std::string>> down() const;
+  int in_flight() const { return in_flight_.load(); }
+
+  // Calls on this node register their context, so that they are cancelled
+  // when it goes down (a call to a lost node must never hang).
+  // (Shared: the canceller holds it while it cancels, with no lock held,
+  // since gRPC may run the call's last reaction inside TryCancel.)
+  void Enter(const std::shared_ptr<grpc::ClientContext>& call);
+  void Leave(const std::shared_ptr<grpc::ClientContext>& call);
+
+ private:
+  friend class NodeDirectory;
+  // The directory's poller: a status, or why asking failed. Returns true
+  // when the node went from up to down.
+  bool Record(const grpc::Status& status, const v1::NodeStatus* reported, int down_after);
+  void CancelCalls(const std::string& why);
+
+  const std::string address_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  grpc::GenericStub generic_;
+  std::unique_ptr<v1::Node::Stub> stub_;
+  std::atomic<int> in_flight_{0};
+  mutable absl::Mutex mu_;
+  v1::NodeStatus status_ ABSL_GUARDED_BY(mu_);
+  bool up_ ABSL_GUARDED_BY(mu_) = false;
+  bool ever_up_ ABSL_GUARDED_BY(mu_) = false;
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time down_since_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  std::string down_reason_ ABSL_GUARDED_BY(mu_) = "not asked yet";
+  bool polling_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::shared_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+class NodeDirectory {
+ public:
+  NodeDirectory(const GatewayOptions& options, std::unique_ptr<NodeSource> source);
+  ~NodeDirectory();  // Stop()
+
+  void Start();
+  void Stop();
+
+  // The node whose id is `node_id`: the one up if several addresses
+  // claimed it (a restarted task moves), else the last seen; null if the
+  // gateway has never heard of it.
+  std::shared_ptr<Node> ById(const std::string& node_id) const;
+  // Every node known now.
+  std::vector<std::shared_ptr<Node>> All() const;
+  // A node for new work: up, not draining, not in `exclude` (node ids),
+  // the better of placement.choices by load. Null if there is none.
+  std::shared_ptr<Node> Place(const std::set<std::string>& exclude);
+  // Waits until at least `count` nodes are up, or the deadline.
+  bool WaitForNodes(int count, absl::Time deadline) const;
+  // A node id's restarts this gateway saw: the time of the last one.
+  std::optional<absl::Time> RestartedAt(const std::string& node_id) const;
+
+ private:
+  void Loop();
+  void ResolveNow();
+  void PollAll();
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address) const;
+
+  const GatewayOptions options_;
+  const std::unique_ptr<NodeSource> source_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Node>> by_address_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> epochs_ ABSL_GUARDED_BY(mu_);  // node id -> epoch last seen
+  std::map<std::string, absl::Time> restarted_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread loop_;
+};
+
+}  // namespace warden::gateway
