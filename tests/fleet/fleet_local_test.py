@@ -1,0 +1,372 @@
+"""warden-gateway in front of three wardend nodes on loopback, over real
+gRPC and mutual TLS, with real sandboxes (docs/fleet.md): placement,
+routing by the node in the session id, drain with handover through the
+shared storage, node loss (a stopped node) with fencing when it returns,
+the trust between gateway and nodes, and fairness between tenants.
+
+The same behaviour on a real engine (three dockerd in a swarm) is
+swarm_fleet_test.py; this one runs in seconds, in `make test`. Needs root.
+"""
+import concurrent.futures
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import fleet_harness as fh  # noqa: E402
+
+import grpc  # noqa: E402
+
+BIN = pathlib.Path(os.environ.get("WARDEN_BIN_DIR", fh.ROOT / "build" / "bin"))
+BUILD = BIN.parent
+pb, pb_grpc, fpb, fpb_grpc = fh.stubs(BUILD)
+
+TIMEOUT = 60
+
+
+class Fleet:
+    """Three nodes and a gateway, their processes and files."""
+
+    def __init__(self, tmp):
+        self.tmp = pathlib.Path(tmp)
+        self.pki = fh.make_pki(self.tmp / "pki")
+        self.tokens = fh.write_tokens(self.tmp / "tokens.json")
+        self.shared = self.tmp / "shared"
+        self.shared.mkdir()
+        self.ports = {n: fh.free_port() for n in ("n1", "n2", "n3")}
+        self.nodes = {}
+        base = 7_000_000 + (os.getpid() % 512) * 4096
+        self.host_ids = {"n1": base, "n2": base + 1024, "n3": base + 2048}
+        for node in self.ports:
+            self.start_node(node)
+        self.gateway_port = fh.free_port()
+        self.gateway_config = self.tmp / "gateway.json"
+        self.gateway_config.write_text(json.dumps(fh.gateway_config(
+            self.pki, self.tokens, ["127.0.0.1:%d" % p for p in self.ports.values()],
+            "127.0.0.1:%d" % self.gateway_port)))
+        self.gateway_log = self.tmp / "gateway.log"
+        with open(self.gateway_log, "wb") as log:
+            self.gateway = subprocess.Popen([str(BIN / "warden-gateway"), "--config", str(self.gateway_config)],
+                                            stdout=log, stderr=subprocess.STDOUT)
+        self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.gateway_port)
+        self.stub = pb_grpc.ExecutorStub(self.channel)
+        self.node_stub = fpb_grpc.NodeStub(self.channel)
+        fh.wait_until(lambda: self.up_nodes() == 3, TIMEOUT, "three nodes up behind the gateway")
+
+    def start_node(self, node):
+        state = self.tmp / ("state-" + node)
+        state.mkdir(exist_ok=True)
+        config = self.tmp / (node + ".json")
+        config.write_text(json.dumps(fh.node_config(
+            self.pki, self.tokens, node, self.shared, "127.0.0.1:%d" % self.ports[node], state_dir=state,
+            host_id_base=self.host_ids[node], hibernate_after=3)))
+        with open(self.tmp / (node + ".log"), "ab") as log:
+            self.nodes[node] = subprocess.Popen([str(BIN / "wardend"), "--config", str(config)],
+                                                stdout=log, stderr=subprocess.STDOUT)
+
+    def up_nodes(self):
+        status = self.node_stub.GetNodeStatus(fpb.GetNodeStatusRequest(), metadata=self.auth(fh.ALICE), timeout=5)
+        return len([n for n in status.nodes if not n.draining])
+
+    @staticmethod
+    def auth(token):
+        return (("authorization", "Bearer " + token),)
+
+    def direct(self, node, cert="gateway"):
+        """A channel straight to a node, with one of the PKI's client certificates (or none)."""
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=(self.pki / "node-ca.pem").read_bytes(),
+            private_key=(self.pki / (cert + ".key")).read_bytes() if cert else None,
+            certificate_chain=(self.pki / (cert + ".pem")).read_bytes() if cert else None)
+        return grpc.secure_channel("127.0.0.1:%d" % self.ports[node], creds,
+                                   options=(("grpc.ssl_target_name_override", fh.NODE_NAME),))
+
+    def log(self, name):
+        return fh.log_tail(self.tmp / (name + ".log"))
+
+    def close(self):
+        self.channel.close()
+        for process in list(self.nodes.values()) + [self.gateway]:
+            if process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                process.terminate()
+        for process in list(self.nodes.values()) + [self.gateway]:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class FleetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmpdir = tempfile.TemporaryDirectory(prefix="fleet-local-")
+        try:
+            cls.fleet = Fleet(cls.tmpdir.name)
+        except BaseException:
+            cls.tmpdir.cleanup()
+            raise
+        cls.stub = cls.fleet.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fleet.close()
+        if os.environ.get("FLEET_KEEP"):  # for a look at the logs
+            print("kept", cls.tmpdir.name)
+            cls.tmpdir._finalizer.detach()
+        else:
+            cls.tmpdir.cleanup()
+
+    def create(self, token=fh.ALICE, language=pb.LANGUAGE_PYTHON, **kw):
+        return self.stub.CreateSession(pb.CreateSessionRequest(language=language, **kw),
+                                       metadata=Fleet.auth(token), timeout=TIMEOUT)
+
+    def execute(self, session_id, code, token=fh.ALICE, timeout=TIMEOUT):
+        return self.stub.Execute(pb.ExecuteRequest(session_id=session_id, code=code),
+                                 metadata=Fleet.auth(token), timeout=timeout)
+
+    def fail_with_logs(self, message):
+        self.fail(message + "\n--- gateway:\n" + self.fleet.log("gateway") + "\n--- n1:\n" + self.fleet.log("n1"))
+
+    # ---- placement and routing
+
+    def test_a_sessions_spread_carry_their_node_and_keep_state(self):
+        sessions = [self.create() for _ in range(9)]
+        nodes = {fh.node_of(s.id) for s in sessions}
+        self.assertLessEqual(nodes, {"n1", "n2", "n3"})
+        self.assertGreaterEqual(len(nodes), 2, "best-of-two placement put every session on one node")
+        for i, s in enumerate(sessions):
+            self.assertEqual(self.execute(s.id, "x = %d" % i).outcome, pb.OUTCOME_OK)
+        for i, s in enumerate(sessions):
+            r = self.execute(s.id, "x + 1")
+            self.assertEqual(r.results[0].data["text/plain"], str(i + 1).encode(), r)
+            self.assertEqual(r.session_id, s.id)
+        listed = {s.id for s in self.stub.ListSessions(pb.ListSessionsRequest(), metadata=Fleet.auth(fh.ALICE),
+                                                        timeout=TIMEOUT).sessions}
+        self.assertLessEqual({s.id for s in sessions}, listed, "ListSessions gathers every node's")
+        for s in sessions:
+            self.stub.CloseSession(pb.CloseSessionRequest(session_id=s.id), metadata=Fleet.auth(fh.ALICE),
+                                   timeout=TIMEOUT)
+
+    def test_b_one_shots_stream_files_and_commands_through_the_gateway(self):
+        r = self.stub.Execute(pb.ExecuteRequest(code="print(6 * 7)"), metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)
+        self.assertEqual((r.outcome, r.stdout), (pb.OUTCOME_OK, b"42\n"))
+        s = self.create(shared_workspace=True)
+        events = list(self.stub.ExecuteStream(pb.ExecuteRequest(session_id=s.id, code="for i in range(3): print(i)"),
+                                              metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT))
+        self.assertEqual(b"".join(e.stdout for e in events if e.HasField("stdout")), b"0\n1\n2\n")
+        self.assertTrue(events[-1].HasField("summary"))
+        data = os.urandom(300_000)
+
+        def upload():
+            yield pb.UploadFileRequest(header=pb.UploadFileHeader(session_id=s.id, path="blob.bin", size=len(data)))
+            for i in range(0, len(data), 65536):
+                yield pb.UploadFileRequest(chunk=data[i:i + 65536])
+        self.stub.UploadFile(upload(), metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)
+        got = b"".join(c.data for c in self.stub.DownloadFile(pb.DownloadFileRequest(session_id=s.id, path="blob.bin"),
+                                                               metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT))
+        self.assertEqual(got, data)
+        out = [e for e in self.stub.RunCommand(pb.RunCommandRequest(session_id=s.id, argv=["/bin/sh", "-c", "wc -c < blob.bin"]),
+                                               metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)]
+        self.assertEqual(b"".join(e.stdout for e in out if e.HasField("stdout")).strip(), b"300000")
+
+    # ---- trust
+
+    def test_c_tenants_are_isolated_through_the_gateway(self):
+        mine = self.create(fh.ALICE)
+        self.execute(mine.id, "secret = 'alice'")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.execute(mine.id, "secret", token=fh.BOB)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+        theirs = {s.id for s in self.stub.ListSessions(pb.ListSessionsRequest(), metadata=Fleet.auth(fh.BOB),
+                                                        timeout=TIMEOUT).sessions}
+        self.assertNotIn(mine.id, theirs)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.stub.CreateSession(pb.CreateSessionRequest(), metadata=(("authorization", "Bearer wrong-token-0000000000"),),
+                                    timeout=TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        # A client cannot forward a tenant itself, to the gateway or to a node.
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.stub.Execute(pb.ExecuteRequest(session_id=mine.id, code="secret"),
+                              metadata=Fleet.auth(fh.BOB) + (("x-warden-tenant", "alice"),), timeout=TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        with self.assertRaises(grpc.RpcError) as caught:
+            fpb_grpc.NodeStub(self.fleet.channel).TakeOverSession(
+                fpb.TakeOverSessionRequest(session_id=mine.id), metadata=Fleet.auth(fh.BOB), timeout=TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+    def test_d_a_node_takes_a_forwarded_tenant_only_from_the_gateways_certificate(self):
+        mine = self.create(fh.ALICE)
+        node = fh.node_of(mine.id)
+        request = pb.ExecuteRequest(session_id=mine.id, code="1 + 1")
+        forwarded = (("x-warden-tenant", "alice"),)
+        with self.fleet.direct(node, cert="gateway") as channel:  # the gateway's: accepted
+            r = pb_grpc.ExecutorStub(channel).Execute(request, metadata=forwarded, timeout=TIMEOUT)
+            self.assertEqual(r.results[0].data["text/plain"], b"2")
+        for cert in ("impostor", None):  # the gateway's CA but another name; no certificate
+            with self.fleet.direct(node, cert=cert) as channel:
+                with self.assertRaises(grpc.RpcError) as caught:
+                    pb_grpc.ExecutorStub(channel).Execute(request, metadata=forwarded, timeout=TIMEOUT)
+                self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED, cert)
+                # A tenant's own token still works directly (a node is a wardend).
+                r = pb_grpc.ExecutorStub(channel).Execute(request, metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)
+                self.assertEqual(r.results[0].data["text/plain"], b"2")
+                with self.assertRaises(grpc.RpcError) as caught:
+                    fpb_grpc.NodeStub(channel).TakeOverSession(fpb.TakeOverSessionRequest(session_id=mine.id),
+                                                               metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)
+                self.assertEqual(caught.exception.code(), grpc.StatusCode.PERMISSION_DENIED, cert)
+        with self.fleet.direct(node, cert="rogue") as channel:  # another CA: the handshake fails
+            with self.assertRaises(grpc.RpcError) as caught:
+                pb_grpc.ExecutorStub(channel).Execute(request, metadata=forwarded, timeout=10)
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    # ---- fairness
+
+    def test_e_a_burst_of_one_tenant_does_not_starve_another(self):
+        alice_done = []
+        lock = threading.Lock()
+
+        def one(i):
+            r = self.stub.Execute(pb.ExecuteRequest(code="import time; time.sleep(0.2)"),
+                                  metadata=Fleet.auth(fh.ALICE), timeout=120)
+            with lock:
+                alice_done.append(time.monotonic())
+            return r.outcome
+
+        def queued():
+            status = self.fleet.node_stub.GetNodeStatus(fpb.GetNodeStatusRequest(), metadata=Fleet.auth(fh.BOB),
+                                                        timeout=5)
+            return status.load.executing + status.load.queued >= 40
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=60) as pool:
+            burst = [pool.submit(one, i) for i in range(60)]
+            # Bob asks once the burst has reached the nodes (the nodes' own
+            # polls are what the gateway reports).
+            fh.wait_until(queued, TIMEOUT, "alice's burst queued on the nodes")
+            start = time.monotonic()
+            r = self.stub.Execute(pb.ExecuteRequest(code="print('bob')"), metadata=Fleet.auth(fh.BOB), timeout=120)
+            bob_done = time.monotonic()
+            self.assertEqual(r.stdout, b"bob\n")
+            outcomes = [f.result() for f in burst]
+        self.assertTrue(all(o == pb.OUTCOME_OK for o in outcomes), outcomes)
+        after_bob = len([t for t in alice_done if t > bob_done])
+        self.assertGreater(after_bob, 10, "bob waited behind most of alice's burst (%.2f s)" % (bob_done - start))
+
+    # ---- drain
+
+    def test_f_drain_hands_sessions_over_under_the_same_id(self):
+        sessions = [self.create() for _ in range(9)]
+        js = self.create(language=pb.LANGUAGE_JAVASCRIPT)
+        for i, s in enumerate(sessions):
+            self.execute(s.id, "x = %d\nopen('f.txt', 'w').write('file %d')" % (i, i))
+        self.execute(js.id, "var y = 1")
+        victim = fh.node_of(js.id)
+        # Load during the drain: calls keep coming to every session.
+        stop = threading.Event()
+        failures = []
+
+        def load(s, i):
+            while not stop.is_set():
+                try:
+                    r = self.execute(s.id, "x", timeout=TIMEOUT)
+                    if r.outcome != pb.OUTCOME_OK or r.results[0].data["text/plain"] != str(i).encode():
+                        failures.append((s.id, r))
+                except grpc.RpcError as error:
+                    failures.append((s.id, error.code(), error.details()))
+        threads = [threading.Thread(target=load, args=(s, i)) for i, s in enumerate(sessions)]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        self.fleet.nodes[victim].send_signal(signal.SIGTERM)
+        self.fleet.nodes[victim].wait(timeout=60)
+        time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join()
+        if failures:
+            self.fail_with_logs("calls failed during the drain: %r" % failures[:5])
+        for i, s in enumerate(sessions):
+            r = self.execute(s.id, "(x, open('f.txt').read())")
+            self.assertEqual(r.results[0].data["text/plain"], repr((i, "file %d" % i)).encode(), (s.id, r))
+        r = self.execute(js.id, "y")
+        self.assertEqual(r.outcome, pb.OUTCOME_SESSION_LOST, r)
+        self.assertIn("drained", r.message)
+        # The node comes back (a new process): new work reaches it again.
+        self.fleet.start_node(victim)
+        fh.wait_until(lambda: self.fleet.up_nodes() == 3, TIMEOUT, "the drained node back")
+
+    # ---- node loss
+
+    def test_g_a_lost_node_fails_fast_and_a_returning_one_is_fenced(self):
+        sessions = [self.create() for _ in range(9)]
+        for i, s in enumerate(sessions):
+            self.execute(s.id, "x = %d" % i)
+        victim = fh.node_of(sessions[0].id)
+        asleep = [s for s in sessions if fh.node_of(s.id) == victim]
+        # Idle past sessions.hibernate_after_seconds: their state is in the shared storage.
+        time.sleep(5)
+        live = self.create()
+        # A live one on the victim: create until one lands there.
+        for _ in range(30):
+            if fh.node_of(live.id) == victim:
+                break
+            live = self.create()
+        self.execute(live.id, "z = 'live'")
+        self.fleet.nodes[victim].send_signal(signal.SIGSTOP)  # cut off, state kept
+        stopped = time.monotonic()
+        try:
+            fh.wait_until(lambda: self.fleet.up_nodes() == 2, 10, "the stopped node noticed")
+            noticed = time.monotonic() - stopped
+            self.assertLess(noticed, 6.0)
+            if fh.node_of(live.id) == victim:
+                start = time.monotonic()
+                with self.assertRaises(grpc.RpcError) as caught:
+                    self.execute(live.id, "z")
+                self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+                self.assertIn(victim, caught.exception.details())
+                self.assertLess(time.monotonic() - start, 5.0, "a call to a lost node must fail fast")
+            # New work goes elsewhere.
+            for _ in range(6):
+                self.assertNotEqual(fh.node_of(self.create().id), victim)
+            # Hibernated sessions are taken over from the shared storage.
+            for s in asleep:
+                i = sessions.index(s)
+                r = self.execute(s.id, "x")
+                self.assertEqual(r.results[0].data["text/plain"], str(i).encode(), r)
+        finally:
+            self.fleet.nodes[victim].send_signal(signal.SIGCONT)
+        fh.wait_until(lambda: self.fleet.up_nodes() == 3, TIMEOUT, "the node back")
+        # Back, with its copies in memory: asked directly (as a gateway that
+        # forgot would), it must not serve what moved; it says where it went.
+        with self.fleet.direct(victim) as channel:
+            for s in asleep:
+                with self.assertRaises(grpc.RpcError) as caught:
+                    pb_grpc.ExecutorStub(channel).Execute(pb.ExecuteRequest(session_id=s.id, code="x"),
+                                                          metadata=(("x-warden-tenant", "alice"),), timeout=TIMEOUT)
+                self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND, caught.exception.details())
+                self.assertIn("lives on node", caught.exception.details())
+        # Through the gateway each answers once, from where it lives now; the
+        # live one is back with its node.
+        for s in asleep:
+            self.assertEqual(self.execute(s.id, "x").results[0].data["text/plain"],
+                             str(sessions.index(s)).encode())
+        listed = [x.id for x in self.stub.ListSessions(pb.ListSessionsRequest(), metadata=Fleet.auth(fh.ALICE),
+                                                        timeout=TIMEOUT).sessions]
+        self.assertEqual(len(listed), len(set(listed)), "a session is listed twice")
+        if fh.node_of(live.id) == victim:
+            self.assertEqual(self.execute(live.id, "z").results[0].data["text/plain"], b"'live'")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
