@@ -35,7 +35,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES)
 
-.PHONY: all deps build test test-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages fuzz bench bench-quick bench-deps soak soak-quick
+.PHONY: all deps build test test-deps test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -56,8 +56,28 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build test-deps
+test: build test-deps fleet-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2 --timeout 600
+
+# The fleet tests (tests/fleet, docs/fleet.md) alone: on loopback, and on a
+# three-node Docker Swarm.
+test-fleet: build test-deps fleet-deps
+	cd $(BUILD_DIR) && ctest --output-on-failure -L 'fleet|swarm'
+
+# The Swarm fleet test needs Debian's docker.io (its engines run in network
+# namespaces the test makes, never in the host's) and the project's .deb,
+# from which, with Debian's packages, it builds its image.
+FLEET_PACKAGES := docker.io
+fleet-deps: deps build
+	@missing=$$(for p in $(FLEET_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing missing packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	scripts/make_deb.sh $(BUILD_DIR) $(BUILD_DIR)/deb >/dev/null
 
 # The third-party protocol clients the tests drive (each folder's
 # package.json, pinned by its package-lock.json): test tools, never part of
@@ -108,7 +128,7 @@ TSAN_TARGETS := warden_proto_python wardend warden-keeper warden-python-zygote w
 test-sanitize: deps test-deps
 	cmake -S . -B $(ASAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	scripts/run_sanitized_tests.sh asan $(ASAN_BUILD_DIR) -j 2 --timeout 1200
+	scripts/run_sanitized_tests.sh asan $(ASAN_BUILD_DIR) -j 2 --timeout 1200 -LE swarm
 
 test-tsan: deps test-deps
 	cmake -S . -B $(TSAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=thread
@@ -168,7 +188,8 @@ clean:
 	rm -rf $(BUILD_DIR)
 
 # `make install` puts what `make build` built where a system finds it:
-#   $(PREFIX)/bin                  wardend, warden-keeper, warden, warden-run
+#   $(PREFIX)/bin                  wardend, warden-keeper, warden, warden-run, warden-gateway
+#   $(PREFIX)/lib/warden/container-entrypoint  wardend's entrypoint in a container
 #   $(PREFIX)/lib/warden/kernels   the kernel programs, one directory per language,
 #                                  and bin/ (Warden's pip)
 #   $(UNITDIR)/wardend.service     the systemd unit (deploy/wardend.service)
@@ -180,7 +201,7 @@ clean:
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(if $(DESTDIR),/lib/systemd/system,/etc/systemd/system)
-INSTALL_BINARIES := wardend warden-keeper warden warden-run warden-python-zygote
+INSTALL_BINARIES := wardend warden-keeper warden warden-run warden-python-zygote warden-gateway
 KERNEL_LANGUAGES := python node bash
 
 install:
@@ -203,6 +224,9 @@ install:
 	    install -m 0644 "$$f" "$$dir/" || exit 1; \
 	  done; \
 	done
+	@# wardend's entrypoint in a container (docs/fleet.md).
+	install -d -m 0755 "$(DESTDIR)$(PREFIX)/lib/warden"
+	install -m 0755 deploy/container/entrypoint.sh "$(DESTDIR)$(PREFIX)/lib/warden/container-entrypoint"
 	@# Warden's pip, first on every sandbox's PATH (docs/runtime.md).
 	install -d -m 0755 "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin"
 	install -m 0755 kernel/bin/warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/"

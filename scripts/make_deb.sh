@@ -42,8 +42,9 @@ declare -A summary=(
   [wardend]="Warden's sandbox daemon for model-written code"
   [warden]="command-line client of wardend"
   [warden-run]="run one program in a fresh Warden sandbox"
+  [warden-gateway]="the front door of a fleet of wardend nodes"
 )
-for program in wardend warden warden-run; do
+for program in wardend warden warden-run warden-gateway; do
   help2man --no-info --no-discard-stderr --version-string="$version" \
     --name="${summary[$program]}" "$build_dir/bin/$program" | gzip -9n > "$man1/$program.1.gz"
 done

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -127,11 +128,23 @@ def gateway_config(pki, tokens, nodes, listen, http_listen="", paths=None, tls=F
     return config
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+_STAGED = []
+
+
 def stubs(build_dir):
-    """warden.v1 stubs as the build generated them (proto/CMakeLists.txt)."""
-    path = pathlib.Path(build_dir) / "proto" / "python"
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+    """warden.v1 stubs as the build generated them (proto/CMakeLists.txt),
+    imported from the `warden` package (client/python) staged with them, so
+    that `import warden` is the client a user installs."""
+    if not _STAGED:
+        staged = tempfile.mkdtemp(prefix="warden-client-")
+        stage_client_package(build_dir, staged)
+        sys.path.insert(0, staged)
+        _STAGED.append(staged)
     from warden.v1 import executor_pb2, executor_pb2_grpc, fleet_pb2, fleet_pb2_grpc  # noqa: E402
     return executor_pb2, executor_pb2_grpc, fleet_pb2, fleet_pb2_grpc
 

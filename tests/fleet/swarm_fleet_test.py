@@ -1,0 +1,310 @@
+"""A Warden fleet on a real engine: three dockerd joined as a swarm of three
+managers, wardend as a global service and warden-gateway (two replicas)
+from deploy/swarm/warden-stack.yml, the image built from Debian's packages
+and the project's .deb (image_root.py) and imported on each engine
+(swarm.py). Then, through the gateway, as users would:
+
+  spread and state; the E2B SDK, the MCP SDK and the Python client,
+  unmodified; a node drained under load (every Python session answers
+  afterwards with its state, from another node, and no call fails that the
+  client's documented retry would not absorb); kill -9 of a whole node
+  (its sessions fail fast, new work lands elsewhere, and when it returns no
+  session exists twice); a rolling update of wardend to a new image that
+  keeps every capturable session; tenant isolation.
+
+Everything it made (namespaces, engines, mounts, cgroups) is removed at
+the end, also when it fails. Needs root and Debian's docker.io;
+`make test-fleet` installs it and builds the .deb. docs/fleet.md.
+"""
+import concurrent.futures
+import glob
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import fleet_harness as fh  # noqa: E402
+import swarm as sw  # noqa: E402
+
+BIN = pathlib.Path(os.environ.get("WARDEN_BIN_DIR", fh.ROOT / "build" / "bin"))
+BUILD = BIN.parent
+STACK = fh.ROOT / "deploy" / "swarm" / "warden-stack.yml"
+PROFILE = fh.ROOT / "deploy" / "seccomp" / "wardend.json"
+NAME = "warden"
+TIMEOUT = 120
+TIMINGS = {}
+
+
+def timed(what):
+    class Timer:
+        def __enter__(self):
+            self.start = time.monotonic()
+
+        def __exit__(self, *exc):
+            TIMINGS[what] = round(time.monotonic() - self.start, 1)
+    return Timer()
+
+
+class SwarmFleetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        debs = sorted(glob.glob(str(BUILD / "deb" / "warden_*.deb")))
+        if not os.access(sw.DOCKERD, os.X_OK) or not debs:
+            raise AssertionError("this test needs Debian's docker.io and the project's .deb: run `make test-fleet` "
+                                 "(it installs docker.io and runs `make deb`)")
+        cls.swarm = sw.Swarm(BUILD)
+        cls.tmp = tempfile.mkdtemp(prefix="fleet-swarm-")
+        try:
+            cls.bring_up(debs[-1])
+        except BaseException:
+            cls.swarm.teardown()
+            raise
+
+    @classmethod
+    def bring_up(cls, deb):
+        image = BUILD / "fleet" / "warden-image.tar"
+        image.parent.mkdir(exist_ok=True)
+        with timed("image root from Debian packages"):
+            subprocess.run(["/usr/bin/python3", str(pathlib.Path(__file__).parent / "image_root.py"), deb,
+                            str(image), "--cache", str(BUILD / "fleet" / "debs")], check=True)
+        with timed("network namespaces, 3 engines, swarm of 3 managers"):
+            cls.swarm.up(PROFILE)
+        with timed("docker import on 3 engines (x2 images)"):
+            cls.swarm.import_image(image, "warden:1")
+            cls.swarm.import_image(image, "warden:2", marker="2")
+        config = pathlib.Path(cls.tmp) / "config"
+        config.mkdir()
+        cls.pki = sw.write_fleet_files(config)
+        shared = cls.swarm.base / "shared"
+        shared.mkdir()
+        cls.env = {"WARDEN_IMAGE": "warden:1", "WARDEN_CONFIG_DIR": str(config), "WARDEN_SHARED_DIR": str(shared)}
+        with timed("stack deployed, every task running"):
+            cls.swarm.deploy(STACK, NAME, cls.env)
+            fh.wait_until(lambda: len(cls.running("wardend")) == 3 and len(cls.running("gateway")) == 2,
+                          TIMEOUT, "3 wardend and 2 gateway tasks running", interval=0.5)
+        cls.swarm.enter_client_namespace()
+        import grpc  # noqa: F401 - after setns: its threads are born in the client's namespace
+        cls.pb, cls.pb_grpc, cls.fpb, cls.fpb_grpc = fh.stubs(BUILD)
+        gateways = cls.running("gateway")
+        cls.gateway_node = sorted(gateways)[0]
+        cls.gateway_ip = cls.swarm.ips[cls.gateway_node]
+        with timed("gateway sees 3 nodes"):
+            fh.wait_until(lambda: cls.nodes_up() == 3, TIMEOUT, "the gateway reaching 3 nodes", interval=0.5)
+
+    @classmethod
+    def tearDownClass(cls):
+        # Every container's log outlives the swarm, for a look after a failure.
+        logs = BUILD / "fleet" / "logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir(parents=True)
+        for i in range(cls.swarm.count):
+            listing = cls.swarm.docker(i, "ps", "-a", "--format", "{{.ID}} {{.Names}}", check=False, timeout=30)
+            for line in listing.splitlines():
+                if len(line.split()) != 2:
+                    continue
+                cid, name = line.split()
+                out = cls.swarm.docker(i, "logs", "--timestamps", cid, check=False, timeout=30)
+                with (logs / ("n%d-%s.log" % (i + 1, name.split(".")[0]))).open("a") as f:
+                    f.write(out)
+        cls.swarm.teardown()
+        left = cls.swarm.leftovers()
+        print("timings (s): %s" % json.dumps(TIMINGS), file=sys.stderr)
+        if left:
+            raise AssertionError("the swarm harness left %s" % left)
+
+    # ---- helpers
+
+    @classmethod
+    def running(cls, service):
+        """Node indexes where `service`'s tasks run now."""
+        out = cls.swarm.docker(0, "service", "ps", "%s_%s" % (NAME, service), "-q", "--filter",
+                               "desired-state=running", check=False)
+        nodes = []
+        for task in out.split():
+            info = cls.swarm.docker(0, "inspect", "--format", "{{.NodeID}} {{.Status.State}}", task, check=False).split()
+            if len(info) == 2 and info[1] == "running" and info[0] in cls.swarm.node_ids:
+                nodes.append(cls.swarm.node_ids.index(info[0]))
+        return nodes
+
+    @classmethod
+    def channel(cls, ip=None):
+        import grpc
+        creds = grpc.ssl_channel_credentials(root_certificates=(cls.pki / "client-ca.pem").read_bytes())
+        return grpc.secure_channel("%s:50051" % (ip or cls.gateway_ip), creds)
+
+    @classmethod
+    def nodes_up(cls):
+        with cls.channel() as channel:
+            status = cls.fpb_grpc.NodeStub(channel).GetNodeStatus(
+                cls.fpb.GetNodeStatusRequest(), metadata=(("authorization", "Bearer " + fh.ALICE),), timeout=5)
+            return len([n for n in status.nodes if not n.draining])
+
+    def client(self, token=fh.ALICE, retries=True):
+        import warden
+        return warden.Client("%s:50051" % self.gateway_ip, token=token, retries=retries,
+                             tls=warden.TlsFiles(ca_file=str(self.pki / "client-ca.pem")))
+
+    def node_index(self, session_id):
+        return self.swarm.node_ids.index(fh.node_of(session_id).lower()) if fh.node_of(session_id) else -1
+
+    # ---- the scenarios, in order
+
+    def test_a_sessions_spread_and_keep_their_state(self):
+        with self.client() as client:
+            sessions = [client.session() for _ in range(9)]
+            nodes = {fh.node_of(s.id) for s in sessions}
+            self.assertLessEqual(nodes, set(self.swarm.node_ids), "session ids carry the Swarm node id")
+            self.assertGreaterEqual(len(nodes), 2)
+            for i, s in enumerate(sessions):
+                s.run("x = %d" % i)
+            for i, s in enumerate(sessions):
+                self.assertEqual(s.run("x * 2").result.text, str(i * 2))
+            for s in sessions:
+                s.close()
+
+    def test_b_the_e2b_and_mcp_sdks_work_through_the_gateway_unchanged(self):
+        with timed("E2B + MCP SDKs"):
+            out = subprocess.run(["node", str(pathlib.Path(__file__).parent / "sdks_via_gateway.mjs")],
+                                 env=dict(os.environ, GATEWAY_HTTP="http://%s:8080" % self.gateway_ip,
+                                          WARDEN_TOKEN=fh.ALICE),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
+        self.assertEqual(out.returncode, 0, out.stdout)
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+        self.assertEqual(report["e2b"]["value"], "42")
+        self.assertIn(fh.node_of(report["e2b"]["sandbox"]), self.swarm.node_ids)
+        self.assertIn(fh.node_of(report["mcp"]["session"]), self.swarm.node_ids)
+
+    def test_c_a_tenant_cannot_reach_another_tenants_session(self):
+        import warden
+        with self.client(fh.ALICE) as alice, self.client(fh.BOB) as bob:
+            s = alice.session()
+            s.run("secret = 'alice'")
+            with self.assertRaises(warden.errors.NotFound):
+                bob.attach(s.id)
+            with self.channel() as channel, self.assertRaises(Exception) as caught:
+                self.pb_grpc.ExecutorStub(channel).Execute(self.pb.ExecuteRequest(session_id=s.id, code="secret"),
+                                                          metadata=(("authorization", "Bearer " + fh.BOB),),
+                                                          timeout=30)
+            self.assertEqual(caught.exception.code().name, "NOT_FOUND")
+            self.assertNotIn(s.id, [x.id for x in bob.sessions()])
+            s.close()
+
+    def test_d_a_drained_node_hands_every_python_session_over(self):
+        with self.client() as client:
+            sessions = [client.session() for _ in range(12)]
+            for i, s in enumerate(sessions):
+                s.run("x = %d\nopen('f.txt', 'w').write('file %d')" % (i, i))
+            bash = client.session("bash")
+            by_node = {}
+            for s in sessions + [bash]:
+                by_node.setdefault(self.node_index(s.id), []).append(s)
+            victim = next(n for n in sorted(by_node, key=lambda n: -len(by_node[n])) if n != self.gateway_node)
+            failures, calls = [], [0]
+            stop = threading.Event()
+
+            def load(i, s):
+                while not stop.is_set():
+                    try:
+                        r = s.run("x")
+                        calls[0] += 1
+                        if r.result is None or r.result.text != str(i):
+                            failures.append((s.id, r.outcome, r.message))
+                    except Exception as error:  # noqa: BLE001 - every failure counts
+                        failures.append((s.id, repr(error)))
+            threads = [threading.Thread(target=load, args=(i, s)) for i, s in enumerate(sessions)]
+            for t in threads:
+                t.start()
+            start = time.monotonic()
+            self.swarm.docker(0, "node", "update", "--availability", "drain", self.swarm.node_ids[victim])
+            fh.wait_until(lambda: not self.swarm.docker(victim, "ps", "-q", "--filter", "name=%s_wardend" % NAME),
+                          TIMEOUT, "the drained node's wardend gone", interval=0.3)
+            TIMINGS["drain: task gone"] = round(time.monotonic() - start, 1)
+            time.sleep(2)
+            stop.set()
+            for t in threads:
+                t.join()
+            self.assertEqual(failures, [], "calls failed during the drain (of %d)" % calls[0])
+            for i, s in enumerate(sessions):
+                r = s.run("(x, open('f.txt').read())")
+                self.assertEqual(r.result.text, repr((i, "file %d" % i)), s.id)
+            if self.node_index(bash.id) == victim:
+                r = bash.run("echo hi")
+                self.assertEqual(r.outcome, "SESSION_LOST", r.message)
+                self.assertIn("drained", r.message)
+            self.swarm.docker(0, "node", "update", "--availability", "active", self.swarm.node_ids[victim])
+            fh.wait_until(lambda: len(self.running("wardend")) == 3, TIMEOUT, "the node active again", interval=0.5)
+            fh.wait_until(lambda: self.nodes_up() == 3, TIMEOUT, "the gateway reaching 3 nodes", interval=0.5)
+            for s in sessions:
+                s.close()
+
+    def test_e_kill_9_of_a_whole_node(self):
+        import warden
+        with self.client(retries=False) as client:
+            sessions = [client.session() for _ in range(9)]
+            for i, s in enumerate(sessions):
+                s.run("x = %d" % i)
+            candidates = [n for n in range(3) if n != self.gateway_node and
+                          any(self.node_index(s.id) == n for s in sessions)]
+            victim = candidates[0]
+            on_victim = [s for s in sessions if self.node_index(s.id) == victim]
+            start = time.monotonic()
+            self.swarm.kill_node(victim)
+            fh.wait_until(lambda: self.nodes_up() == 2, 15, "the gateway noticing the lost node", interval=0.2)
+            TIMINGS["kill -9: noticed by the gateway"] = round(time.monotonic() - start, 1)
+            for s in on_victim:
+                t = time.monotonic()
+                with self.assertRaises(warden.errors.Unavailable) as caught:
+                    s.run("x")
+                self.assertLess(time.monotonic() - t, 5, "a call to a lost node fails fast")
+                self.assertIn(fh.node_of(s.id), str(caught.exception))
+            fresh = [client.session() for _ in range(4)]
+            self.assertTrue(all(self.node_index(s.id) != victim for s in fresh), "new work lands elsewhere")
+            for s in fresh:
+                self.assertEqual(s.run("1 + 1").result.text, "2")
+            # The node returns: its engine restarts, Swarm starts a new task.
+            self.swarm.restart_engine(victim, PROFILE)
+            fh.wait_until(lambda: self.nodes_up() == 3, TIMEOUT, "the node back", interval=0.5)
+            TIMINGS["kill -9: back"] = round(time.monotonic() - start, 1)
+            listed = [x.id for x in client.sessions()]
+            self.assertEqual(len(listed), len(set(listed)), "no session exists twice")
+            for s in on_victim:
+                with self.assertRaises(warden.errors.NotFound):
+                    s.run("x")
+                self.assertNotIn(s.id, listed)
+            for s in sessions + fresh:
+                if s not in on_victim:
+                    s.close()
+
+    def test_f_a_rolling_update_to_a_new_image_keeps_every_capturable_session(self):
+        with self.client() as client:
+            sessions = [client.session() for _ in range(9)]
+            for i, s in enumerate(sessions):
+                s.run("x = %d" % i)
+            start = time.monotonic()
+            self.swarm.docker(0, "service", "update", "--detach", "--image", "warden:2", "%s_wardend" % NAME)
+
+            def updated():
+                state = self.swarm.docker(0, "service", "inspect", "--format", "{{.UpdateStatus.State}}",
+                                          "%s_wardend" % NAME, check=False).strip()
+                return state == "completed"
+            fh.wait_until(updated, 300, "the rolling update", interval=1)
+            TIMINGS["rolling update of 3 nodes"] = round(time.monotonic() - start, 1)
+            images = self.swarm.docker(0, "service", "ps", "%s_wardend" % NAME, "--filter", "desired-state=running",
+                                       "--format", "{{.Image}}").split()
+            self.assertEqual(set(images), {"warden:2"})
+            fh.wait_until(lambda: self.nodes_up() == 3, TIMEOUT, "the gateway reaching 3 nodes", interval=0.5)
+            for i, s in enumerate(sessions):
+                self.assertEqual(s.run("x").result.text, str(i), s.id)
+            for s in sessions:
+                s.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
