@@ -107,13 +107,6 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     q.Int("max_running", &o->queue.max_running);
   });
   r.Int("max_concurrent_per_tenant", &o->max_concurrent_per_tenant);
-  r.Object("fleet", [o](ObjectReader& f) {
-    f.String("node_id", &o->fleet.node_id);
-    f.String("shared_dir", &o->fleet.shared_dir);
-    f.String("gateway_ca_file", &o->fleet.gateway_ca_file);
-    f.String("gateway_name", &o->fleet.gateway_name);
-    f.Int("drain_wait_ms", &o->fleet.drain_wait_ms);
-  });
   r.Int("shutdown_grace_ms", &o->shutdown_grace_ms);
   r.Bool("keep_sessions", &o->keep_sessions);
   r.Object("log", [o](ObjectReader& l) {
@@ -155,6 +148,13 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   });
   r.String("state_dir", &o->state_dir);
   r.String("socket_group", &o->socket_group);
+  r.Object("fleet", [o](ObjectReader& f) {
+    f.String("node_id", &o->fleet.node_id);
+    f.String("shared_dir", &o->fleet.shared_dir);
+    f.String("gateway_ca_file", &o->fleet.gateway_ca_file);
+    f.String("gateway_name", &o->fleet.gateway_name);
+    f.Int("drain_wait_ms", &o->fleet.drain_wait_ms);
+  });
 }
 // An empty string when `path` is a wheelhouse sandboxes can read, else the
 // problem. As root, sandboxes run as unprivileged host ids: the directory

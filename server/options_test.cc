@@ -129,6 +129,12 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"max_observation_bytes", o.agent.max_observation_bytes}}},
       {"state_dir", o.state_dir},
       {"socket_group", o.socket_group},
+      {"fleet",
+       {{"node_id", o.fleet.node_id},
+        {"shared_dir", o.fleet.shared_dir},
+        {"gateway_ca_file", o.fleet.gateway_ca_file},
+        {"gateway_name", o.fleet.gateway_name},
+        {"drain_wait_ms", o.fleet.drain_wait_ms}}},
   };
 }
 
@@ -214,6 +220,12 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"max_observation_bytes", 34}}},
       {"state_dir", "/run/warden-test"},
       {"socket_group", "warden-test"},
+      {"fleet",
+       {{"node_id", "n-1"},
+        {"shared_dir", "/srv/shared"},
+        {"gateway_ca_file", "/gw-ca.pem"},
+        {"gateway_name", "warden-gateway"},
+        {"drain_wait_ms", 35}}},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -758,6 +770,37 @@ TEST(DaemonOptionsTest, AgentSettingsAreChecked) {
   EXPECT_THAT(message, ::testing::HasSubstr("agent.llm.model is empty"));
   EXPECT_THAT(message, ::testing::HasSubstr("auto, native or text"));
   EXPECT_THAT(message, ::testing::HasSubstr("agent.default_max_iterations (500) is above"));
+}
+
+}  // namespace
+}  // namespace warden
+
+namespace warden {
+namespace {
+
+TEST(FleetOptionsTest, NodeNamesBecomeLabelsThatFitInASessionId) {
+  EXPECT_EQ(*FleetOptions::NodeIdFrom("kj44r8rfuaz5gcsjw5decv3lv"), "kj44r8rfuaz5gcsjw5decv3lv");  // Swarm's
+  EXPECT_EQ(*FleetOptions::NodeIdFrom("IP-10-0-1-23.ec2.internal"), "ip-10-0-1-23-ec2-internal");
+  const std::string long_name = "gke-cluster-one-default-pool-8a7b6c5d-x1y2.europe-west4-a.internal";
+  const std::string id = *FleetOptions::NodeIdFrom(long_name);
+  EXPECT_LE(id.size(), FleetOptions::kMaxNodeIdBytes);
+  EXPECT_EQ(id, *FleetOptions::NodeIdFrom(long_name)) << "stable";
+  EXPECT_NE(id, *FleetOptions::NodeIdFrom(long_name + "2")) << "a digest of the whole name";
+  EXPECT_LE(std::string("s-") .size() + 24 + 1 + id.size(), 63u) << "warden-keeper's records hold 63 bytes";
+  for (const char* bad : {"", "-a", "a b", "node/1", "a-"}) EXPECT_FALSE(FleetOptions::NodeIdFrom(bad).ok()) << bad;
+}
+
+TEST(FleetOptionsTest, AFleetNodeNeedsSharedStorageAndTheGatewaysCaWithTls) {
+  DaemonOptions options;
+  options.fleet.node_id = "n1";
+  EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("fleet.shared_dir"));
+  options.fleet.shared_dir = "/var/lib/warden/shared";
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+  EXPECT_EQ(options.SnapshotDirectory(), "/var/lib/warden/shared/snapshots");
+  options.fleet.gateway_name = "warden-gateway";
+  EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("together"));
+  options.fleet.node_id = "Node.A";
+  EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("write it as 'node-a'"));
 }
 
 }  // namespace
