@@ -212,6 +212,12 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
 Engine::~Engine() { Stop(); }
 
 void Engine::Start() {
+  if (ledger_) {
+    // Entries whose holder died before the session ended (TTLs are longer
+    // than no session's), by whichever node starts next.
+    const int swept = ledger_->Sweep(absl::Now() - absl::Seconds(options_.sessions.max_ttl_seconds) - absl::Hours(1));
+    if (swept > 0) spdlog::info("session ledger: {} entries of ended sessions removed", swept);
+  }
   for (auto& [profile, pool] : pools_) pool->Start();
   reaper_ = std::thread([this] { ReapLoop(); });
 }

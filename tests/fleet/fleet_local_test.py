@@ -34,8 +34,9 @@ TIMEOUT = 60
 class Fleet:
     """Three nodes and a gateway, their processes and files."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, http_port=0, max_sessions=1000):
         self.tmp = pathlib.Path(tmp)
+        self.max_sessions = max_sessions
         self.pki = fh.make_pki(self.tmp / "pki")
         self.tokens = fh.write_tokens(self.tmp / "tokens.json")
         self.shared = self.tmp / "shared"
@@ -50,7 +51,7 @@ class Fleet:
         self.gateway_config = self.tmp / "gateway.json"
         self.gateway_config.write_text(json.dumps(fh.gateway_config(
             self.pki, self.tokens, ["127.0.0.1:%d" % p for p in self.ports.values()],
-            "127.0.0.1:%d" % self.gateway_port)))
+            "127.0.0.1:%d" % self.gateway_port, http_listen="127.0.0.1:%d" % http_port if http_port else "")))
         self.gateway_log = self.tmp / "gateway.log"
         with open(self.gateway_log, "wb") as log:
             self.gateway = subprocess.Popen([str(BIN / "warden-gateway"), "--config", str(self.gateway_config)],
@@ -66,7 +67,9 @@ class Fleet:
         config = self.tmp / (node + ".json")
         config.write_text(json.dumps(fh.node_config(
             self.pki, self.tokens, node, self.shared, "127.0.0.1:%d" % self.ports[node], state_dir=state,
-            host_id_base=self.host_ids[node], hibernate_after=3)))
+            host_id_base=self.host_ids[node], hibernate_after=3,
+            extra={"sessions": {"hibernate_after_seconds": 3, "max_per_tenant": self.max_sessions,
+                                "max_total": self.max_sessions}})))
         with open(self.tmp / (node + ".log"), "ab") as log:
             self.nodes[node] = subprocess.Popen([str(BIN / "wardend"), "--config", str(config)],
                                                 stdout=log, stderr=subprocess.STDOUT)
