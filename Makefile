@@ -39,9 +39,9 @@ DEB_PACKAGES := build-essential cmake pkg-config \
 
 all: build
 
-# Installs only the packages that are missing; apt-get update runs only then.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+# Installs the Debian packages among $(1) that are missing; apt-get update
+# runs only then.
+install_missing = missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	  done); \
 	if [ -n "$$missing" ]; then \
@@ -49,6 +49,9 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+deps:
+	@$(call install_missing,$(DEB_PACKAGES))
 
 $(BUILD_DIR)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -69,14 +72,7 @@ test-fleet: build test-deps fleet-deps
 # from which, with Debian's packages, it builds its image.
 FLEET_PACKAGES := docker.io
 fleet-deps: deps build
-	@missing=$$(for p in $(FLEET_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
-	  done); \
-	if [ -n "$$missing" ]; then \
-	  echo "Installing missing packages:" $$missing; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@$(call install_missing,$(FLEET_PACKAGES))
 	scripts/make_deb.sh $(BUILD_DIR) $(BUILD_DIR)/deb >/dev/null
 
 # The third-party protocol clients the tests drive (each folder's
@@ -160,14 +156,7 @@ demo: build
 BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client
 
 bench-deps: deps
-	@missing=$$(for p in $(BENCH_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
-	  done); \
-	if [ -n "$$missing" ]; then \
-	  echo "Installing missing packages:" $$missing; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@$(call install_missing,$(BENCH_PACKAGES))
 
 # The full run (under 20 minutes) and the quick one (under 4); both write
 # bench/results/latest.json and the generated part of docs/benchmarks.md.

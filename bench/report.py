@@ -117,6 +117,25 @@ def figures(results):
     rows.append(_row("Noisy neighbours", "victim p99, abused / quiet", "x",
                      wa / wq if wq and wa else None, "Jupyter, same ratio",
                      ja / jq if jq and ja else None))
+    fleet = s.get("fleet", {})
+    rows.append(_row("Fleet (gateway + 3 nodes)", "warm session `x=1` through the gateway, p50", "ms",
+                     _get(fleet, "routing", "gateway_p50_ms"), "the same straight to its node",
+                     _get(fleet, "routing", "direct_p50_ms"), note="goal: at most 0.3 ms added"))
+    burst = _get(fleet, "burst") or {}
+    rows.append(_row("Fleet (gateway + 3 nodes)",
+                     "E2B burst of %s: create + first command, median" % burst.get("sandboxes", "N"), "ms",
+                     burst.get("median_ms"), "E2B, burst of 100 (ComputeSDK, Oct 2026)", burst.get("e2b_median_ms"),
+                     note="p99 %s ms, %s failed" % (burst.get("p99_ms"), burst.get("failures"))))
+    rows.append(_row("Fleet (gateway + 3 nodes)",
+                     "E2B burst of %s: create + first command, median" % burst.get("sandboxes", "N"), "ms",
+                     burst.get("median_ms"), "Daytona, burst of 100 (ComputeSDK, Oct 2026)",
+                     burst.get("daytona_median_ms")))
+    rows.append(_row("Fleet (gateway + 3 nodes)",
+                     "drain of %s idle Python sessions: last one answered from another node" %
+                     _get(fleet, "drain", "sessions"), "s", _get(fleet, "drain", "last_answer_s"),
+                     "goal", 5, note="%s failed" % _get(fleet, "drain", "failures")))
+    rows.append(_row("Fleet (gateway + 3 nodes)", "node killed: noticed by the gateway", "s",
+                     _get(fleet, "node_loss", "noticed_s"), "goal", 5))
     return rows
 
 

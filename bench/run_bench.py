@@ -52,7 +52,7 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "throughput", "humaneval", "noisy", "memory",
-            "profile", "stages", "keeper", "snapshots", "hibernation"]
+            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet"]
 
 # Sizes of each section: (quick, full). Quick stays under 4 minutes, full
 # under 20 on the 2-core machines (keeper, snapshots and hibernation add
@@ -77,6 +77,10 @@ SIZES = {
     "keeper_sessions": (20, 100),
     "snapshot_forks": (5, 20),
     "snapshot_wakes": (2, 5),
+    # The fleet (bench/fleet_bench.py): the E2B burst, the drain, cells.
+    "fleet_burst": (100, 1000),
+    "fleet_drain": (30, 100),
+    "fleet_cells": (1000, 4000),
     # hibernation_scale: (sessions, live); the 10,000-session figure is a
     # separate, longer run (docs/benchmarks.md, issue 12).
     "hibernation_sessions": (150, 600),
@@ -484,6 +488,13 @@ class Bench:
                         "--hibernate-after", "3", "--create-minutes", "8"], timeout=1800)
         out["loadavg"] = open("/proc/loadavg").read().split()[:3]
         return out
+
+    def section_fleet(self):
+        """bench/fleet_bench.py: warden-gateway and three nodes of its own
+        on loopback (this section's main wardend idles meanwhile)."""
+        return run_json([PYTHON, str(HERE / "fleet_bench.py"), "--bin-dir", str(self.bin),
+                         "--burst", str(self.size("fleet_burst")), "--drain", str(self.size("fleet_drain")),
+                         "--cells", str(self.size("fleet_cells"))], timeout=3600)
 
     # --- driver ---------------------------------------------------------
 

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,15 +46,6 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
   }
 }
 
-std::string RandomSuffix() {
-  unsigned char bytes[8];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
-}
 
 absl::StatusOr<LedgerRecord::State> ParseState(const std::string& name) {
   if (name == "handed_over") return LedgerRecord::State::kHandedOver;
@@ -150,7 +140,7 @@ absl::StatusOr<LedgerRecord> SessionLedger::Append(const std::string& session_id
                                .dump();
   // Written whole under a private name, then linked into place: link(2)
   // fails with EEXIST if the generation exists, which is the fence.
-  const std::string tmp = absl::StrCat(dir, "/.tmp-", record.generation, "-", RandomSuffix());
+  const std::string tmp = absl::StrCat(dir, "/.tmp-", record.generation, "-", SessionManager::RandomHex());
   {
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
