@@ -224,6 +224,28 @@ class ResultTest(KernelTest):
         self.assertIn("a  b", data["text/plain"])
         self.assertIn("<table", data["text/html"])
 
+    def test_dataframe_carries_its_columns_as_data(self):
+        k = self.start()
+        cell = k.execute("import pandas as pd, numpy as np\n"
+                         "pd.DataFrame({'a': [1, 2, 3], 'f': [0.5, np.nan, 2.0], 's': ['x', None, 'z'],\n"
+                         "              't': pd.to_datetime(['2020-01-01', None, '2021-06-30 12:00'])})")
+        data = cell.result["data"]["application/vnd.warden.dataframe+json"]
+        self.assertEqual(data, {"a": [1, 2, 3], "f": [0.5, None, 2.0], "s": ["x", None, "z"],
+                                "t": ["2020-01-01T00:00:00", None, "2021-06-30T12:00:00"]})
+        # A Series is no DataFrame: no data form.
+        self.assertNotIn("application/vnd.warden.dataframe+json", k.execute("pd.Series([1])").result["data"])
+
+    def test_an_indented_cell_runs_dedented_with_its_own_line_numbers(self):
+        k = self.start()
+        cell = k.execute("\n    ind = 2\n    if ind:\n        ind += 1\n    ind * 10\n")
+        self.assertEqual(self.plain(cell), "30")
+        cell = k.execute("    x_ind = 1\n    1 / 0\n")
+        self.assertEqual(cell.error["ename"], "ZeroDivisionError")
+        self.assertIn("line 2", "\n".join(cell.error["traceback"]))
+        # Inconsistent indentation is still an error, on its line.
+        cell = k.execute("    a_ind = 1\n  b_ind = 2\n")
+        self.assertEqual(cell.error["ename"], "IndentationError")
+
     def test_repr_methods_make_a_mime_bundle(self):
         k = self.start()
         k.execute("class R:\n"
@@ -304,6 +326,53 @@ class MatplotlibTest(KernelTest):
                          ["display_data", "display_data", "execute_result", "done"])
         for frame in cell.displays + [cell.result]:
             self.assertPng(frame)
+
+
+    def test_figures_carry_their_chart(self):
+        k = self.start()
+        cell = k.execute("import matplotlib.pyplot as plt\n"
+                         "plt.bar(['a', 'b'], [3, 5], label='n')\nplt.title('Bars')\nplt.xlabel('Letter')\n"
+                         "plt.show()\n"
+                         "fig = plt.figure()\nplt.plot([1, 2], [3, 4])\nfig")
+        self.assertEqual(cell.done["status"], "ok", cell.frames)
+        shown = cell.displays[0]["data"]["application/vnd.warden.chart+json"]
+        self.assertEqual((shown["type"], shown["title"], shown["x_label"]), ("bar", "Bars", "Letter"))
+        self.assertEqual([(e["label"], e["group"], e["value"]) for e in shown["elements"]],
+                         [("a", "n", 3), ("b", "n", 5)])
+        result = cell.result["data"]["application/vnd.warden.chart+json"]
+        self.assertEqual(result["type"], "line")
+        self.assertEqual(result["elements"][0]["points"], [[1, 3], [2, 4]])
+
+
+class PilTest(KernelTest):
+    IMAGE = ("import numpy\nfrom PIL import Image\n"
+             "image = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype('uint8')).convert('RGBA')\n")
+
+    def assertOnePng(self, cell):
+        self.assertEqual(cell.done["status"], "ok", cell.frames)
+        self.assertEqual(len(cell.displays), 1, cell.frames)
+        png = base64.b64decode(cell.displays[0]["data"]["image/png"])
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+
+    def test_show_displays_the_image(self):
+        k = self.start()
+        cell = k.execute(self.IMAGE + "image.show()\nprint('done')")
+        self.assertOnePng(cell)
+        self.assertEqual(cell.stdout, b"done\n")
+
+    def test_save_to_a_file_displays_the_image_and_saves_it(self):
+        k = self.start()
+        self.assertOnePng(k.execute(self.IMAGE + "image.save('pil.png')"))
+        self.assertTrue(os.path.getsize(os.path.join(self.workdir, "pil.png")) > 0)
+        # Saving to a buffer shows nothing; nor does matplotlib's savefig,
+        # which saves through PIL.
+        cell = k.execute("import io\nimage.save(io.BytesIO(), format='png')\n"
+                         "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig('fig.png')\nplt.close()")
+        self.assertEqual(cell.displays, [], cell.frames)
+
+    def test_pil_imported_before_the_kernel_is_patched_too(self):
+        k = self.start(warm="PIL.Image")
+        self.assertOnePng(k.execute(self.IMAGE + "image.show()"))
 
 
 class ErrorTest(KernelTest):

@@ -305,6 +305,10 @@ def mime_bundle(obj):
             _put(data, mime, _call_repr(obj, method))
     if "image/png" not in data and _is_figure(obj):
         data["image/png"] = _b64(figure_png(obj))
+    if _is_figure(obj):
+        _put_chart(data, obj)
+    elif _is_dataframe(obj):
+        _put_dataframe(data, obj)
     if "text/plain" not in data:
         data["text/plain"] = cap_text(repr(obj))
     # text/plain first: the most readable order in logs and JSON dumps.
@@ -380,6 +384,63 @@ def _is_figure(obj):
     return figure_mod is not None and isinstance(obj, figure_mod.Figure)
 
 
+def _is_dataframe(obj):
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(obj, pandas.DataFrame)
+
+
+CHART_MIME = "application/vnd.warden.chart+json"
+DATAFRAME_MIME = "application/vnd.warden.dataframe+json"
+MAX_DATAFRAME_CELLS = 1 << 20   # larger frames go without their data form
+
+
+def _put_chart(data, fig):
+    """The figure's chart (warden_charts.py), read from its objects; a figure
+    it cannot read goes without one, as E2B's goes with an empty one."""
+    try:
+        chart = load_sibling("warden_charts").figure_chart(fig)
+    except Exception:
+        return
+    if chart is not None:
+        _put(data, CHART_MIME, chart)
+
+
+def _put_dataframe(data, frame):
+    """A DataFrame's columns as JSON lists (E2B's `data`): numbers, text,
+    booleans, dates in ISO form, missing values as null."""
+    if frame.size > MAX_DATAFRAME_CELLS:
+        return
+    try:
+        columns = {str(name): [_json_value(v) for v in values]
+                   for name, values in frame.to_dict(orient="list").items()}
+    except Exception:
+        return
+    _put(data, DATAFRAME_MIME, columns)
+
+
+def _json_value(value):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if hasattr(value, "isoformat"):         # datetime, date, pandas.Timestamp
+        try:
+            return None if value != value else value.isoformat()   # NaT != NaT
+        except Exception:
+            return str(value)
+    item = getattr(value, "item", None)     # numpy scalars
+    if item is not None:
+        try:
+            plain = item()
+        except Exception:
+            return str(value)
+        if plain is not value and not hasattr(plain, "item"):
+            return _json_value(plain)
+    return str(value)
+
+
 def figure_png(fig):
     buf = io.BytesIO()
     # bbox_inches="tight" as Jupyter's inline backend: no clipped labels.
@@ -388,7 +449,7 @@ def figure_png(fig):
 
 
 # --------------------------------------------------------------------------
-# Matplotlib
+# Matplotlib and PIL
 #
 # Figures are rendered where Jupyter's inline backend renders them: at
 # plt.show() and at the end of every cell, then closed. plt.show() on Agg
@@ -396,27 +457,76 @@ def figure_png(fig):
 # every curve into one figure; the kernel therefore replaces pyplot.show as
 # soon as pyplot is imported (by a warm import or by the user). The backend
 # stays Agg ($MPLBACKEND), which subprocesses inherit and understand.
+#
+# PIL images are shown the way E2B's code interpreter shows them: show()
+# displays the image (there is no image viewer in a sandbox), and save() to
+# a file name displays it too, then saves.
 
 
-class _PyplotHook:
-    """sys.meta_path finder that patches matplotlib.pyplot once it is loaded."""
+def _patch_pyplot(module):
+    module.show = pyplot_show
+
+
+def _patch_pil_image(module):
+    image_class = module.Image
+    if getattr(image_class.save, "_warden_original", None) is not None:
+        return
+    original_save = image_class.save
+
+    def show(self, title=None, **ignored):
+        """Displays the image (as display_data), like E2B's code interpreter."""
+        display(self)
+
+    def save(self, fp, format=None, **params):
+        # matplotlib's savefig("plot.png") saves through PIL: that is no
+        # image of the user's to show.
+        if isinstance(fp, (str, os.PathLike)) and \
+                not sys._getframe(1).f_globals.get("__name__", "").startswith("matplotlib"):
+            display(self)
+        return original_save(self, fp, format, **params)
+
+    save._warden_original = original_save
+    save.__doc__ = original_save.__doc__
+    image_class.show = show
+    image_class.save = save
+
+
+# Modules patched as soon as they are imported, and what patches them.
+IMPORT_PATCHES = {"matplotlib.pyplot": _patch_pyplot, "PIL.Image": _patch_pil_image}
+
+
+class _ImportHook:
+    """sys.meta_path finder that patches the modules of IMPORT_PATCHES once
+    each is loaded, then leaves sys.meta_path."""
+
+    def __init__(self, pending):
+        self.pending = dict(pending)
 
     def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib.pyplot":
+        patch = self.pending.get(name)
+        if patch is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _PatchingLoader(spec.loader)
+                spec.loader = _PatchingLoader(spec.loader, self, name, patch)
                 return spec
         return None
 
+    def done(self, name):
+        self.pending.pop(name, None)
+        if not self.pending:
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+
 
 class _PatchingLoader:
-    def __init__(self, loader):
+    def __init__(self, loader, hook, name, patch):
         self._loader = loader
+        self._hook = hook
+        self._name = name
+        self._patch = patch
 
     def __getattr__(self, name):          # get_source, is_package, ...
         return getattr(self._loader, name)
@@ -426,12 +536,22 @@ class _PatchingLoader:
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        module.show = pyplot_show
-        _remove_pyplot_hook()
+        self._patch(module)
+        self._hook.done(self._name)
 
 
-def _remove_pyplot_hook():
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PyplotHook)]
+def install_import_patches():
+    """Patches the modules already imported (warm imports, a zygote's), and
+    hooks the import of the others."""
+    pending = {}
+    for name, patch in IMPORT_PATCHES.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(module)
+        else:
+            pending[name] = patch
+    if pending:
+        sys.meta_path.insert(0, _ImportHook(pending))
 
 
 def pyplot_show(*args, **kwargs):
@@ -582,6 +702,12 @@ class Kernel:
         try:
             tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | COMPILE_FLAGS)
         except SyntaxError:
+            # A cell indented as a whole (code pasted from inside a block, or
+            # from an indented string in the caller's program) runs
+            # dedented, as IPython runs it; line numbers stay the cell's.
+            dedented = _dedent(source)
+            if dedented is not None:
+                return self.compile_cell(dedented, filename)
             # `!cmd`, `x = !cmd` and `%magic` lines are never Python, so only
             # a cell that fails to compile is searched for them.
             if "!" not in source and "%" not in source:
@@ -684,6 +810,7 @@ class Kernel:
                 if fig is None or any(fig is shown for shown in self.shown):
                     continue
                 data = {"text/plain": repr(fig), "image/png": _b64(figure_png(fig))}
+                _put_chart(data, fig)
                 self.channel.send({"type": "display_data", "id": self.cell_id, "data": data})
         finally:
             plt.close("all")
@@ -775,6 +902,17 @@ def _defines_code(code):
     return code is not None and any(isinstance(c, types.CodeType) for c in code.co_consts)
 
 
+def _dedent(source):
+    """The cell without the indentation of its first non-blank line, taken
+    from every line that starts with it; None if that line is not indented."""
+    lines = source.split("\n")
+    first = next((line for line in lines if line.strip()), "")
+    indent = first[:len(first) - len(first.lstrip(" \t"))]
+    if not indent:
+        return None
+    return "\n".join(line[len(indent):] if line.startswith(indent) else line for line in lines)
+
+
 def _ends_with_semicolon(lines, node):
     """Jupyter's rule: `expr;` at the end of a cell shows no result."""
     tail = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:]
@@ -810,15 +948,25 @@ def load_snapshots(source=None, path=None):
     or restore, as the magics are. The Python zygote loads it ahead, so that
     a fork or a wake does not compile it: it reads it at `source` (on the
     host) and names it `path` (where sandboxes see it)."""
-    module = sys.modules.get("_warden_snapshot")
+    return load_sibling("warden_snapshot", source, path)
+
+
+def load_sibling(name, source=None, path=None):
+    """The kernel's module `name`.py from beside this file, as the module
+    _`name`, loaded once on first use (warden_charts.py: the first figure)."""
+    module = sys.modules.get("_" + name)
     if module is None:
-        path = path or os.path.join(os.path.dirname(KERNEL.kernel_file), "warden_snapshot.py")
+        path = path or os.path.join(os.path.dirname(KERNEL.kernel_file), name + ".py")
         with open(source or path, "rb") as f:
             code = compile(f.read(), path, "exec")
-        module = types.ModuleType("_warden_snapshot")
+        module = types.ModuleType("_" + name)
         module.__file__ = path
-        sys.modules["_warden_snapshot"] = module
-        exec(code, module.__dict__)
+        sys.modules["_" + name] = module
+        try:
+            exec(code, module.__dict__)
+        except BaseException:
+            del sys.modules["_" + name]
+            raise
     return module
 
 
@@ -913,7 +1061,7 @@ def main():
     sys.path.insert(0, "")
     refresh_imports()
     sys.argv = [""]
-    sys.meta_path.insert(0, _PyplotHook())
+    install_import_patches()
     builtins.display = display
 
     channel = Channel(fd)
