@@ -149,6 +149,18 @@ class StateTest(KernelTest):
 
 
 class StreamingTest(KernelTest):
+    def test_print_writes_its_line_in_one_piece(self):
+        k = self.start()
+        for code, stream, text in [('print("hello")', "stdout", b"hello\n"),
+                                   ('print(1, 2, sep="-", end="!\\n")', "stdout", b"1-2!\n"),
+                                   ('import sys; print("e", file=sys.stderr)', "stderr", b"e\n")]:
+            cell = k.execute(code)
+            self.assertEqual([(name, data) for _, name, data in cell.chunks], [(stream, text)], code)
+        # Other files, and bad arguments, are print's own business.
+        cell = k.execute("import io; b = io.StringIO(); print('x', 'y', file=b); b.getvalue()")
+        self.assertEqual(self.plain(cell), "'x y\\n'")
+        self.assertEqual(k.execute("print('x', sep=3)").error["ename"], "TypeError")
+
     # A cell that waits for a gate file; the test opens the gate only once it
     # has seen the output printed before the wait (see GateOpener).
     WAIT_FOR_GATE = ("import os, sys, time\n"

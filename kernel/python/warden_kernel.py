@@ -896,6 +896,29 @@ def display(*objs, raw=False, **ignored):
     KERNEL.display(objs, raw=raw)
 
 
+_BUILTIN_PRINT = builtins.print
+
+
+def _print(*args, sep=" ", end="\n", file=None, flush=False):
+    """print(*objects, sep=' ', end='\\n', file=None, flush=False)
+
+    Python's print, except that a line printed to the cell's own stdout or
+    stderr is written in one piece, so a reader of the stream (a client
+    counting output chunks, as E2B's SDK tests do) gets "hello\\n" as one
+    chunk rather than "hello" and "\\n"."""
+    target = sys.stdout if file is None else file
+    if target is not None and (target is KERNEL.stdout or target is KERNEL.stderr) \
+            and (sep is None or isinstance(sep, str)) and (end is None or isinstance(end, str)):
+        target.write((" " if sep is None else sep).join(map(str, args)) + ("\n" if end is None else end))
+        if flush:
+            target.flush()
+        return
+    _BUILTIN_PRINT(*args, sep=sep, end=end, file=file, flush=flush)
+
+
+_print.__name__ = _print.__qualname__ = "print"
+
+
 def _defines_code(code):
     """Does the cell's code make functions, classes, lambdas or generators,
     which outlive it and carry its file name?"""
@@ -1063,6 +1086,7 @@ def main():
     sys.argv = [""]
     install_import_patches()
     builtins.display = display
+    builtins.print = _print
 
     channel = Channel(fd)
     KERNEL = Kernel(channel)
