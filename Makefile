@@ -21,21 +21,28 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
   python3-xarray python3-nltk python3-soundfile python3-h5py python3-numexpr python3-dill \
   python3-pip python3-wheel python3-setuptools python3-packaging
 
+# The interpreters of the languages beyond Python, JavaScript and bash
+# (docs/kernel-protocol.md): TypeScript is Debian's compiler run by the
+# JavaScript kernel; R is embedded in a Python kernel through rpy2; Java is
+# JShell, which needs the JDK.
+LANGUAGE_PACKAGES := node-typescript r-base-core python3-rpy2 default-jdk-headless
+
 # Everything Warden needs to build, test and run, from Debian 12
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
 # libboost-dev brings Beast and Asio, header-only, for the HTTP front;
+# libssl-dev SHA-256 for E2B's signed file URLs;
 # python3-jupyter-server is a Kernel Gateway client the tests drive;
 # help2man makes the package's man pages from the --help texts).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
-  libcurl4-openssl-dev nlohmann-json3-dev libpython3-dev libboost-dev \
+  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpython3-dev libboost-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES)
+  openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
-.PHONY: all deps build test test-deps test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages fuzz bench bench-quick bench-deps soak soak-quick
+.PHONY: all deps build test test-deps test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -200,7 +207,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(if $(DESTDIR),/lib/systemd/system,/etc/systemd/system)
 INSTALL_BINARIES := wardend warden-keeper warden warden-run warden-python-zygote warden-gateway
-KERNEL_LANGUAGES := python node bash
+KERNEL_LANGUAGES := python node bash java
 
 install:
 	@missing=""; for b in $(INSTALL_BINARIES); do \
@@ -215,7 +222,7 @@ install:
 	@for lang in $(KERNEL_LANGUAGES); do \
 	  dir="$(DESTDIR)$(PREFIX)/lib/warden/kernels/$$lang"; \
 	  install -d -m 0755 "$$dir" || exit 1; \
-	  for f in kernel/$$lang/*.py kernel/$$lang/*.js kernel/$$lang/*.sh; do \
+	  for f in kernel/$$lang/*.py kernel/$$lang/*.js kernel/$$lang/*.sh kernel/$$lang/*.java; do \
 	    [ -f "$$f" ] || continue; \
 	    case "$${f##*/}" in test_*.py) continue ;; esac; \
 	    echo "install -m 0644 $$f $$dir/"; \
@@ -263,6 +270,10 @@ deb: build
 # The Python runtime's packages, for scripts (make_deb.sh's Depends).
 runtime-packages:
 	@echo $(RUNTIME_PACKAGES)
+
+# The interpreters of TypeScript, R and Java (make_deb.sh's Recommends).
+language-packages:
+	@echo $(LANGUAGE_PACKAGES)
 
 # Fuzzing (tests/fuzz, docs/security.md "Fuzzing"): builds the fuzz targets
 # with clang, libFuzzer, ASan and UBSan into $(FUZZ_BUILD_DIR) and runs each

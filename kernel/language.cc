@@ -1,5 +1,7 @@
 #include "kernel/language.h"
 
+#include <iterator>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -10,8 +12,20 @@ const char* LanguageName(Language language) {
     case Language::kPython: return "python";
     case Language::kJavaScript: return "javascript";
     case Language::kBash: return "bash";
+    case Language::kTypeScript: return "typescript";
+    case Language::kR: return "r";
+    case Language::kJava: return "java";
   }
   return "python";
+}
+
+std::string LanguageChoices() {
+  std::string out;
+  for (size_t i = 0; i < std::size(kAllLanguages); ++i) {
+    if (i > 0) out += i + 1 == std::size(kAllLanguages) ? " or " : ", ";
+    out += LanguageName(kAllLanguages[i]);
+  }
+  return out;
 }
 
 absl::StatusOr<Language> ParseLanguage(absl::string_view name) {
@@ -19,8 +33,10 @@ absl::StatusOr<Language> ParseLanguage(absl::string_view name) {
   if (n == "python" || n == "python3" || n == "py") return Language::kPython;
   if (n == "javascript" || n == "js" || n == "node" || n == "nodejs") return Language::kJavaScript;
   if (n == "bash" || n == "sh" || n == "shell") return Language::kBash;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown language '", name, "': use python, javascript or bash"));
+  if (n == "typescript" || n == "ts") return Language::kTypeScript;
+  if (n == "r") return Language::kR;
+  if (n == "java") return Language::kJava;
+  return absl::InvalidArgumentError(absl::StrCat("unknown language '", name, "': use ", LanguageChoices()));
 }
 
 const char* KernelSubdirectory(Language language) {
@@ -28,6 +44,11 @@ const char* KernelSubdirectory(Language language) {
     case Language::kPython: return "python";
     case Language::kJavaScript: return "node";
     case Language::kBash: return "bash";
+    // TypeScript is the JavaScript kernel in its TypeScript mode; the R
+    // kernel is Python hosting R (rpy2), beside the Python kernel it reuses.
+    case Language::kTypeScript: return "node";
+    case Language::kR: return "python";
+    case Language::kJava: return "java";
   }
   return "python";
 }
@@ -42,6 +63,17 @@ std::vector<std::string> KernelArgv(Language language) {
       return {"/usr/bin/node", dir + "/warden_kernel.js"};
     case Language::kBash:
       return {"/bin/bash", "--noprofile", "--norc", dir + "/warden_kernel.sh"};
+    case Language::kTypeScript:
+      return {"/usr/bin/node", dir + "/warden_kernel.js", "--typescript"};
+    case Language::kR:
+      return {"/usr/bin/python3", "-u", "-E", dir + "/warden_r_kernel.py"};
+    case Language::kJava:
+      // Java takes its channel as the inherited fd 0 (see WardenKernel.java).
+      // Serial GC and the client compiler: fewer threads (the pids limit)
+      // and less memory; source-file mode compiles the kernel at start.
+      return {"/bin/sh", "-c",
+              "exec /usr/bin/java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Xss1m " + dir +
+                  "/WardenKernel.java 0<&3"};
   }
   return {};
 }

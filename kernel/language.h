@@ -9,13 +9,19 @@
 
 namespace warden {
 
-enum class Language { kPython, kJavaScript, kBash };
+enum class Language { kPython, kJavaScript, kBash, kTypeScript, kR, kJava };
 
-// "python", "javascript", "bash".
+// Every language, in the order they are listed to users.
+inline constexpr Language kAllLanguages[] = {Language::kPython, Language::kJavaScript, Language::kBash,
+                                             Language::kTypeScript, Language::kR, Language::kJava};
+
+// "python", "javascript", "bash", "typescript", "r", "java".
 const char* LanguageName(Language language);
 // Accepts the names above and common aliases ("py", "python3", "js",
-// "node", "sh", "shell"); anything else is an error listing the choices.
+// "node", "sh", "shell", "ts"); anything else is an error listing the choices.
 absl::StatusOr<Language> ParseLanguage(absl::string_view name);
+// "python, javascript, bash, typescript, r or java", for error messages.
+std::string LanguageChoices();
 
 // Where the kernel program's directory is bound inside the sandbox.
 inline constexpr char kKernelMountPoint[] = "/opt/warden/kernel";

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -67,6 +68,16 @@ SharedWorkspace::~SharedWorkspace() {
     std::filesystem::remove_all(path_, ignored);
   }
   rmdir(path_.c_str());
+}
+
+absl::StatusOr<SharedWorkspace::DiskUsage> SharedWorkspace::Disk() const {
+  if (!mounted_) return absl::NotFoundError("the workspace is a plain directory, without a size of its own");
+  struct statvfs st;
+  if (statvfs(path_.c_str(), &st) != 0) return absl::ErrnoToStatus(errno, "statvfs the workspace");
+  DiskUsage usage;
+  usage.limit_bytes = static_cast<int64_t>(st.f_blocks) * st.f_frsize;
+  usage.used_bytes = static_cast<int64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
+  return usage;
 }
 
 }  // namespace warden

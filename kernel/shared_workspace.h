@@ -34,6 +34,12 @@ class SharedWorkspace {
   const std::string& path() const { return path_; }
   uint64_t identity_slot() const { return slot_; }
   bool size_limited() const { return mounted_; }
+  struct DiskUsage {
+    int64_t used_bytes = 0;
+    int64_t limit_bytes = 0;
+  };
+  // What its files take of its tmpfs (statvfs); NotFound without one of its own.
+  absl::StatusOr<DiskUsage> Disk() const;
 
   // The default parent: a directory of wardend's own under the system's
   // temporary directory.

@@ -550,6 +550,9 @@ class CgroupV1 : public GroupBase {
     const std::string& memory = by_controller_.at("memory");
     ASSIGN_OR_RETURN(usage.peak_memory_bytes,
                      ReadInt(JoinPath(memory, "memory.max_usage_in_bytes")));
+    if (const std::string current = JoinPath(memory, "memory.usage_in_bytes"); Exists(current)) {
+      ASSIGN_OR_RETURN(usage.memory_bytes, ReadInt(current));
+    }
     // The oom_kill line appeared in Linux 4.13; older kernels report 0.
     absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(memory, "memory.oom_control"), "oom_kill");
     if (ooms.ok()) {
@@ -649,6 +652,9 @@ class CgroupV2 : public GroupBase {
     const std::string peak = JoinPath(dir, "memory.peak");
     if (Exists(peak)) {
       ASSIGN_OR_RETURN(usage.peak_memory_bytes, ReadInt(peak));
+    }
+    if (const std::string current = JoinPath(dir, "memory.current"); Exists(current)) {
+      ASSIGN_OR_RETURN(usage.memory_bytes, ReadInt(current));
     }
     absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(dir, "memory.events"), "oom_kill");
     if (ooms.ok()) {

@@ -38,6 +38,7 @@ struct CgroupLimits {
 struct CgroupUsage {
   int64_t cpu_usage_ns = 0;       // cumulative, all tasks (cpuacct.usage / cpu.stat usage_usec)
   int64_t peak_memory_bytes = 0;  // memory.max_usage_in_bytes / memory.peak (0 if unknown)
+  int64_t memory_bytes = 0;       // now: memory.usage_in_bytes / memory.current (0 if unknown)
   int64_t oom_kills = 0;          // memory.oom_control oom_kill / memory.events oom_kill
 };
 

@@ -43,10 +43,12 @@ struct FilesystemSpec {
   // missing ones skipped).
   std::vector<std::string> runtime_paths = {"/usr", "/lib", "/lib64", "/bin", "/sbin"};
   // Host /etc entries bound read-only if they exist: what the dynamic linker,
-  // Debian's alternatives, Python and matplotlib read.
+  // Debian's alternatives, Python, matplotlib, R (Renviron: its defaults) and
+  // the JDK (jvm.cfg, its security defaults) read.
   std::vector<std::string> host_etc_entries = {
       "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
-      "matplotlibrc", "mime.types", "protocols", "services", "python3", "python3.11", "fonts"};
+      "matplotlibrc", "mime.types", "protocols", "services", "python3", "python3.11", "fonts",
+      "R", "java-17-openjdk"};
   std::vector<BindMount> binds;  // extra binds, applied after everything else
   std::string workspace = "/workspace";
   // When set, this host directory is bound writable as the workspace instead

@@ -75,6 +75,9 @@ shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O --ignore-missing-info -e "${bina
 # Makefile's RUNTIME_PACKAGES).
 runtime="python3, nodejs, bash"
 for package in $(make --no-print-directory -s runtime-packages); do runtime+=", $package"; done
+# TypeScript, R and Java sessions need their interpreters; without them a
+# session in that language fails to start and says which package to install.
+languages=$(make --no-print-directory -s language-packages | sed 's/ /, /g')
 
 install -d -m 0755 "$stage/DEBIAN"
 cat > "$stage/DEBIAN/control" <<EOF
@@ -86,6 +89,7 @@ Section: admin
 Priority: optional
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Depends: $shlibs, $runtime, adduser
+Recommends: $languages
 Description: sandbox daemon for model-written code
  wardend runs untrusted, LLM-generated Python, JavaScript and bash in
  isolated sandboxes (user, pid, mount, net, ipc, uts and cgroup namespaces,

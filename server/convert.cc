@@ -48,8 +48,13 @@ absl::StatusOr<std::optional<Language>> FromProto(v1::Language language) {
     case v1::LANGUAGE_PYTHON: return std::optional<Language>(Language::kPython);
     case v1::LANGUAGE_JAVASCRIPT: return std::optional<Language>(Language::kJavaScript);
     case v1::LANGUAGE_BASH: return std::optional<Language>(Language::kBash);
+    case v1::LANGUAGE_TYPESCRIPT: return std::optional<Language>(Language::kTypeScript);
+    case v1::LANGUAGE_R: return std::optional<Language>(Language::kR);
+    case v1::LANGUAGE_JAVA: return std::optional<Language>(Language::kJava);
     default:
-      return absl::InvalidArgumentError("unknown language: use LANGUAGE_PYTHON, LANGUAGE_JAVASCRIPT or LANGUAGE_BASH");
+      return absl::InvalidArgumentError(
+          "unknown language: use LANGUAGE_PYTHON, LANGUAGE_JAVASCRIPT, LANGUAGE_BASH, LANGUAGE_TYPESCRIPT, "
+          "LANGUAGE_R or LANGUAGE_JAVA");
   }
 }
 
@@ -58,6 +63,9 @@ v1::Language ToProto(Language language) {
     case Language::kPython: return v1::LANGUAGE_PYTHON;
     case Language::kJavaScript: return v1::LANGUAGE_JAVASCRIPT;
     case Language::kBash: return v1::LANGUAGE_BASH;
+    case Language::kTypeScript: return v1::LANGUAGE_TYPESCRIPT;
+    case Language::kR: return v1::LANGUAGE_R;
+    case Language::kJava: return v1::LANGUAGE_JAVA;
   }
   return v1::LANGUAGE_UNSPECIFIED;
 }
@@ -107,16 +115,20 @@ void FillResponse(const CellResult& cell, const std::string& session_id, v1::Exe
   out->set_session_id(session_id);
 }
 
-int64_t PeakMemoryBytes(const ManagedSession& entry) {
-  // The cgroup's high-water mark; v1 has no cheap "current" worth more. A
-  // session of several processes: their common cgroup's, all of them together.
-  std::optional<CgroupUsage> usage;
+// A session's usage: of several processes, their common cgroup's, all of
+// them together.
+std::optional<CgroupUsage> SessionUsage(const ManagedSession& entry) {
   if (entry.cgroup != nullptr) {
     absl::StatusOr<CgroupUsage> whole = entry.cgroup->Usage();
-    if (whole.ok()) usage = *whole;
-  } else {
-    usage = entry.session->Usage();
+    if (whole.ok()) return *whole;
+    return std::nullopt;
   }
+  return entry.session->Usage();
+}
+
+int64_t PeakMemoryBytes(const ManagedSession& entry) {
+  // The cgroup's high-water mark.
+  std::optional<CgroupUsage> usage = SessionUsage(entry);
   return usage ? usage->peak_memory_bytes : 0;
 }
 
@@ -129,7 +141,17 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->set_created_unix_ms(absl::ToUnixMillis(entry.created));
   out->set_age_ms(absl::ToInt64Milliseconds(now - entry.created));
   out->set_idle_ms(entry.busy() ? 0 : absl::ToInt64Milliseconds(now - entry.last_used()));
-  out->set_memory_bytes(PeakMemoryBytes(entry));
+  if (std::optional<CgroupUsage> usage = SessionUsage(entry)) {
+    out->set_memory_bytes(usage->peak_memory_bytes);
+    out->set_memory_current_bytes(usage->memory_bytes);
+    out->set_cpu_used_ns(usage->cpu_usage_ns);
+  }
+  if (entry.workspace != nullptr) {
+    if (auto disk = entry.workspace->Disk(); disk.ok()) {
+      out->set_workspace_used_bytes(disk->used_bytes);
+      out->set_workspace_limit_bytes(disk->limit_bytes);
+    }
+  }
   out->set_execution_count(entry.session->execution_count());
   out->set_expires_unix_ms(absl::ToUnixMillis(entry.expires()));
   out->set_lost_reason(entry.session->lost_reason());

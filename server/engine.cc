@@ -197,7 +197,7 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
           if (health_listener_) health_listener_();
         });
   }
-  for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
+  for (Language language : kAllLanguages) {
     if (!pools_.count({language, default_mb})) {
       // No warm pool configured: start on demand.
       SessionOptions session = SessionOptionsFor(language, default_mb);
@@ -354,6 +354,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
       return absl::InvalidArgumentError("a session's memory is fixed when it is created");
     }
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, entry->cell_defaults));
+    if (call.on_accepted) call.on_accepted();
     RETURN_IF_ERROR(entry->Begin(deadline));
     if (auto woken = Wake(*entry); !woken.ok()) {
       entry->End();
@@ -371,6 +372,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
                                                        options_.limits.max_file_bytes, " bytes"));
       }
     }
+    if (call.on_accepted) call.on_accepted();
     ASSIGN_OR_RETURN(one_shot, StartSession(language, call.limits.memory_mb, deadline));
     for (const auto& [path, content] : call.files) {
       if (auto s = one_shot->WriteFile(path, content); !s.ok()) {
@@ -851,7 +853,7 @@ absl::Status Engine::Health() const {
 std::vector<SessionOptions> Engine::ConfiguredProfiles() const {
   std::vector<SessionOptions> profiles;
   const int64_t default_mb = options_.limits.defaults.memory_mb;
-  for (Language language : {Language::kPython, Language::kJavaScript, Language::kBash}) {
+  for (Language language : kAllLanguages) {
     for (const PoolOptions& pool : options_.pools) {
       auto parsed = ParseLanguage(pool.language);
       if (!parsed.ok() || *parsed != language) continue;

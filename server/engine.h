@@ -61,6 +61,10 @@ struct ExecuteCall {
   std::vector<std::pair<std::string, std::string>> files;  // one-shot: path, content
   // The client's: waiting for a turn or a worker ends here at the latest.
   absl::Time deadline = absl::InfiniteFuture();
+  // Called once, before any event, when the cell is accepted: its session
+  // and context exist and it will run (or wait for the session's running
+  // cell). A refused request returns its error without calling it.
+  std::function<void()> on_accepted;
 };
 
 struct ExecutionResult {

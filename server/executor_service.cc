@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/call_metadata.h"
 #include "server/convert.h"
 
 namespace warden {
@@ -58,6 +59,31 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
     }
     Pump();
   }
+  // Sends the response's initial metadata now, with `key: value` added,
+  // ahead of any message: a client learns that its request was accepted
+  // before the first event (docs/api.md, ExecuteStream). Before the first
+  // Push; `ctx` is the call's.
+  void SendHeaders(grpc::CallbackServerContext* ctx, std::string key, std::string value) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (failed_ || closing_ || headers_ctx_ != nullptr) return;
+      headers_ctx_ = ctx;
+      headers_ = {std::move(key), std::move(value)};
+    }
+    Pump();
+  }
+  void OnSendInitialMetadataDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        failed_ = true;
+        queue_.clear();
+      }
+    }
+    if (!ok) cancellation_->Cancel();
+    Pump();
+  }
 
   void OnWriteDone(bool ok) override {
     {
@@ -87,11 +113,19 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
   void Pump() {
     const Message* next = nullptr;
     bool finish = false;
+    grpc::CallbackServerContext* headers = nullptr;
+    std::pair<std::string, std::string> header;
     grpc::Status status;
     {
       absl::MutexLock lock(&mu_);
       if (writing_ || finished_) return;
-      if (!queue_.empty()) {
+      if (headers_ctx_ != nullptr && !headers_sent_ && !failed_) {
+        // One operation at a time: the metadata, then the messages.
+        headers_sent_ = true;
+        writing_ = true;
+        headers = headers_ctx_;
+        header = headers_;
+      } else if (!queue_.empty()) {
         writing_ = true;
         next = &queue_.front();  // deque elements stay put while we push behind them
       } else if (closing_) {
@@ -99,6 +133,10 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
         finish = true;
         status = failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the client went away") : final_;
       }
+    }
+    if (headers) {
+      headers->AddInitialMetadata(header.first, header.second);
+      this->StartSendInitialMetadata();
     }
     if (next) this->StartWrite(next);
     if (finish) this->Finish(status);
@@ -112,6 +150,9 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_ ABSL_GUARDED_BY(mu_);
+  grpc::CallbackServerContext* headers_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;  // not owned
+  std::pair<std::string, std::string> headers_ ABSL_GUARDED_BY(mu_);
+  bool headers_sent_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 v1::ExecuteEvent ToEvent(const CellEvent& event) {
@@ -326,6 +367,9 @@ grpc::ServerWriteReactor<v1::ExecuteEvent>* ExecutorService::ExecuteStream(
     writer->Close(ToGrpc(call.status()));
     return writer;
   }
+  // Says the cell was accepted before its first event comes: an HTTP front
+  // can answer its own client at once, however long the cell stays silent.
+  call->on_accepted = [writer, ctx] { writer->SendHeaders(ctx, kCellAcceptedMetadataKey, "1"); };
   tasks_.Run([this, writer, cancellation, call = std::move(*call)] {
     auto result = engine_.Execute(
         call, [writer](const CellEvent& event) { writer->Push(ToEvent(event)); }, cancellation.get());

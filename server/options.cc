@@ -32,6 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "common/config_reader.h"
 #include "common/status_macros.h"
+#include "kernel/language.h"
 #include "nlohmann/json.hpp"
 
 namespace warden {
@@ -428,9 +429,8 @@ absl::Status DaemonOptions::Validate() const {
       p.Add(absl::StrCat(name, ".memory_mb is ", pool.memory_mb, "; it must be 1 to limits.max.memory_mb (",
                          limits.max.memory_mb, "), or 0 for limits.defaults.memory_mb"));
     }
-    if (pool.language != "python" && pool.language != "javascript" && pool.language != "bash") {
-      p.Add(absl::StrCat(name, ".language is '", pool.language,
-                         "'; it must be python, javascript or bash"));
+    if (auto parsed = ParseLanguage(pool.language); !parsed.ok() || LanguageName(*parsed) != pool.language) {
+      p.Add(absl::StrCat(name, ".language is '", pool.language, "'; it must be ", LanguageChoices()));
     } else if (!profiles.insert({pool.language, memory_mb}).second) {
       p.Add(absl::StrCat(name, " is a second pool for ", pool.language, " with ", memory_mb,
                          " MiB: merge them into one pool and add up their sizes"));

@@ -299,5 +299,41 @@ class FreshNodeKernelTest(KernelTestCase):
         self.assertEqual(self.kernel.collect(cell_id, timeout=10).result["data"]["text/plain"], "'héllo1'")
 
 
+class TypeScriptKernelTest(KernelTestCase):
+    """The same kernel in its TypeScript mode (`--typescript`)."""
+
+    ARGV = [NODE, KERNEL, "--typescript"]
+
+    def test_ready_names_typescript(self):
+        self.assertEqual(self.kernel.ready["language"], "typescript")
+
+    def test_types_are_stripped_and_state_persists(self):
+        cell = self.ok('const tsMessage: string = "Hello World!"; console.log(tsMessage)')
+        self.assertEqual(cell.stdout, b"Hello World!\n")
+        self.assertEqual(self.text("tsMessage.length as number"), "12")
+
+    def test_interfaces_enums_generics_and_functions(self):
+        self.ok("interface TsPoint { x: number; y: number }\n"
+                "enum TsColor { Red, Green }\n"
+                "function tsFirst<T>(items: T[]): T { return items[0] }")
+        self.assertEqual(self.text("const tsP: TsPoint = { x: 3, y: 4 }\ntsP.x * tsP.y"), "12")
+        self.assertEqual(self.text("TsColor.Green"), "1")
+        self.assertEqual(self.text("tsFirst<string>(['a', 'b'])"), "'a'")
+
+    def test_top_level_await_and_imports(self):
+        self.assertEqual(self.text("await Promise.resolve<number>(5)"), "5")
+        # An import whose binding is unused in the cell is kept, not elided
+        # as TypeScript elides imports it takes for types only.
+        self.ok("import { readFileSync as tsRead } from 'fs'")
+        self.assertEqual(self.text("typeof tsRead"), "'function'")
+
+    def test_a_syntax_error_is_the_cells_error_and_the_kernel_lives_on(self):
+        cell = self.run_cell("const tsBroken: = 3")
+        self.assertEqual(cell.done["status"], "error")
+        self.assertEqual(cell.error["ename"], "SyntaxError")
+        self.assertIn("(1:", cell.error["evalue"])
+        self.assert_alive()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -428,10 +428,57 @@ function maybeObjectLiteral(code) {
   }
 }
 
+// TypeScript (`node warden_kernel.js --typescript`): each cell is
+// transpiled to JavaScript first (Debian's typescript module, loaded on the
+// first cell; types are stripped, not checked, as ts-node's transpile-only
+// mode and E2B's TypeScript kernel do), then runs like a JavaScript cell in
+// the same global scope. Imports are kept even when only their types seem
+// used (preserveValueImports), and a syntax error is the cell's SyntaxError.
+const TYPESCRIPT = process.argv.includes('--typescript');
+let typescript = null;
+function transpile(code) {
+  if (!TYPESCRIPT) return code;
+  if (typescript === null) {
+    // Debian's node-typescript, where Debian puts node modules (a node from
+    // elsewhere does not search there).
+    const load = Module.createRequire(KERNEL_FILE);
+    try {
+      typescript = load('/usr/share/nodejs/typescript');
+    } catch {
+      typescript = load('typescript');
+    }
+  }
+  const out = typescript.transpileModule(code, {
+    reportDiagnostics: true,
+    compilerOptions: {
+      target: typescript.ScriptTarget.ES2022, module: typescript.ModuleKind.ESNext,
+      isolatedModules: true, preserveValueImports: true, sourceMap: false, removeComments: false,
+    },
+  });
+  const problem = (out.diagnostics || []).find((d) => d.category === typescript.DiagnosticCategory.Error);
+  if (problem) {
+    const text = typescript.flattenDiagnosticMessageText(problem.messageText, '\n');
+    let where = '';
+    if (problem.file && problem.start !== undefined) {
+      const { line, character } = problem.file.getLineAndCharacterOfPosition(problem.start);
+      where = ` (${line + 1}:${character + 1})`;
+    }
+    throw new SyntaxError(`${text}${where}`);
+  }
+  // The module marker and `export {}` it may add would make V8 refuse the script.
+  return out.outputText.replace(/^export \{\};?\s*$/m, '');
+}
+
 function startCell({ id, code }) {
   const count = ++executionCount;
   const cell = { id, count, settled: false, code, frames: [] };
   current = cell;
+  try {
+    code = transpile(code);
+  } catch (err) {
+    finishWithError(cell, err, null);
+    return;
+  }
   const expression = `${maybeObjectLiteral(rewriteImports(code))}\n//# sourceURL=<cell-${count}>`;
   pendingEvaluate = () => session.post('Runtime.evaluate', {
     expression, replMode: true, silent: true, objectGroup: 'warden',
@@ -745,4 +792,4 @@ function defineGlobals() {
 }
 defineGlobals();
 
-send({ type: 'ready', language: 'javascript', version: process.versions.node });
+send({ type: 'ready', language: TYPESCRIPT ? 'typescript' : 'javascript', version: process.versions.node });
