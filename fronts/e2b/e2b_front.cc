@@ -3,24 +3,32 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <thread>
+#include <tuple>
 #include <type_traits>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/call_metadata.h"
 #include "common/status_macros.h"
 #include "fronts/e2b/envd_front.h"
 #include "fronts/e2b/execution_lines.h"
+#include "fronts/e2b/file_signature.h"
 #include "fronts/e2b/home_path.h"
 #include "fronts/e2b/multipart.h"
+#include "fronts/e2b/stream_events.h"
 #include "fronts/http/credentials.h"
 #include "fronts/http/exchange.h"
 #include "fronts/http/upstream.h"
@@ -55,6 +63,8 @@ struct Record {
   json metadata = json::object();
   absl::Mutex mu;
   std::map<v1::Language, std::string> default_contexts ABSL_GUARDED_BY(mu);  // beyond python
+  // The last metrics sample: when, and the CPU time used by then (ns).
+  std::optional<std::pair<absl::Time, int64_t>> last_sample ABSL_GUARDED_BY(mu);
 };
 
 class Sandboxes {
@@ -71,6 +81,14 @@ class Sandboxes {
   void Remove(const std::string& id) {
     absl::MutexLock lock(&mu_);
     records_.erase(id);
+  }
+  // The sandbox whose access token signed `url` (file_signature.h).
+  std::optional<std::pair<std::string, std::shared_ptr<Record>>> SignedBy(const SignedUrl& url) const {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, record] : records_) {
+      if (SignedWith(url, record->access_token)) return std::make_pair(id, record);
+    }
+    return std::nullopt;
   }
 
  private:
@@ -113,14 +131,21 @@ absl::StatusOr<v1::Language> LanguageOf(const json& value) {
   if (name.empty() || name == "python" || name == "python3") return v1::LANGUAGE_PYTHON;
   if (name == "js" || name == "javascript" || name == "node") return v1::LANGUAGE_JAVASCRIPT;
   if (name == "bash" || name == "sh") return v1::LANGUAGE_BASH;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "language '", name, "' is not served by Warden: use python, js (javascript) or bash"));
+  if (name == "ts" || name == "typescript") return v1::LANGUAGE_TYPESCRIPT;
+  if (name == "r") return v1::LANGUAGE_R;
+  if (name == "java") return v1::LANGUAGE_JAVA;
+  return absl::InvalidArgumentError(absl::StrCat("language '", name,
+                                                 "' is not served by Warden: use python, js (javascript), "
+                                                 "ts (typescript), r, java or bash"));
 }
 
 std::string LanguageName(v1::Language language) {
   switch (language) {
     case v1::LANGUAGE_JAVASCRIPT: return "javascript";
     case v1::LANGUAGE_BASH: return "bash";
+    case v1::LANGUAGE_TYPESCRIPT: return "typescript";
+    case v1::LANGUAGE_R: return "r";
+    case v1::LANGUAGE_JAVA: return "java";
     default: return "python";
   }
 }
@@ -242,6 +267,54 @@ class Front {
     return exchange.Send(http::Response::Json(200, Created(session, *record)));
   }
 
+  // One sample of what the sandbox uses now, in E2B's SandboxMetric shape,
+  // when it falls in [start, end] (unix seconds; E2B's samples are 5 s
+  // buckets, so `end` is taken to reach to the end of its bucket). Warden
+  // keeps no history: each call samples anew. CPU use is the share of its
+  // cores the sandbox used since the previous call (or since it started).
+  absl::Status Metrics(http::Request& request, http::Exchange& exchange) {
+    int64_t start = 0, end = INT64_MAX;
+    if (!request.Query("start").empty() && !absl::SimpleAtoi(request.Query("start"), &start)) {
+      return absl::InvalidArgumentError("start must be unix seconds");
+    }
+    if (!request.Query("end").empty() && !absl::SimpleAtoi(request.Query("end"), &end)) {
+      return absl::InvalidArgumentError("end must be unix seconds");
+    }
+    ASSIGN_OR_RETURN(v1::Session session, Session(request));
+    const absl::Time now = absl::Now();
+    const int64_t second = absl::ToUnixSeconds(now);
+    json out = json::array();
+    if (second < start || (end != INT64_MAX && second > end + 5)) {
+      return exchange.Send(http::Response::Json(200, out));
+    }
+    const int cpus = std::max(1u, std::thread::hardware_concurrency());
+    double used_pct = 0;
+    {
+      std::shared_ptr<Record> record = sandboxes_.Get(session.id());
+      absl::Time since = absl::FromUnixMillis(session.created_unix_ms());
+      int64_t cpu_before = 0;
+      if (record) {
+        absl::MutexLock lock(&record->mu);
+        if (record->last_sample) std::tie(since, cpu_before) = *record->last_sample;
+        record->last_sample = std::make_pair(now, session.cpu_used_ns());
+      }
+      const double wall_ns = absl::ToDoubleNanoseconds(now - since);
+      if (wall_ns > 0) used_pct = 100.0 * static_cast<double>(session.cpu_used_ns() - cpu_before) / (wall_ns * cpus);
+    }
+    const int64_t memory_limit = session.limits().memory_mb() << 20;
+    out.push_back({{"timestamp", Rfc3339(second * 1000)},
+                   {"timestampUnix", second},
+                   {"cpuCount", cpus},
+                   {"cpuUsedPct", std::clamp(used_pct, 0.0, 100.0)},
+                   {"memUsed", session.memory_current_bytes() != 0 ? session.memory_current_bytes()
+                                                                   : session.memory_bytes()},
+                   {"memTotal", memory_limit},
+                   {"memCache", 0},
+                   {"diskUsed", session.workspace_used_bytes()},
+                   {"diskTotal", session.workspace_limit_bytes()}});
+    return exchange.Send(http::Response::Json(200, out));
+  }
+
   absl::Status Refresh(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(v1::Session session, Session(request));
     return exchange.Send(NoContent());
@@ -273,22 +346,41 @@ class Front {
       execute.set_context_id(context);
     }
 
+    // The response starts as soon as the cell is accepted, as E2B's server
+    // starts it: the SDK's timeout and kill() then govern a silent cell.
     auto ctx = http::UpstreamContext(sandbox.record->token);
     auto reader = executor_->ExecuteStream(ctx.get(), execute);
-    v1::ExecuteEvent event;
-    if (!reader->Read(&event)) return http::FromGrpc(reader->Finish());  // refused: a plain error
+    reader->WaitForInitialMetadata();
+    if (ctx->GetServerInitialMetadata().count(kCellAcceptedMetadataKey) == 0) {
+      v1::ExecuteEvent ignored;
+      while (reader->Read(&ignored)) {
+      }
+      return http::FromGrpc(reader->Finish());  // refused: a plain error
+    }
     ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, "application/x-ndjson"));
-    bool client_gone = false;
-    do {
-      for (const json& line : ExecutionLines(event, absl::Now())) {
-        if (!client_gone && !stream->Write(Line(line)).ok()) {
-          client_gone = true;
-          ctx->TryCancel();  // interrupts the cell
+    StreamEvents<v1::ExecuteEvent> events(std::move(ctx), std::move(reader));
+    // A quiet cell gets a keepalive line now and then, as from E2B's server:
+    // a client that went away is noticed when one cannot be written, and
+    // its cell is interrupted (the call is cancelled).
+    v1::ExecuteEvent event;
+    for (;;) {
+      const auto next = events.Wait(absl::Now() + options_.keepalive, &event);
+      if (next == StreamEvents<v1::ExecuteEvent>::Next::kEnd) break;
+      bool written = true;
+      if (next == StreamEvents<v1::ExecuteEvent>::Next::kQuiet) {
+        written = stream->Write(Line({{"type", "keepalive"}})).ok();
+      } else {
+        for (const json& line : ExecutionLines(event, absl::Now())) {
+          written = written && stream->Write(Line(line)).ok();
         }
       }
-    } while (reader->Read(&event));
-    grpc::Status status = reader->Finish();
-    if (!status.ok() && !client_gone) {
+      if (!written) {
+        events.Cancel();  // interrupts the cell
+        return absl::OkStatus();
+      }
+    }
+    grpc::Status status = events.status();
+    if (!status.ok()) {
       (void)stream->Write(Line({{"type", "error"}, {"name", "WardenError"}, {"value", status.error_message()},
                                 {"traceback", ""}}));
       (void)stream->Write(Line({{"type", "end_of_execution"}}));
@@ -316,13 +408,26 @@ class Front {
 
   absl::Status ListContexts(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    // E2B's sandboxes start with a Python and a JavaScript context; Warden
+    // starts the JavaScript one when it is first used or listed, and lists
+    // the default contexts first, as E2B does.
+    ASSIGN_OR_RETURN(std::string javascript, DefaultContext(sandbox, v1::LANGUAGE_JAVASCRIPT));
     v1::ListContextsRequest list;
     list.set_session_id(sandbox.id);
     v1::ListContextsResponse contexts;
     RETURN_IF_ERROR(FromGrpc(executor_->ListContexts(
         http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), list, &contexts)));
+    std::set<std::string> defaults = {sandbox.id, javascript};
+    {
+      absl::MutexLock lock(&sandbox.record->mu);
+      for (const auto& [language, id] : sandbox.record->default_contexts) defaults.insert(id);
+    }
     json out = json::array();
-    for (const v1::Context& c : contexts.contexts()) out.push_back(ContextJson(c));
+    for (bool first : {true, false}) {
+      for (const v1::Context& c : contexts.contexts()) {
+        if ((defaults.count(c.id()) != 0) == first) out.push_back(ContextJson(c));
+      }
+    }
     return exchange.Send(http::Response::Json(200, out));
   }
 
@@ -355,7 +460,7 @@ class Front {
   }
 
   absl::Status ReadFile(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
+    ASSIGN_OR_RETURN(auto sandbox, FileSandbox(request, "read"));
     ASSIGN_OR_RETURN(std::string path, WorkspacePath(request.Query("path"), kPathHint));
     v1::DownloadFileRequest download;
     download.set_session_id(sandbox.id);
@@ -373,7 +478,7 @@ class Front {
   }
 
   absl::Status WriteFile(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
+    ASSIGN_OR_RETURN(auto sandbox, FileSandbox(request, "write"));
     std::vector<FormPart> files;
     const std::string content_type = request.Header("Content-Type");
     if (absl::StartsWithIgnoreCase(content_type, "application/octet-stream")) {
@@ -421,6 +526,31 @@ class Front {
           "through this server first"));
     }
     return SandboxRef{id, std::move(record)};
+  }
+
+  // The sandbox of a /files request: named by the E2b-Sandbox-Id header
+  // with its access token, or, for a signed URL (downloadUrl, uploadUrl),
+  // found by the token that signed it: such a URL carries neither.
+  absl::StatusOr<SandboxRef> FileSandbox(const http::Request& request, const char* operation) {
+    if (request.Query("signature").empty() || !request.Header("X-Access-Token").empty()) {
+      return Sandbox(request, /*need_access_token=*/true);
+    }
+    SignedUrl url{request.Query("path"), operation, request.Query("username"), request.Query("signature"),
+                  std::nullopt};
+    if (const std::string expiration = request.Query("signature_expiration"); !expiration.empty()) {
+      int64_t seconds = 0;
+      if (!absl::SimpleAtoi(expiration, &seconds)) {
+        return absl::InvalidArgumentError("signature_expiration must be unix seconds");
+      }
+      url.expiration = seconds;
+    }
+    auto signer = sandboxes_.SignedBy(url);
+    const std::string named = request.Header("E2b-Sandbox-Id");
+    if (!signer || (!named.empty() && named != signer->first)) {
+      return absl::UnauthenticatedError("invalid signature");
+    }
+    RETURN_IF_ERROR(CheckExpiration(url, absl::Now()));
+    return SandboxRef{signer->first, signer->second};
   }
 
  private:
@@ -519,9 +649,12 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   protocol->name = "e2b";
   protocol->find_token = [](const http::Request& request) { return http::HeaderToken(request, "X-API-KEY"); };
   // E2B's error shape, which its SDKs read the message from.
-  protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request&) {
+  protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request& request) {
     std::string message(error.message());
-    if (status == 401) message = absl::StrCat(message, "; send your Warden token as the E2B API key (X-API-KEY)");
+    // The hint is for the control plane; a signed file URL's 401 is envd's own.
+    if (status == 401 && request.path != "/files") {
+      message = absl::StrCat(message, "; send your Warden token as the E2B API key (X-API-KEY)");
+    }
     return http::Response::Json(status, {{"code", status}, {"message", message}});
   };
   auto front = std::make_shared<Front>(executor, options);
@@ -541,6 +674,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   router.Add(protocol, "DELETE", "/sandboxes/{id}", route(&Front::Kill), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/timeout", route(&Front::SetTimeout), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/refreshes", route(&Front::Refresh), control);
+  router.Add(protocol, "GET", "/sandboxes/{id}/metrics", route(&Front::Metrics), control);
 
   // The sandbox plane carries no API key: the sandbox id and its access
   // token stand for it (Front::Sandbox).

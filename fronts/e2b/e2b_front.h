@@ -29,6 +29,7 @@
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "fronts/http/router.h"
 #include "warden/v1/executor.grpc.pb.h"
 
@@ -40,6 +41,9 @@ struct E2bOptions {
   // The envd version reported to SDKs: the features they may use.
   std::string envd_version = "0.5.7";
   int64_t default_timeout_seconds = 300;  // E2B's default sandbox lifetime
+  // How often a quiet /execute stream gets a keepalive line (E2B's server
+  // sends one every 5 s): a client that left is noticed at the next one.
+  absl::Duration keepalive = absl::Seconds(1);
   size_t max_body_bytes = 96 << 20;
 };
 

@@ -1,7 +1,8 @@
-// The E2B front's pure pieces: NDJSON lines as E2B's SDKs parse them, and
-// multipart uploads, bad ones included.
+// The E2B front's pure pieces: NDJSON lines as E2B's SDKs parse them,
+// multipart uploads, bad ones included, and signed file URLs.
 #include "gtest/gtest.h"
 #include "fronts/e2b/execution_lines.h"
+#include "fronts/e2b/file_signature.h"
 #include "fronts/e2b/multipart.h"
 
 namespace warden::e2b {
@@ -28,6 +29,28 @@ TEST(ExecutionLinesTest, ResultsCarryEveryMimeTypeUnderE2bsNames) {
   v1::ExecuteEvent display;
   (*display.mutable_display()->mutable_data())["text/html"] = "<b>";
   EXPECT_EQ(ExecutionLines(display, absl::Now())[0]["is_main_result"], false);
+}
+
+TEST(ExecutionLinesTest, ChartsAndDataFramesAreE2bsChartAndData) {
+  v1::ExecuteEvent event;
+  auto& data = *event.mutable_display()->mutable_data();
+  data["text/plain"] = "<Figure>";
+  data["application/vnd.warden.chart+json"] = R"({"type": "bar", "elements": []})";
+  data["application/vnd.warden.dataframe+json"] = R"({"a": [1, null]})";
+  auto line = ExecutionLines(event, absl::Now())[0];
+  EXPECT_EQ(line["chart"], json({{"type", "bar"}, {"elements", json::array()}}));
+  EXPECT_EQ(line["data"], json({{"a", {1, nullptr}}}));
+  EXPECT_FALSE(line.contains("extra")) << line;
+}
+
+TEST(ExecutionLinesTest, AQuotedTextComesWithoutItsQuotesAsFromE2bsServer) {
+  for (const auto& [repr, text] : std::vector<std::pair<std::string, std::string>>{
+           {"'abc'", "abc"}, {"\"it's\"", "it's"}, {"''", ""}, {"'", "'"}, {"'a\"", "'a\""}, {"42", "42"},
+           {"[1, 'a']", "[1, 'a']"}}) {
+    v1::ExecuteEvent event;
+    (*event.mutable_result()->mutable_data())["text/plain"] = repr;
+    EXPECT_EQ(ExecutionLines(event, absl::Now())[0]["text"], text) << repr;
+  }
 }
 
 TEST(ExecutionLinesTest, StreamsErrorsAndTheEnd) {
@@ -77,6 +100,35 @@ TEST(MultipartTest, SplitsFilesAndRefusesMalformedBodies) {
   EXPECT_FALSE(ParseMultipart("no boundary here", "b").ok());
   EXPECT_FALSE(ParseMultipart("--b\r\nContent-Disposition: form-data\r\n\r\nunterminated", "b").ok());
   EXPECT_FALSE(ParseMultipart("--bX", "b").ok());
+}
+
+TEST(FileSignatureTest, SignsAsTheSdksDo) {
+  // The vector of E2B's own SDK tests (static signing key comparison).
+  EXPECT_EQ(FileSignature("hello.txt", "read", "user", "0tQG31xiMp0IOQfaz9dcwi72L1CPo8e0", std::nullopt),
+            "v1_gUtH/s9YCJWgCizjfUxuWfhFE4QSydOWEIIvfLwDr6E");
+  const std::string token = "0123456789abcdef";
+  SignedUrl url{"a.txt", "write", "", FileSignature("a.txt", "write", "", token, 1700000000), 1700000000};
+  EXPECT_TRUE(SignedWith(url, token));
+  EXPECT_FALSE(SignedWith(url, "another token"));
+  SignedUrl other_path = url;
+  other_path.path = "b.txt";
+  EXPECT_FALSE(SignedWith(other_path, token));
+  SignedUrl read = url;
+  read.operation = "read";
+  EXPECT_FALSE(SignedWith(read, token));
+  SignedUrl later = url;
+  later.expiration = 1800000000;  // a signature is bound to its expiry
+  EXPECT_FALSE(SignedWith(later, token));
+}
+
+TEST(FileSignatureTest, AnExpiredUrlSaysSo) {
+  SignedUrl url{"a.txt", "read", "", "v1_x", 1000};
+  EXPECT_TRUE(CheckExpiration(url, absl::FromUnixSeconds(1000)).ok());
+  absl::Status expired = CheckExpiration(url, absl::FromUnixSeconds(1001));
+  EXPECT_TRUE(absl::IsUnauthenticated(expired));
+  EXPECT_EQ(expired.message(), "signature is already expired");
+  url.expiration.reset();
+  EXPECT_TRUE(CheckExpiration(url, absl::InfiniteFuture()).ok());
 }
 
 }  // namespace

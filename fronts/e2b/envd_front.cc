@@ -19,6 +19,7 @@
 #include "envd/process.pb.h"
 #include "fronts/e2b/connect.h"
 #include "fronts/e2b/home_path.h"
+#include "fronts/e2b/stream_events.h"
 #include "fronts/http/exchange.h"
 #include "fronts/http/upstream.h"
 
@@ -27,64 +28,7 @@ namespace {
 
 constexpr char kListHint[] = "give the directory's path, e.g. /home/user";
 
-// Reads a warden.v1 command stream on a thread of its own, so that the
-// handler's thread can wait for the next event with a deadline and write
-// keepalives meanwhile. Destroying it cancels the call and joins.
-class CommandEvents {
- public:
-  using Open = std::function<std::unique_ptr<grpc::ClientReaderInterface<v1::CommandEvent>>(grpc::ClientContext*)>;
-
-  CommandEvents(std::unique_ptr<grpc::ClientContext> context, const Open& open)
-      : context_(std::move(context)), reader_(open(context_.get())), thread_([this] { Run(); }) {}
-  ~CommandEvents() {
-    context_->TryCancel();
-    thread_.join();
-  }
-
-  enum class Next { kEvent, kEnd, kQuiet };
-  // The next event into *event; kEnd once the stream ended (see status());
-  // kQuiet when `deadline` passed first.
-  Next Wait(absl::Time deadline, v1::CommandEvent* event) {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithDeadline(absl::Condition(
-                              +[](CommandEvents* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-                                return !self->queue_.empty() || self->ended_;
-                              },
-                              this),
-                          deadline);
-    if (!queue_.empty()) {
-      *event = std::move(queue_.front());
-      queue_.pop_front();
-      return Next::kEvent;
-    }
-    return ended_ ? Next::kEnd : Next::kQuiet;
-  }
-  grpc::Status status() {
-    absl::MutexLock lock(&mu_);
-    return status_;
-  }
-
- private:
-  void Run() {
-    v1::CommandEvent event;
-    while (reader_->Read(&event)) {
-      absl::MutexLock lock(&mu_);
-      queue_.push_back(std::move(event));
-    }
-    grpc::Status status = reader_->Finish();
-    absl::MutexLock lock(&mu_);
-    status_ = std::move(status);
-    ended_ = true;
-  }
-
-  std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::ClientReaderInterface<v1::CommandEvent>> reader_;
-  absl::Mutex mu_;
-  std::deque<v1::CommandEvent> queue_ ABSL_GUARDED_BY(mu_);
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status status_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;  // last: starts once the rest is built
-};
+using CommandEvents = StreamEvents<v1::CommandEvent>;
 
 // Go's os.ProcessState.String(), which envd reports as the end's status.
 std::string SignalName(int signal) {

@@ -9,19 +9,38 @@ namespace {
 using nlohmann::json;
 
 // E2B's field for each MIME type it knows. Binary types are base64 on the
-// wire (warden.v1 carries raw bytes).
+// wire (warden.v1 carries raw bytes); JSON types are parsed into the line.
+enum class Kind { kText, kBinary, kJson };
 struct Field {
   const char* mime;
   const char* name;
-  bool binary;
+  Kind kind;
 };
 constexpr Field kFields[] = {
-    {"text/plain", "text", false},       {"text/html", "html", false},
-    {"text/markdown", "markdown", false}, {"image/svg+xml", "svg", false},
-    {"image/png", "png", true},          {"image/jpeg", "jpeg", true},
-    {"application/pdf", "pdf", true},    {"text/latex", "latex", false},
-    {"application/javascript", "javascript", false},
+    {"text/plain", "text", Kind::kText},
+    {"text/html", "html", Kind::kText},
+    {"text/markdown", "markdown", Kind::kText},
+    {"image/svg+xml", "svg", Kind::kText},
+    {"image/png", "png", Kind::kBinary},
+    {"image/jpeg", "jpeg", Kind::kBinary},
+    {"application/pdf", "pdf", Kind::kBinary},
+    {"text/latex", "latex", Kind::kText},
+    {"application/json", "json", Kind::kJson},
+    {"application/javascript", "javascript", Kind::kText},
+    // The Python kernel's chart of a figure and a DataFrame's columns
+    // (docs/api.md, "Results"), which E2B calls chart and data.
+    {"application/vnd.warden.chart+json", "chart", Kind::kJson},
+    {"application/vnd.warden.dataframe+json", "data", Kind::kJson},
 };
+
+// E2B's server shows a quoted repr without its quotes: 'abc' (Python) and
+// 'abc' (JavaScript) are the text abc.
+std::string Unquoted(const std::string& text) {
+  if (text.size() >= 2 && (text.front() == '\'' || text.front() == '"') && text.back() == text.front()) {
+    return text.substr(1, text.size() - 2);
+  }
+  return text;
+}
 
 std::string Timestamp(absl::Time now) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", now, absl::UTCTimeZone());
@@ -33,19 +52,27 @@ json ResultObject(const v1::Result& result, bool is_main_result) {
   json out = {{"type", "result"}, {"is_main_result", is_main_result}};
   json extra = json::object();
   for (const auto& [mime, data] : result.data()) {
-    bool known = false;
-    for (const Field& field : kFields) {
-      if (mime == field.mime) {
-        out[field.name] = field.binary ? absl::Base64Escape(data) : data;
-        known = true;
+    const Field* field = nullptr;
+    for (const Field& f : kFields) {
+      if (mime == f.mime) field = &f;
+    }
+    if (field == nullptr) {
+      extra[mime] = data;
+      continue;
+    }
+    switch (field->kind) {
+      case Kind::kText:
+        out[field->name] = mime == "text/plain" ? Unquoted(data) : data;
+        break;
+      case Kind::kBinary:
+        out[field->name] = absl::Base64Escape(data);
+        break;
+      case Kind::kJson: {
+        json parsed = json::parse(data, nullptr, /*allow_exceptions=*/false);
+        out[field->name] = parsed.is_discarded() ? json(data) : parsed;
+        break;
       }
     }
-    if (mime == "application/json") {
-      json parsed = json::parse(data, nullptr, /*allow_exceptions=*/false);
-      out["json"] = parsed.is_discarded() ? json(data) : parsed;
-      known = true;
-    }
-    if (!known) extra[mime] = data;
   }
   if (!extra.empty()) out["extra"] = extra;
   return out;

@@ -2,75 +2,23 @@
 // against a real wardend's HTTP front, configured the way a user would:
 // only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY. Run by ctest
 // (e2b_sdk) with WARDEN_BIN_DIR; needs root, like every sandbox test.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { KEY, importSdk, startWardend } from './wardend.mjs';
 
-const binDir = process.env.WARDEN_BIN_DIR ?? new URL('../../build/bin', import.meta.url).pathname;
-const tmp = mkdtempSync(join(tmpdir(), 'warden-e2b-'));
-let daemon;
+let wardend;
 let base;
 let Sandbox;
 let CommandExitError;
-const KEY = 'e2b_0123456789abcdef0123456789abcdef';
-
-// Waits, until a deadline, for wardend to log the HTTP front's port.
-function waitForPort(log, child, deadlineMs) {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    const timer = setTimeout(() => reject(new Error(`wardend did not start its HTTP front:\n${text}`)), deadlineMs);
-    const onData = (chunk) => {
-      text += chunk;
-      const m = text.match(/HTTP front[^\n]* on port (\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`wardend exited with ${code}:\n${text}`));
-    });
-  });
-}
 
 before(async () => {
-  // A tenant's token, shaped as E2B's SDKs want their API keys.
-  const tokens = join(tmp, 'tokens.json');
-  writeFileSync(tokens, JSON.stringify({ tokens: [{ token: KEY, tenant: 'e2b-test' }] }), { mode: 0o600 });
-  const config = join(tmp, 'wardend.json');
-  writeFileSync(config, JSON.stringify({
-    auth: { tokens_file: tokens },
-    executor: { host_id_base: 7_000_000 + (process.pid % 4096) * 1024, host_id_count: 1024 },
-  }));
-  daemon = spawn(join(binDir, 'wardend'),
-    ['--config', config, '--listen', `unix:${join(tmp, 'w.sock')}`, '--http-listen', '127.0.0.1:0'],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  const port = await waitForPort('', daemon, 60_000);
-  base = `http://127.0.0.1:${port}`;
-  // The whole configuration, as a user sets it.
-  process.env.E2B_API_URL = base;
-  process.env.E2B_SANDBOX_URL = base;
-  process.env.E2B_API_KEY = KEY;
-  try {
-    ({ Sandbox, CommandExitError } = await import('@e2b/code-interpreter'));
-  } catch (e) {
-    throw new Error(`the E2B SDK is not installed in tests/e2b: run \`make test-deps\` (${e.message})`);
-  }
+  wardend = await startWardend({ idBase: 7_000_000 });
+  base = wardend.base;
+  ({ Sandbox, CommandExitError } = await importSdk());
 });
 
 after(async () => {
-  if (daemon && daemon.exitCode === null) {
-    const exited = new Promise((resolve) => daemon.on('exit', resolve));
-    daemon.kill('SIGTERM');
-    await exited;
-  }
-  rmSync(tmp, { recursive: true, force: true });
+  if (wardend) await wardend.stop();
 });
 
 describe('E2B SDK against Warden', () => {
