@@ -578,6 +578,21 @@ class CgroupV1 : public GroupBase {
     });
   }
 
+  absl::Status SetFrozen(bool frozen) override {
+    // The v1 freezer freezes nested groups with their parent.
+    const std::string state = JoinPath(by_controller_.at("freezer"), "freezer.state");
+    const char* want = frozen ? "FROZEN" : "THAWED";
+    RETURN_IF_ERROR(WriteFile(state, want));
+    ASSIGN_OR_RETURN(bool done, PollUntil(
+                                    [&state, want]() -> absl::StatusOr<bool> {
+                                      ASSIGN_OR_RETURN(std::string s, ReadFile(state));
+                                      return absl::StripAsciiWhitespace(s) == want;
+                                    },
+                                    kFreezeTimeout));
+    if (!done) return absl::DeadlineExceededError(absl::StrCat("the cgroup did not become ", want));
+    return absl::OkStatus();
+  }
+
  private:
   const std::map<std::string, std::string> by_controller_;
   int64_t oom_kills_before_ = 0;  // memory.oom_control's oom_kill when last reused
@@ -676,6 +691,20 @@ class CgroupV2 : public GroupBase {
                             ASSIGN_OR_RETURN(int64_t frozen, ReadKeyedInt(events, "frozen"));
                             return frozen == 1;
                           });
+  }
+
+  absl::Status SetFrozen(bool frozen) override {
+    const std::string& dir = dirs_.front();
+    const std::string events = JoinPath(dir, "cgroup.events");
+    RETURN_IF_ERROR(WriteFile(JoinPath(dir, "cgroup.freeze"), frozen ? "1" : "0"));
+    ASSIGN_OR_RETURN(bool done, PollUntil(
+                                    [&events, frozen]() -> absl::StatusOr<bool> {
+                                      ASSIGN_OR_RETURN(int64_t state, ReadKeyedInt(events, "frozen"));
+                                      return (state == 1) == frozen;
+                                    },
+                                    kFreezeTimeout));
+    if (!done) return absl::DeadlineExceededError(frozen ? "the cgroup did not freeze" : "the cgroup did not thaw");
+    return absl::OkStatus();
   }
 };
 

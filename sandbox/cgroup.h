@@ -54,6 +54,12 @@ class Cgroup {
   virtual absl::Status KillAll() = 0;
   // True when no process is left in the group.
   virtual absl::StatusOr<bool> Empty() const = 0;
+  // Freezes every process in the group and its children (they keep their
+  // memory and state but get no CPU, as in a paused machine), or thaws
+  // them. Returns once the kernel says the group is frozen or thawed.
+  virtual absl::Status SetFrozen(bool frozen) {
+    return absl::UnimplementedError("this cgroup cannot be frozen");
+  }
   // Kills what is left and removes the directories. Idempotent; also run by
   // the destructor of implementations, with errors logged to stderr only.
   virtual absl::Status Destroy() = 0;

@@ -174,10 +174,13 @@ void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out) {
   out->set_execution_count(record.execution_count);
   out->mutable_left_out()->insert(record.left_out.begin(), record.left_out.end());
   out->set_complete(record.left_out.empty());
+  out->set_name(record.name);
+  out->set_shared_workspace(record.shared_workspace);
 }
 
 v1::SessionState StateOf(const ManagedSession& entry) {
-  return entry.session->lost()       ? v1::SESSION_STATE_LOST
+  return entry.paused()              ? v1::SESSION_STATE_PAUSED
+         : entry.session->lost()     ? v1::SESSION_STATE_LOST
          : entry.session->released() ? v1::SESSION_STATE_HIBERNATED
          : entry.busy()              ? v1::SESSION_STATE_BUSY
                                      : v1::SESSION_STATE_IDLE;

@@ -43,6 +43,10 @@ constexpr size_t kKeptCommands = 64;  // ended ones are forgotten beyond this
 // return INTERRUPTED) and its commands (killed). The sandboxes go with the
 // last reference.
 void Retire(ManagedSession& entry) {
+  // Frozen processes cannot die: a paused session thaws to end.
+  if (entry.pause.load() == ManagedSession::Pause::kFrozen && entry.cgroup != nullptr) {
+    (void)entry.cgroup->SetFrozen(false);
+  }
   if (entry.busy()) (void)entry.session->Interrupt();
   absl::MutexLock lock(&entry.parts_mu);
   for (auto& [id, context] : entry.contexts) {
@@ -241,6 +245,15 @@ void Engine::Stop() {
 
 void Engine::ReapLoop() {
   while (!stop_reaper_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    for (auto& entry : sessions_.ToPause(absl::Now())) {
+      // E2B's auto-pause; a session that cannot pause closes as it would.
+      if (auto paused = PauseSession(entry->tenant, entry->id, *entry->pause_on_expiry_keeping_memory);
+          !paused.ok()) {
+        spdlog::warn("session {} could not pause at its TTL's end, so it closes: {}", entry->id,
+                     paused.status().ToString());
+        entry->pause_on_expiry_keeping_memory.reset();
+      }
+    }
     for (auto& entry : sessions_.TakeExpired(absl::Now())) {
       spdlog::info("session {} of tenant {} expired", entry->id, entry->tenant);
       Retire(*entry);
@@ -345,6 +358,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
       return absl::InvalidArgumentError("files go to a session with UploadFile, not with Execute");
     }
     ASSIGN_OR_RETURN(entry, Find(call.tenant, call.session_id));
+    RETURN_IF_ERROR(entry->CheckRunning());
     out.session_id = entry->id;
     if (!call.context_id.empty() && call.context_id != entry->id) {
       entry->Touch();
@@ -441,6 +455,9 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   if (!call.shared_workspace && !call.workspace_aliases.empty()) {
     return absl::InvalidArgumentError("workspace_aliases need shared_workspace");
   }
+  if (!call.shared_workspace && call.on_expiry != CreateSessionCall::OnExpiry::kClose) {
+    return absl::InvalidArgumentError("only a session with shared_workspace can pause at its TTL's end");
+  }
   if (call.workspace_aliases.size() > 4) return absl::InvalidArgumentError("at most 4 workspace aliases");
   for (const std::string& alias : call.workspace_aliases) {
     if (alias.size() < 2 || alias[0] != '/' || alias.find("..") != std::string::npos) {
@@ -456,25 +473,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   MakeRoomForALiveSession(nullptr);
   absl::StatusOr<std::unique_ptr<Session>> started;
   if (call.shared_workspace) {
-    auto workspace = SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),
-                                             options_.limits.tmpfs_mb << 20);
-    // One cgroup for all the session's processes: its limits hold for them together.
-    const Limits& limits = pools_.at({language, options_.limits.defaults.memory_mb})->options().limits;
-    auto cgroup = executor_.CreateGroup({entry->memory_mb << 20, limits.pids, limits.cpu_percent});
-    if (!cgroup.ok()) {
-      started = cgroup.status();
-    } else if (workspace.ok()) {
-      entry->cgroup = *std::move(cgroup);
-      entry->workspace = *std::move(workspace);
-      entry->workspace_aliases = call.workspace_aliases;
-      if (!entry->workspace->size_limited()) {
-        spdlog::warn("shared workspace {} is a plain directory (wardend may not mount a tmpfs): "
-                     "its size is bounded by the host's disk only", entry->workspace->path());
-      }
-      started = StartSharedSession(*entry, language);
-    } else {
-      started = workspace.status();
-    }
+    started = StartWithSharedWorkspace(*entry, language, call.workspace_aliases);
   } else {
     started = StartSession(language, call.limits.memory_mb,
                            absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
@@ -492,6 +491,9 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   entry->idle_timeout = absl::Seconds(call.idle_timeout_seconds ? call.idle_timeout_seconds
                                                                 : so.default_idle_timeout_seconds);
   entry->cell_defaults = defaults;
+  if (call.on_expiry != CreateSessionCall::OnExpiry::kClose) {
+    entry->pause_on_expiry_keeping_memory = call.on_expiry == CreateSessionCall::OnExpiry::kPause;
+  }
   entry->session = std::move(*started);
   auto shared = sessions_.Register(std::move(entry));
   spdlog::info("session {} created for tenant {} ({})", shared->id, call.tenant, LanguageName(language));
@@ -643,6 +645,22 @@ absl::Status Engine::RemovePath(const std::string& tenant, const std::string& id
   return entry->session->InWorkspace([&](int root) { return RemoveWorkspacePath(root, path); });
 }
 
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartWithSharedWorkspace(
+    ManagedSession& entry, Language language, const std::vector<std::string>& aliases) {
+  ASSIGN_OR_RETURN(auto workspace, SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),
+                                                           options_.limits.tmpfs_mb << 20));
+  // One cgroup for all the session's processes: its limits hold for them together.
+  const Limits& limits = pools_.at({language, options_.limits.defaults.memory_mb})->options().limits;
+  ASSIGN_OR_RETURN(entry.cgroup, executor_.CreateGroup({entry.memory_mb << 20, limits.pids, limits.cpu_percent}));
+  entry.workspace = std::move(workspace);
+  entry.workspace_aliases = aliases;
+  if (!entry.workspace->size_limited()) {
+    spdlog::warn("shared workspace {} is a plain directory (wardend may not mount a tmpfs): "
+                 "its size is bounded by the host's disk only", entry.workspace->path());
+  }
+  return StartSharedSession(entry, language);
+}
+
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const ManagedSession& owner,
                                                                     Language language) {
   SessionOptions options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
@@ -662,6 +680,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SharedSession(const std:
         "session ", id, " has no shared workspace; create it with shared_workspace to give it "
         "contexts and commands"));
   }
+  RETURN_IF_ERROR(entry->CheckRunning());
   entry->Touch();
   return entry;
 }
@@ -715,6 +734,64 @@ absl::StatusOr<std::vector<std::shared_ptr<ManagedSession>>> Engine::ListContext
   for (const auto& [id, context] : owner->contexts) out.push_back(context);
   std::sort(out.begin() + 1, out.end(), [](const auto& a, const auto& b) { return a->created < b->created; });
   return out;
+}
+
+// PauseSession, ResumeSession.
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::PauseSession(const std::string& tenant,
+                                                                     const std::string& id, bool keep_memory) {
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
+  if (!entry->workspace || !entry->cgroup) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", id, " has no shared workspace (and cgroup of its own): only such sessions pause"));
+  }
+  absl::MutexLock lock(&entry->pause_mu);
+  if (entry->paused()) return absl::AlreadyExistsError(absl::StrCat("session ", id, " is already paused"));
+  if (keep_memory) {
+    // Everything stops where it is: interpreters, a running cell, commands.
+    RETURN_IF_ERROR(entry->cgroup->SetFrozen(true));
+    entry->pause = ManagedSession::Pause::kFrozen;
+  } else {
+    // A cold boot on resume, as E2B's filesystem-only pause: the processes
+    // end, the files stay; each interpreter starts afresh now.
+    {
+      absl::MutexLock parts(&entry->parts_mu);
+      for (const auto& [cid, command] : entry->commands) {
+        if (!command->command->ended()) (void)command->command->Signal(SIGKILL);
+      }
+    }
+    std::vector<std::shared_ptr<ManagedSession>> interpreters = {entry};
+    {
+      absl::MutexLock parts(&entry->parts_mu);
+      for (const auto& [cid, context] : entry->contexts) interpreters.push_back(context);
+    }
+    for (const auto& interpreter : interpreters) {
+      if (interpreter->session->released()) continue;
+      // A running cell is interrupted; its call ends INTERRUPTED.
+      if (interpreter->busy()) (void)interpreter->session->Interrupt();
+      RETURN_IF_ERROR(interpreter->Begin(absl::Now() + absl::Seconds(10)));
+      interpreter->End(/*used=*/false);
+      RETURN_IF_ERROR(RestartEntry(*interpreter, /*clear_workspace=*/false));
+    }
+    entry->pause = ManagedSession::Pause::kFilesystemOnly;
+  }
+  const absl::Time now = absl::Now();
+  entry->paused_remaining = std::max(entry->expires() - now, absl::ZeroDuration());
+  entry->set_expires(now + absl::Seconds(options_.sessions.max_ttl_seconds));
+  spdlog::info("session {} of tenant {} paused ({})", id, tenant, keep_memory ? "frozen" : "filesystem only");
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::ResumeSession(const std::string& tenant,
+                                                                      const std::string& id) {
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
+  absl::MutexLock lock(&entry->pause_mu);
+  if (!entry->paused()) return absl::FailedPreconditionError(absl::StrCat("session ", id, " is not paused"));
+  if (entry->pause.load() == ManagedSession::Pause::kFrozen) RETURN_IF_ERROR(entry->cgroup->SetFrozen(false));
+  entry->pause = ManagedSession::Pause::kRunning;
+  entry->set_expires(absl::Now() + std::max(entry->paused_remaining, absl::Seconds(1)));
+  entry->Touch();
+  spdlog::info("session {} of tenant {} resumed", id, tenant);
+  return entry;
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartContext(const std::string& tenant,

@@ -82,6 +82,8 @@ struct CreateSessionCall {
   // Contexts and commands: the session's workspace is a directory they all
   // share, also bound at each of `workspace_aliases` (e.g. /home/user).
   bool shared_workspace = false;
+  // What the TTL's end does to a session with a shared workspace.
+  enum class OnExpiry { kClose, kPause, kPauseFilesystem } on_expiry = OnExpiry::kClose;
   std::vector<std::string> workspace_aliases;
 };
 
@@ -202,7 +204,15 @@ class Engine {
 
   // Snapshots of Python sessions (server/engine_snapshots.cc): stored on
   // disk, private to the tenant; restored and forked into fresh sandboxes.
-  absl::StatusOr<SnapshotRecord> SnapshotSession(const std::string& tenant, const std::string& id);
+  absl::StatusOr<SnapshotRecord> SnapshotSession(const std::string& tenant, const std::string& id,
+                                                 const std::string& name = "");
+  // PauseSession / ResumeSession (docs/api.md): a session with a shared
+  // workspace stops, its processes frozen (keep_memory) or ended with its
+  // files kept, and does not expire while paused (up to the maximum TTL);
+  // resumed, it has the time left that it had.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> PauseSession(const std::string& tenant, const std::string& id,
+                                                               bool keep_memory);
+  absl::StatusOr<std::shared_ptr<ManagedSession>> ResumeSession(const std::string& tenant, const std::string& id);
   absl::StatusOr<std::shared_ptr<ManagedSession>> RestoreSnapshot(
       const std::string& tenant, const std::string& snapshot_id, int64_t ttl_seconds,
       const std::map<std::string, std::string>& labels);
@@ -291,10 +301,17 @@ class Engine {
   // it hibernates.
   absl::StatusOr<SessionSnapshot> Capture(ManagedSession& entry, absl::Time deadline);
   // Starts `entry` (filled in but for its session) from the warm pool with
-  // `archive` restored into it, and registers it.
+  // `archive` restored into it, and registers it. With `shared_workspace`,
+  // the session gets a shared workspace of its own (bound at `aliases`
+  // too), into which the archive's files are restored.
   absl::StatusOr<std::shared_ptr<ManagedSession>> StartFromArchive(
       std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
-      std::map<std::string, std::string>* left_out);
+      std::map<std::string, std::string>* left_out, bool shared_workspace = false,
+      const std::vector<std::string>& aliases = {});
+  // Gives `entry` a shared workspace, bound at `aliases` too, and the cgroup
+  // all its processes share, then starts its interpreter in them.
+  absl::StatusOr<std::unique_ptr<Session>> StartWithSharedWorkspace(ManagedSession& entry, Language language,
+                                                                    const std::vector<std::string>& aliases);
   // The session, which must have a shared workspace, and the context named.
   absl::StatusOr<std::shared_ptr<ManagedSession>> SharedSession(const std::string& tenant,
                                                                 const std::string& id) const;

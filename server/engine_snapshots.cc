@@ -15,13 +15,27 @@ namespace {
 // How long a kernel may take to pack or unpack a session's state.
 constexpr absl::Duration kSnapshotTimeout = absl::Seconds(60);
 
-absl::Status CheckSnapshottable(const ManagedSession& entry) {
-  if (entry.workspace) {
-    return absl::FailedPreconditionError(
-        "sessions with a shared workspace (contexts, commands) cannot be snapshotted or forked "
-        "yet; create the session without shared_workspace");
+// The kernel itself refuses what it cannot capture (UNIMPLEMENTED for
+// languages other than Python).
+absl::Status CheckSnapshottable(const ManagedSession& entry) { return entry.CheckRunning(); }
+
+// What a snapshot of a session with a shared workspace does not hold: the
+// interpreter's state and the workspace's files are captured by the kernel
+// (its workspace is the shared one); the session's other interpreters and
+// its commands are not, and start afresh (or not at all) from it.
+void NoteUncaptured(const ManagedSession& entry, std::map<std::string, std::string>* left_out) {
+  if (!entry.workspace) return;
+  absl::MutexLock lock(&entry.parts_mu);
+  for (const auto& [id, context] : entry.contexts) {
+    (*left_out)[absl::StrCat("context ", id)] =
+        absl::StrCat("the state of a session's other interpreters (", LanguageName(context->language),
+                     ") is not captured; its files are");
   }
-  return absl::OkStatus();
+  for (const auto& [id, command] : entry.commands) {
+    if (!command->command->ended()) {
+      (*left_out)[absl::StrCat("command ", id)] = "running processes are not captured; their files are";
+    }
+  }
 }
 
 std::string Names(const std::map<std::string, std::string>& left_out) {
@@ -41,7 +55,8 @@ absl::StatusOr<SessionSnapshot> Engine::Capture(ManagedSession& entry, absl::Tim
 }
 
 absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant,
-                                                       const std::string& id) {
+                                                       const std::string& id, const std::string& name) {
+  if (name.size() > 128) return absl::InvalidArgumentError("a snapshot's name is at most 128 bytes");
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   RETURN_IF_ERROR(CheckSnapshottable(*entry));
   const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
@@ -55,7 +70,11 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
                         .created = absl::Now(),
                         .execution_count = snapshot->execution_count,
                         .memory_mb = entry->memory_mb,
-                        .left_out = snapshot->left_out};
+                        .left_out = snapshot->left_out,
+                        .name = name,
+                        .shared_workspace = entry->workspace != nullptr,
+                        .workspace_aliases = entry->workspace_aliases};
+  NoteUncaptured(*entry, &record.left_out);
   auto stored = snapshots_.Put(std::move(record), snapshot->archive);
   CloseLater(std::move(snapshot->archive.fd));
   ASSIGN_OR_RETURN(record, std::move(stored));
@@ -66,11 +85,14 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
     std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
-    std::map<std::string, std::string>* left_out) {
+    std::map<std::string, std::string>* left_out, bool shared_workspace,
+    const std::vector<std::string>& aliases) {
   RETURN_IF_ERROR(CheckTakingWork());
   RETURN_IF_ERROR(sessions_.Reserve(entry->tenant));
-  auto started = StartSession(entry->language, entry->memory_mb,
-                              absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  auto started = shared_workspace
+                     ? StartWithSharedWorkspace(*entry, entry->language, aliases)
+                     : StartSession(entry->language, entry->memory_mb,
+                                    absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
   if (!started.ok()) {
     sessions_.Unreserve(entry->tenant);
     return started.status();
@@ -109,7 +131,8 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
   entry->idle_timeout = absl::Seconds(so.default_idle_timeout_seconds);
   entry->cell_defaults = options_.limits.defaults;
   std::map<std::string, std::string> failed;
-  auto started = StartFromArchive(std::move(entry), archive, &failed);
+  auto started =
+      StartFromArchive(std::move(entry), archive, &failed, record.shared_workspace, record.workspace_aliases);
   CloseLater(std::move(archive.fd));
   ASSIGN_OR_RETURN(auto restored, std::move(started));
   spdlog::info("snapshot {} restored as session {} for tenant {}{}{}", snapshot_id, restored->id,
@@ -150,7 +173,9 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   entry->idle_timeout = source->idle_timeout;
   entry->cell_defaults = source->cell_defaults;
   Fork fork{nullptr, snapshot->left_out};
-  auto started = StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out);
+  NoteUncaptured(*source, &fork.left_out);
+  auto started = StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out,
+                                  source->workspace != nullptr, source->workspace_aliases);
   CloseLater(std::move(snapshot->archive.fd));  // frees the source's copy off the caller's time
   ASSIGN_OR_RETURN(fork.session, std::move(started));
   spdlog::info("session {} forked from {} for tenant {} in {} ms{}{}", fork.session->id, id, tenant,
@@ -269,6 +294,7 @@ absl::Status Engine::Wake(ManagedSession& entry) {
 }
 
 absl::Status Engine::WakeForFiles(ManagedSession& entry) {
+  RETURN_IF_ERROR(entry.CheckRunning());
   if (!entry.session->released()) return absl::OkStatus();
   RETURN_IF_ERROR(entry.Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));
   absl::Status woken = Wake(entry);

@@ -402,6 +402,11 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
   call.labels.insert(request->labels().begin(), request->labels().end());
   call.shared_workspace = request->shared_workspace();
   call.workspace_aliases.assign(request->workspace_aliases().begin(), request->workspace_aliases().end());
+  switch (request->on_expiry()) {
+    case v1::ON_EXPIRY_PAUSE: call.on_expiry = CreateSessionCall::OnExpiry::kPause; break;
+    case v1::ON_EXPIRY_PAUSE_FILESYSTEM: call.on_expiry = CreateSessionCall::OnExpiry::kPauseFilesystem; break;
+    default: break;
+  }
   auto* reactor = ctx->DefaultReactor();
   tasks_.Run([this, reactor, response, call = std::move(call)] {
     auto entry = engine_.CreateSession(call);
@@ -587,6 +592,36 @@ grpc::ServerUnaryReactor* ExecutorService::RemovePath(grpc::CallbackServerContex
 
 namespace warden {
 
+grpc::ServerUnaryReactor* ExecutorService::PauseSession(grpc::CallbackServerContext* ctx,
+                                                        const v1::PauseSessionRequest* request,
+                                                        v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  // Freezing waits for the kernel, restarting starts interpreters: not on gRPC's thread.
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(),
+              keep = request->keep_memory()] {
+    auto entry = engine_.PauseSession(tenant, id, keep);
+    if (entry.ok()) FillSession(**entry, response);
+    reactor->Finish(ToGrpc(entry.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ResumeSession(grpc::CallbackServerContext* ctx,
+                                                         const v1::ResumeSessionRequest* request,
+                                                         v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id()] {
+    auto entry = engine_.ResumeSession(tenant, id);
+    if (entry.ok()) FillSession(**entry, response);
+    reactor->Finish(ToGrpc(entry.status()));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ExecutorService::SetSessionTtl(grpc::CallbackServerContext* ctx,
                                                          const v1::SetSessionTtlRequest* request,
                                                          v1::Session* response) {
@@ -752,8 +787,8 @@ grpc::ServerUnaryReactor* ExecutorService::SnapshotSession(grpc::CallbackServerC
   if (!tenant.ok()) return FinishNow(ctx, tenant.status());
   // The kernel packs the state (tens of milliseconds to seconds): not on gRPC's thread.
   auto* reactor = ctx->DefaultReactor();
-  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id()] {
-    auto record = engine_.SnapshotSession(tenant, id);
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(), name = request->name()] {
+    auto record = engine_.SnapshotSession(tenant, id, name);
     if (record.ok()) FillSnapshot(*record, response);
     reactor->Finish(ToGrpc(record.status()));
   });

@@ -98,6 +98,10 @@ class ExecutorService final : public v1::Executor::CallbackService {
   grpc::ServerUnaryReactor* RemovePath(grpc::CallbackServerContext* ctx, const v1::RemovePathRequest* request,
                                        v1::RemovePathResponse* response) override;
 
+  grpc::ServerUnaryReactor* PauseSession(grpc::CallbackServerContext* ctx, const v1::PauseSessionRequest* request,
+                                         v1::Session* response) override;
+  grpc::ServerUnaryReactor* ResumeSession(grpc::CallbackServerContext* ctx, const v1::ResumeSessionRequest* request,
+                                          v1::Session* response) override;
   grpc::ServerUnaryReactor* SetSessionTtl(grpc::CallbackServerContext* ctx,
                                           const v1::SetSessionTtlRequest* request,
                                           v1::Session* response) override;

@@ -148,7 +148,9 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::T
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     const auto& s = it->second;
     // A busy session is idle only once its cell returns; its TTL still holds.
-    const bool idle_expired = !s->busy() && now - s->last_used() >= s->idle_timeout;
+    // A paused session is not idle: it is stopped, until its expiry.
+    const bool idle_expired = !s->busy() && !s->paused() && !s->pause_on_expiry_keeping_memory &&
+                              now - s->last_used() >= s->idle_timeout;
     if (now >= s->expires() || idle_expired) {
       if (--per_tenant_[s->tenant] <= 0) per_tenant_.erase(s->tenant);
       --total_;
@@ -161,6 +163,15 @@ std::vector<std::shared_ptr<ManagedSession>> SessionManager::TakeExpired(absl::T
   }
   lock.Release();
   NotifyRemoved(out);
+  return out;
+}
+
+std::vector<std::shared_ptr<ManagedSession>> SessionManager::ToPause(absl::Time now) const {
+  std::vector<std::shared_ptr<ManagedSession>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, s] : sessions_) {
+    if (s->pause_on_expiry_keeping_memory && !s->paused() && now >= s->expires()) out.push_back(s);
+  }
   return out;
 }
 

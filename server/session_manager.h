@@ -7,8 +7,10 @@
 // shared: a closed session lives on until the last call using it returns.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,22 @@ struct ManagedSession {
   // this node knows (server/session_ledger.h); 0 until it first moves.
   // Read and written only by whoever holds the session's turn.
   int64_t ledger_generation = 0;
+
+  // PauseSession (Engine): running, paused with its processes frozen, or
+  // paused with its processes ended (its files kept).
+  enum class Pause { kRunning, kFrozen, kFilesystemOnly };
+  std::atomic<Pause> pause{Pause::kRunning};
+  bool paused() const { return pause.load() != Pause::kRunning; }
+  absl::Duration paused_remaining;  // its TTL left when paused; Pause/Resume only
+  // At its TTL's end it pauses (E2B's auto-pause) instead of closing.
+  std::optional<bool> pause_on_expiry_keeping_memory;
+  absl::Mutex pause_mu;             // one Pause or Resume at a time
+  // FAILED_PRECONDITION while paused: a paused session runs nothing.
+  absl::Status CheckRunning() const {
+    if (!paused()) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id, " is paused; resume it first (ResumeSession; E2B: connect)"));
+  }
 
   absl::Time last_used() const {
     absl::MutexLock lock(&mu);
@@ -186,6 +204,8 @@ class SessionManager {
                                                          const std::string& id);
   // Removes sessions past their TTL or idle timeout; returns them.
   std::vector<std::shared_ptr<ManagedSession>> TakeExpired(absl::Time now);
+  // Running sessions past their TTL that pause at its end instead.
+  std::vector<std::shared_ptr<ManagedSession>> ToPause(absl::Time now) const;
   // Every session not used since `before` (hibernation's candidates),
   // the longest idle first.
   std::vector<std::shared_ptr<ManagedSession>> IdleSince(absl::Time before) const;

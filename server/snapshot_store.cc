@@ -118,7 +118,10 @@ json ToJson(const SnapshotRecord& r) {
               {"memory_mb", r.memory_mb},
               {"left_out", r.left_out},
               {"hibernation", r.hibernation},
-              {"session_meta", r.session_meta}};
+              {"session_meta", r.session_meta},
+              {"name", r.name},
+              {"shared_workspace", r.shared_workspace},
+              {"workspace_aliases", r.workspace_aliases}};
 }
 
 absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::string& tenant) {
@@ -138,6 +141,9 @@ absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::stri
   r.left_out = j.value("left_out", std::map<std::string, std::string>{});
   r.hibernation = j.value("hibernation", false);
   r.session_meta = j.value("session_meta", "");
+  r.name = j.value("name", "");
+  r.shared_workspace = j.value("shared_workspace", false);
+  r.workspace_aliases = j.value("workspace_aliases", std::vector<std::string>{});
   return r;
 }
 

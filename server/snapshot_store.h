@@ -39,6 +39,11 @@ struct SnapshotRecord {
   // Hibernation and fleet handover: what the session needs besides its
   // state to live on elsewhere (server/session_ledger.h); opaque here.
   std::string session_meta;
+  std::string name;  // the caller's, optional (E2B's snapshot names)
+  // Taken from a session with a shared workspace: restored as one, with
+  // the workspace (the kernel's archive holds its files) at these aliases too.
+  bool shared_workspace = false;
+  std::vector<std::string> workspace_aliases;
 };
 
 class SnapshotStore {

@@ -3,7 +3,9 @@
 // DataFrame, a function, a class instance, a file), what cannot be captured
 // is named, ForkSession diverges without touching its source, hibernation
 // is invisible to the caller, snapshots are private to their tenant and
-// bounded per tenant, and they outlive the daemon.
+// bounded per tenant, and they outlive the daemon. Sessions with a shared
+// workspace (E2B's sandboxes) snapshot, restore and fork as such, and pause
+// (frozen, or filesystem only) and resume, also at their TTL's end.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
@@ -420,6 +423,151 @@ TEST_F(SnapshotTest, SnapshotsOutliveTheDaemon) {
   grpc::Status s = Restore(snapshot.snapshot_id(), &restored);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(Run(restored.id(), kCheck), kExpected);
+}
+
+// A session with a shared workspace at /home/user, as the E2B front makes.
+v1::CreateSessionRequest SharedRequest() {
+  v1::CreateSessionRequest request;
+  request.set_shared_workspace(true);
+  request.add_workspace_aliases("/home/user");
+  return request;
+}
+
+TEST_F(SnapshotTest, ASharedWorkspaceSessionSnapshotsRestoresAndForksAsOne) {
+  StartDaemon(Options());
+  v1::Session source;
+  ASSERT_TRUE(stub_->CreateSession(As(kAliceToken).get(), SharedRequest(), &source).ok());
+  Run(source.id(), "x = 41\nopen('/home/user/kept.txt', 'w').write('kept')");
+  v1::CreateContextRequest js;
+  js.set_session_id(source.id());
+  js.set_language(v1::LANGUAGE_JAVASCRIPT);
+  v1::Context context;
+  ASSERT_TRUE(stub_->CreateContext(As(kAliceToken).get(), js, &context).ok());
+
+  v1::SnapshotSessionRequest snap;
+  snap.set_session_id(source.id());
+  snap.set_name("before");
+  v1::Snapshot snapshot;
+  ASSERT_TRUE(stub_->SnapshotSession(As(kAliceToken).get(), snap, &snapshot).ok());
+  EXPECT_TRUE(snapshot.shared_workspace());
+  EXPECT_EQ(snapshot.name(), "before");
+  // The JavaScript context's state is not in it, and it says so.
+  EXPECT_EQ(snapshot.left_out().count("context " + context.id()), 1u) << snapshot.DebugString();
+
+  v1::Session restored;
+  ASSERT_TRUE(Restore(snapshot.snapshot_id(), &restored).ok());
+  EXPECT_TRUE(restored.shared_workspace());
+  EXPECT_EQ(Run(restored.id(), "(x + 1, open('/home/user/kept.txt').read(), open('kept.txt').read())"),
+            "(42, 'kept', 'kept')");
+  js.set_session_id(restored.id());
+  ASSERT_TRUE(stub_->CreateContext(As(kAliceToken).get(), js, &context).ok());  // a shared workspace again
+
+  v1::ForkSessionResponse fork;
+  ASSERT_TRUE(Fork(source.id(), &fork).ok());
+  EXPECT_TRUE(fork.session().shared_workspace());
+  Run(fork.session().id(), "open('/home/user/kept.txt', 'w').write('forked')");
+  EXPECT_EQ(Run(source.id(), "open('/home/user/kept.txt').read()"), "'kept'");
+  EXPECT_EQ(Run(fork.session().id(), "(x, open('/home/user/kept.txt').read())"), "(41, 'forked')");
+}
+
+class PauseTest : public SnapshotTest {
+ protected:
+  grpc::Status Pause(const std::string& session, bool keep_memory) {
+    v1::PauseSessionRequest request;
+    request.set_session_id(session);
+    request.set_keep_memory(keep_memory);
+    v1::Session out;
+    return stub_->PauseSession(As(kAliceToken).get(), request, &out);
+  }
+  grpc::Status Resume(const std::string& session) {
+    v1::ResumeSessionRequest request;
+    request.set_session_id(session);
+    v1::Session out;
+    return stub_->ResumeSession(As(kAliceToken).get(), request, &out);
+  }
+  // A background command that runs until it is killed; its id.
+  int Sleeper(const std::string& session) {
+    v1::RunCommandRequest request;
+    request.set_session_id(session);
+    for (const char* arg : {"/bin/sleep", "3600"}) request.add_argv(arg);
+    request.set_background(true);
+    grpc::ClientContext ctx;
+    auto reader = stub_->RunCommand(&ctx, request);
+    v1::CommandEvent event;
+    EXPECT_TRUE(reader->Read(&event));
+    ctx.TryCancel();
+    (void)reader->Finish();
+    return event.started();
+  }
+  bool Running(const std::string& session, int command) {
+    v1::ListCommandsRequest request;
+    request.set_session_id(session);
+    v1::ListCommandsResponse commands;
+    EXPECT_TRUE(stub_->ListCommands(As(kAliceToken).get(), request, &commands).ok());
+    for (const auto& c : commands.commands()) {
+      if (c.command_id() == command && c.running()) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(PauseTest, APausedSessionIsFrozenRunsNothingAndResumesWhereItWas) {
+  StartDaemon(Options());
+  v1::Session session;
+  ASSERT_TRUE(stub_->CreateSession(As(kAliceToken).get(), SharedRequest(), &session).ok());
+  Run(session.id(), "x = 41");
+  const int sleeper = Sleeper(session.id());
+  ASSERT_TRUE(Pause(session.id(), /*keep_memory=*/true).ok());
+  EXPECT_EQ(Get(session.id()).state(), v1::SESSION_STATE_PAUSED);
+  EXPECT_EQ(Pause(session.id(), true).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  v1::ExecuteRequest cell;
+  cell.set_session_id(session.id());
+  cell.set_code("x");
+  v1::ExecuteResponse response;
+  grpc::Status refused = stub_->Execute(As(kAliceToken).get(), cell, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(refused.error_message().find("paused"), std::string::npos) << refused.error_message();
+
+  ASSERT_TRUE(Resume(session.id()).ok());
+  EXPECT_EQ(Resume(session.id()).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Run(session.id(), "x + 1"), "42");
+  EXPECT_TRUE(Running(session.id(), sleeper));  // the same process, kept
+}
+
+TEST_F(PauseTest, AFilesystemOnlyPauseKeepsTheFilesAndStartsAfresh) {
+  StartDaemon(Options());
+  v1::Session session;
+  ASSERT_TRUE(stub_->CreateSession(As(kAliceToken).get(), SharedRequest(), &session).ok());
+  Run(session.id(), "x = 41\nopen('/home/user/kept.txt', 'w').write('kept')");
+  const int sleeper = Sleeper(session.id());
+  ASSERT_TRUE(Pause(session.id(), /*keep_memory=*/false).ok());
+  EXPECT_EQ(Get(session.id()).state(), v1::SESSION_STATE_PAUSED);
+  ASSERT_TRUE(Resume(session.id()).ok());
+  EXPECT_EQ(Run(session.id(), "('x' in globals(), open('/home/user/kept.txt').read())"), "(False, 'kept')");
+  EXPECT_FALSE(Running(session.id(), sleeper));
+}
+
+TEST_F(PauseTest, ASessionThatPausesAtItsTtlsEndIsPausedNotClosed) {
+  StartDaemon(Options());
+  v1::CreateSessionRequest request = SharedRequest();
+  request.set_ttl_seconds(1);
+  request.set_on_expiry(v1::ON_EXPIRY_PAUSE);
+  v1::Session session;
+  ASSERT_TRUE(stub_->CreateSession(As(kAliceToken).get(), request, &session).ok());
+  Run(session.id(), "x = 41");
+  // The reaper looks once a second.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Get(session.id()).state() != v1::SESSION_STATE_PAUSED && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(Get(session.id()).state(), v1::SESSION_STATE_PAUSED);
+  ASSERT_TRUE(Resume(session.id()).ok());
+  EXPECT_EQ(Run(session.id(), "x + 1"), "42");
+
+  v1::CreateSessionRequest plain;
+  plain.set_on_expiry(v1::ON_EXPIRY_PAUSE);
+  EXPECT_EQ(stub_->CreateSession(As(kAliceToken).get(), plain, &session).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(SnapshotTest, OtherLanguagesSayUnimplemented) {

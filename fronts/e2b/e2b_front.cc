@@ -31,6 +31,7 @@
 #include "fronts/e2b/stream_events.h"
 #include "fronts/http/credentials.h"
 #include "fronts/http/exchange.h"
+#include "fronts/http/status.h"
 #include "fronts/http/upstream.h"
 
 namespace warden::e2b {
@@ -61,6 +62,7 @@ struct Record {
   std::string access_token;  // envdAccessToken
   std::string template_id;
   json metadata = json::object();
+  bool auto_resume = false;  // a request to the paused sandbox resumes it (lifecycle.autoResume)
   absl::Mutex mu;
   std::map<v1::Language, std::string> default_contexts ABSL_GUARDED_BY(mu);  // beyond python
   // The last metrics sample: when, and the CPU time used by then (ns).
@@ -161,7 +163,7 @@ json SandboxJson(const v1::Session& session, const Record* record, const E2bOpti
               {"cpuCount", 1},
               {"memoryMB", session.limits().memory_mb()},
               {"diskSizeMB", 0},
-              {"state", "running"},
+              {"state", session.state() == v1::SESSION_STATE_PAUSED ? "paused" : "running"},
               {"metadata", record ? record->metadata : json::object()}};
   return out;
 }
@@ -176,6 +178,7 @@ class Front {
   absl::Status Create(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(std::string template_id, Field(body, "templateID", options_.template_id));
+    if (absl::StartsWith(template_id, "snap-")) return CreateFromSnapshot(request, exchange, body, template_id);
     if (!IsServedTemplate(template_id)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "template '", template_id, "' does not exist here: Warden serves the template '",
@@ -191,7 +194,14 @@ class Front {
           "sandbox-wide environment variables (envs) are not supported by Warden; set them in your code");
     }
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    // lifecycle: {onTimeout: 'pause', keepMemory?, autoResume?} arrives as
+    // autoPause, autoPauseMemory and autoResume: {enabled}.
+    ASSIGN_OR_RETURN(bool auto_pause, Field(body, "autoPause", false));
+    ASSIGN_OR_RETURN(bool auto_pause_memory, Field(body, "autoPauseMemory", true));
     v1::CreateSessionRequest create;
+    if (auto_pause) {
+      create.set_on_expiry(auto_pause_memory ? v1::ON_EXPIRY_PAUSE : v1::ON_EXPIRY_PAUSE_FILESYSTEM);
+    }
     create.set_language(v1::LANGUAGE_PYTHON);
     create.set_shared_workspace(true);
     create.add_workspace_aliases(kHome);
@@ -201,13 +211,108 @@ class Front {
     v1::Session session;
     RETURN_IF_ERROR(FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(),
                                                   create, &session)));
-    auto record = std::make_shared<Record>();
-    record->token = request.token;
-    record->access_token = RandomHex(16);
-    record->template_id = template_id;
-    if (body.contains("metadata") && body["metadata"].is_object()) record->metadata = body["metadata"];
-    sandboxes_.Put(session.id(), record);
+    auto record = Register(session.id(), request.token, template_id, body);
+    if (body.contains("autoResume") && body["autoResume"].is_object()) {
+      record->auto_resume = body["autoResume"].value("enabled", false);
+    }
     return exchange.Send(http::Response::Json(201, Created(session, *record)));
+  }
+
+  // A snapshot's id as a template (Sandbox.create(snapshotId)): a new
+  // sandbox with the snapshot's files and Python state (RestoreSnapshot).
+  absl::Status CreateFromSnapshot(http::Request& request, http::Exchange& exchange, const json& body,
+                                  const std::string& snapshot_id) {
+    ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    v1::RestoreSnapshotRequest restore;
+    restore.set_snapshot_id(snapshot_id);
+    restore.set_ttl_seconds(timeout);
+    (*restore.mutable_labels())["e2b.template"] = options_.template_id;
+    v1::Session session;
+    RETURN_IF_ERROR(FromGrpc(executor_->RestoreSnapshot(
+        http::UpstreamContext(request.token, kCallTimeout).get(), restore, &session)));
+    if (!session.shared_workspace()) {
+      CloseQuietly(request.token, session.id());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "snapshot ", snapshot_id, " was not taken from an E2B sandbox: restore it over warden.v1"));
+    }
+    auto record = Register(session.id(), request.token, snapshot_id, body);
+    return exchange.Send(http::Response::Json(201, Created(session, *record)));
+  }
+
+  // Sandbox.createSnapshot: the sandbox's files and Python state, kept
+  // after it ends (SnapshotSession); its name, if any, is E2B's.
+  absl::Status CreateSnapshot(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(std::string name, Field(body, "name", std::string()));
+    v1::SnapshotSessionRequest snap;
+    snap.set_session_id(request.Param("id"));
+    snap.set_name(name);
+    v1::Snapshot snapshot;
+    RETURN_IF_ERROR(FromGrpc(executor_->SnapshotSession(
+        http::UpstreamContext(request.token, kCallTimeout).get(), snap, &snapshot)));
+    return exchange.Send(http::Response::Json(201, SnapshotJson(snapshot)));
+  }
+
+  // GET /snapshots?sandboxID=&name=: the caller's snapshots, oldest first.
+  absl::Status ListSnapshots(http::Request& request, http::Exchange& exchange) {
+    v1::ListSnapshotsResponse snapshots;
+    RETURN_IF_ERROR(FromGrpc(executor_->ListSnapshots(http::UpstreamContext(request.token, kCallTimeout).get(),
+                                                      v1::ListSnapshotsRequest(), &snapshots)));
+    const std::string sandbox = request.Query("sandboxID"), name = request.Query("name");
+    json out = json::array();
+    for (const v1::Snapshot& s : snapshots.snapshots()) {
+      if ((!sandbox.empty() && s.session_id() != sandbox) || (!name.empty() && s.name() != name)) continue;
+      out.push_back(SnapshotJson(s));
+    }
+    return exchange.Send(http::Response::Json(200, out));
+  }
+
+  // Sandbox.deleteSnapshot calls DELETE /templates/{id}: a snapshot is a
+  // template in E2B.
+  absl::Status DeleteSnapshot(http::Request& request, http::Exchange& exchange) {
+    v1::DeleteSnapshotRequest del;
+    del.set_snapshot_id(request.Param("id"));
+    v1::DeleteSnapshotResponse deleted;
+    RETURN_IF_ERROR(FromGrpc(executor_->DeleteSnapshot(http::UpstreamContext(request.token, kCallTimeout).get(),
+                                                       del, &deleted)));
+    return exchange.Send(NoContent());
+  }
+
+  // Sandbox.fork: `count` new sandboxes, each with the source's files and
+  // Python state (ForkSession); the source keeps running. One that fails
+  // is reported in its place, as E2B does.
+  absl::Status Fork(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(int64_t count, Field<int64_t>(body, "count", 1));
+    ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    if (count < 1 || count > 16) return absl::InvalidArgumentError("count must be 1 to 16");
+    ASSIGN_OR_RETURN(v1::Session source, Session(request));
+    std::shared_ptr<Record> parent = sandboxes_.Get(source.id());
+    json out = json::array();
+    for (int64_t i = 0; i < count; ++i) {
+      v1::ForkSessionRequest fork;
+      fork.set_session_id(source.id());
+      v1::ForkSessionResponse forked;
+      grpc::Status s = executor_->ForkSession(http::UpstreamContext(request.token, kCallTimeout).get(), fork, &forked);
+      v1::Session session = forked.session();
+      if (s.ok()) {
+        v1::SetSessionTtlRequest ttl;
+        ttl.set_session_id(session.id());
+        ttl.set_ttl_seconds(timeout);
+        s = executor_->SetSessionTtl(http::UpstreamContext(request.token, kCallTimeout).get(), ttl, &session);
+      }
+      if (!s.ok()) {
+        absl::Status error = http::FromGrpc(s);
+        out.push_back({{"error", {{"code", http::HttpStatusFor(error.code())}, {"message", std::string(error.message())}}}});
+        continue;
+      }
+      json metadata = parent ? parent->metadata : json::object();
+      auto record = Register(session.id(), request.token, parent ? parent->template_id : options_.template_id,
+                             {{"metadata", metadata}});
+      json created = Created(session, *record);
+      out.push_back({{"sandbox", created}});
+    }
+    return exchange.Send(http::Response::Json(200, out));
   }
 
   absl::Status List(http::Request& request, http::Exchange& exchange) {
@@ -248,9 +353,28 @@ class Front {
     return exchange.Send(NoContent());
   }
 
+  // POST /sandboxes/{id}/pause {memory}: E2B's pause (PauseSession): with
+  // memory, every process is frozen where it is; without, the processes end
+  // and the files stay (a cold boot on resume). 409 if already paused.
+  absl::Status Pause(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(bool memory, Field(body, "memory", true));
+    v1::PauseSessionRequest pause;
+    pause.set_session_id(request.Param("id"));
+    pause.set_keep_memory(memory);
+    v1::Session session;
+    absl::Status paused = FromGrpc(
+        executor_->PauseSession(http::UpstreamContext(request.token, kCallTimeout).get(), pause, &session));
+    if (absl::IsAlreadyExists(paused)) return absl::Status(absl::StatusCode::kAborted, paused.message());
+    RETURN_IF_ERROR(paused);
+    return exchange.Send(NoContent());
+  }
+
   absl::Status Connect(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    // A paused sandbox is resumed by connecting to it.
+    if (absl::Status resumed = Resume(request.token, request.Param("id")); !resumed.ok()) return resumed;
     ASSIGN_OR_RETURN(v1::Session session, Extend(request, timeout));
     std::shared_ptr<Record> record = sandboxes_.Get(session.id());
     if (!record || record->token != request.token) {
@@ -315,6 +439,28 @@ class Front {
     return exchange.Send(http::Response::Json(200, out));
   }
 
+  // envd's /health: 204 while the sandbox runs; 502, as E2B's proxy
+  // answers, when it is paused or gone (the SDK's isRunning() is false).
+  absl::Status Health(http::Request& request, http::Exchange& exchange) {
+    http::Response r;
+    r.status = 204;
+    r.content_type.clear();
+    if (request.Header("E2b-Sandbox-Id").empty()) return exchange.Send(r);
+    auto sandbox = Sandbox(request, /*need_access_token=*/false);
+    v1::Session session;
+    grpc::Status s = grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown sandbox");
+    if (sandbox.ok()) {
+      v1::GetSessionRequest get;
+      get.set_session_id(sandbox->id);
+      s = executor_->GetSession(http::UpstreamContext(sandbox->record->token, kCallTimeout).get(), get, &session);
+    }
+    if (!s.ok() || session.state() == v1::SESSION_STATE_PAUSED) {
+      return exchange.Send(http::Response::Json(
+          502, {{"code", 502}, {"message", s.ok() ? "the sandbox is paused" : "the sandbox is not running"}}));
+    }
+    return exchange.Send(r);
+  }
+
   absl::Status Refresh(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(v1::Session session, Session(request));
     return exchange.Send(NoContent());
@@ -369,6 +515,12 @@ class Front {
       bool written = true;
       if (next == StreamEvents<v1::ExecuteEvent>::Next::kQuiet) {
         written = stream->Write(Line({{"type", "keepalive"}})).ok();
+      } else if (event.has_summary() && event.summary().outcome() != v1::OUTCOME_OK &&
+                 event.summary().outcome() != v1::OUTCOME_ERROR && !SessionExists(sandbox)) {
+        // The sandbox was killed under the cell: the connection drops, as
+        // from E2B's killed sandbox, and the SDK reports it so.
+        stream->Abort();
+        return absl::OkStatus();
       } else {
         for (const json& line : ExecutionLines(event, absl::Now())) {
           written = written && stream->Write(Line(line)).ok();
@@ -525,6 +677,7 @@ class Front {
           "sandbox ", id, " is not known here with this access token: create it, or connect to it, "
           "through this server first"));
     }
+    if (record->auto_resume) RETURN_IF_ERROR(Resume(record->token, id));
     return SandboxRef{id, std::move(record)};
   }
 
@@ -554,6 +707,50 @@ class Front {
   }
 
  private:
+
+  bool SessionExists(const SandboxRef& sandbox) {
+    v1::GetSessionRequest get;
+    get.set_session_id(sandbox.id);
+    v1::Session session;
+    return executor_->GetSession(http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), get, &session)
+               .error_code() != grpc::StatusCode::NOT_FOUND;
+  }
+
+  // ResumeSession when the session is paused; OK when it is running.
+  absl::Status Resume(const std::string& token, const std::string& id) {
+    v1::ResumeSessionRequest resume;
+    resume.set_session_id(id);
+    v1::Session session;
+    absl::Status resumed =
+        FromGrpc(executor_->ResumeSession(http::UpstreamContext(token, kCallTimeout).get(), resume, &session));
+    return absl::IsFailedPrecondition(resumed) ? absl::OkStatus() : resumed;
+  }
+
+  // Remembers a sandbox this front made (create, restore, fork): the key it
+  // is used with and a fresh access token.
+  std::shared_ptr<Record> Register(const std::string& id, const std::string& token, const std::string& template_id,
+                                   const json& body) {
+    auto record = std::make_shared<Record>();
+    record->token = token;
+    record->access_token = RandomHex(16);
+    record->template_id = template_id;
+    if (body.contains("metadata") && body["metadata"].is_object()) record->metadata = body["metadata"];
+    sandboxes_.Put(id, record);
+    return record;
+  }
+
+  void CloseQuietly(const std::string& token, const std::string& id) {
+    v1::CloseSessionRequest close;
+    close.set_session_id(id);
+    v1::CloseSessionResponse closed;
+    (void)executor_->CloseSession(http::UpstreamContext(token, kCallTimeout).get(), close, &closed);
+  }
+
+  static json SnapshotJson(const v1::Snapshot& snapshot) {
+    json names = json::array();
+    if (!snapshot.name().empty()) names.push_back(snapshot.name());
+    return {{"snapshotID", snapshot.snapshot_id()}, {"names", names}};
+  }
 
   static http::Response NoContent() {
     http::Response r;
@@ -675,6 +872,12 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   router.Add(protocol, "POST", "/sandboxes/{id}/timeout", route(&Front::SetTimeout), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/refreshes", route(&Front::Refresh), control);
   router.Add(protocol, "GET", "/sandboxes/{id}/metrics", route(&Front::Metrics), control);
+  router.Add(protocol, "POST", "/sandboxes/{id}/snapshots", route(&Front::CreateSnapshot), control);
+  router.Add(protocol, "POST", "/sandboxes/{id}/fork", route(&Front::Fork), control);
+  router.Add(protocol, "POST", "/sandboxes/{id}/pause", route(&Front::Pause), control);
+  router.Add(protocol, "POST", "/sandboxes/{id}/resume", route(&Front::Connect), control);
+  router.Add(protocol, "GET", "/snapshots", route(&Front::ListSnapshots), control);
+  router.Add(protocol, "DELETE", "/templates/{id}", route(&Front::DeleteSnapshot), control);
 
   // The sandbox plane carries no API key: the sandbox id and its access
   // token stand for it (Front::Sandbox).
@@ -688,13 +891,8 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   router.Add(protocol, "DELETE", "/contexts/{context}", route(&Front::RemoveContext), plane);
   router.Add(protocol, "GET", "/files", route(&Front::ReadFile), plane);
   router.Add(protocol, "POST", "/files", route(&Front::WriteFile), plane);
-  router.Add(protocol, "GET", "/health", [](http::Request&, http::Exchange& exchange) {
-    http::Response r;
-    r.status = 204;
-    r.content_type.clear();
-    return exchange.Send(r);
-  }, plane);
-  for (const char* prefix : {"/sandboxes", "/v2", "/contexts", "/files", "/execute"}) {
+  router.Add(protocol, "GET", "/health", route(&Front::Health), plane);
+  for (const char* prefix : {"/sandboxes", "/v2", "/contexts", "/files", "/execute", "/snapshots", "/templates"}) {
     router.Claim(protocol, prefix);
   }
 

@@ -51,6 +51,13 @@ absl::Status ResponseStream::Write(absl::string_view data) {
   return absl::OkStatus();
 }
 
+void ResponseStream::Abort() {
+  if (finished_ || failed_) return;
+  failed_ = true;
+  beast::error_code ec;
+  connection_.stream().socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+}
+
 absl::Status ResponseStream::Finish() {
   if (finished_ || failed_) return absl::OkStatus();
   finished_ = true;

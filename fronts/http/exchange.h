@@ -34,6 +34,10 @@ class ResponseStream {
   absl::Status Write(absl::string_view data);
   // Ends the body (the last chunk). Idempotent.
   absl::Status Finish();
+  // Drops the connection without ending the body, as a server that went
+  // away mid-response would: the client's read fails (E2B's SDKs take that,
+  // with the sandbox gone, for "killed during the request").
+  void Abort();
 
  private:
   friend class Exchange;

@@ -2,8 +2,8 @@
 // unmodified @e2b/code-interpreter and e2b from npm (tests/e2b's lock),
 // configured only by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY. One test
 // per behaviour: cell handling, rich results, charts, languages, signed file
-// URLs, metrics. Run by ctest (e2b_interpreter) with WARDEN_BIN_DIR; needs
-// root, like every sandbox test.
+// URLs, metrics, pause and resume, snapshots and fork. Run by ctest
+// (e2b_interpreter) with WARDEN_BIN_DIR; needs root, like every sandbox test.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { importSdk, startWardend } from './wardend.mjs';
@@ -243,6 +243,102 @@ describe('metrics', () => {
       assert.ok(Math.abs(m.timestamp.getTime() - Date.now()) < 60_000);
       const before = await own.getMetrics({ start: new Date(start - 3_600_000), end: new Date(start - 1_800_000) });
       assert.deepEqual(before, []);
+    });
+  });
+});
+
+describe('pause, snapshots, fork', () => {
+  test('pause() freezes the sandbox, connect() resumes it with its processes and state', async () => {
+    await withSandbox(async (own) => {
+      await own.runCode('kept = 41');
+      const sleeper = await own.commands.run('sleep 3600', { background: true });
+      assert.equal(await own.pause(), true);
+      assert.equal(await own.isRunning(), false);
+      assert.equal(await own.pause(), false);  // already paused
+      const info = await Sandbox.getInfo(own.sandboxId);
+      assert.equal(info.state, 'paused');
+      const resumed = await own.connect();
+      assert.equal(resumed.sandboxId, own.sandboxId);
+      assert.equal(await own.isRunning(), true);
+      assert.equal((await own.runCode('kept + 1')).text, '42');
+      assert.ok((await own.commands.list()).some((c) => c.pid === sleeper.pid));
+    });
+  });
+
+  test('a filesystem-only pause keeps the files and starts the interpreters afresh', async () => {
+    await withSandbox(async (own) => {
+      await own.files.write('/home/user/fs_only.txt', 'still here');
+      await own.runCode('gone = 1');
+      await own.pause({ keepMemory: false });
+      assert.equal(await own.isRunning(), false);
+      await own.connect();
+      assert.equal(await own.files.read('/home/user/fs_only.txt'), 'still here');
+      assert.equal((await own.runCode('gone')).error.name, 'NameError');
+    });
+  });
+
+  test('auto-pause at the timeout, and auto-resume on the next request', async () => {
+    const own = await Sandbox.create({ timeoutMs: 1_000, lifecycle: { onTimeout: 'pause', autoResume: true } });
+    try {
+      await own.runCode('kept = 7');
+      const deadline = Date.now() + 30_000;
+      while ((await Sandbox.getInfo(own.sandboxId)).state !== 'paused' && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      assert.equal((await Sandbox.getInfo(own.sandboxId)).state, 'paused');
+      assert.equal((await own.runCode('kept * 6')).text, '42');  // resumed by the request
+    } finally {
+      await own.kill().catch(() => {});
+    }
+  });
+
+  test('createSnapshot, create from it (twice, independently), list and delete', async () => {
+    await withSandbox(async (own) => {
+      await own.files.write('/home/user/snap.txt', 'snapshot content');
+      await own.runCode('snapped = 41');
+      const snapshot = await own.createSnapshot({ name: 'interp-snap' });
+      assert.match(snapshot.snapshotId, /^snap-/);
+      assert.deepEqual(snapshot.names, ['interp-snap']);
+      try {
+        const a = await Sandbox.create(snapshot.snapshotId);
+        const b = await Sandbox.create(snapshot.snapshotId);
+        try {
+          assert.equal(await a.files.read('/home/user/snap.txt'), 'snapshot content');
+          assert.equal((await a.runCode('snapped + 1')).text, '42');
+          await a.files.write('/home/user/snap.txt', 'changed in a');
+          assert.equal(await b.files.read('/home/user/snap.txt'), 'snapshot content');
+        } finally {
+          await a.kill();
+          await b.kill();
+        }
+        const listed = await Sandbox.listSnapshots({ name: 'interp-snap' }).nextItems();
+        assert.ok(listed.some((s) => s.snapshotId === snapshot.snapshotId));
+        const mine = await own.listSnapshots().nextItems();
+        assert.ok(mine.some((s) => s.snapshotId === snapshot.snapshotId));
+      } finally {
+        assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId), true);
+      }
+      assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId), false);
+    });
+  });
+
+  test('fork gives independent sandboxes with the files and state', async () => {
+    await withSandbox(async (own) => {
+      await own.files.write('/home/user/state.txt', 'before fork');
+      await own.runCode('forked = 41');
+      const forks = await own.fork({ count: 2 });
+      assert.equal(forks.length, 2);
+      try {
+        for (const fork of forks) {
+          assert.notEqual(fork.sandboxId, own.sandboxId);
+          assert.equal(await fork.files.read('/home/user/state.txt'), 'before fork');
+          assert.equal((await fork.runCode('forked + 1')).text, '42');
+        }
+        await forks[0].files.write('/home/user/state.txt', 'in the fork');
+        assert.equal(await own.files.read('/home/user/state.txt'), 'before fork');
+      } finally {
+        await Promise.all(forks.map((f) => f.kill()));
+      }
     });
   });
 });
