@@ -35,7 +35,7 @@ constexpr FlagSpec kHelpFlag{"--help", "", "show this help (also -h)"};
 constexpr FlagSpec kJsonFlag{"--json", "", "print JSON instead of text"};
 constexpr FlagSpec kSessionFlag{"--session", "ID", "run in this session (default: one-shot)"};
 constexpr FlagSpec kFilesSessionFlag{"--session", "ID", "the session (default: $WARDEN_SESSION)"};
-constexpr FlagSpec kLanguageFlag{"--language", "L", "python, javascript or bash"};
+constexpr FlagSpec kLanguageFlag{"--language", "L", "python, javascript, bash, typescript, r or java"};
 constexpr FlagSpec kLabelFlag{"--label", "K=V", "a label; repeat for more"};
 
 // The arguments after the command words: flags by name, then operands.
@@ -376,7 +376,7 @@ const std::vector<CommandSpec>& Commands() {
        "execution_count, wall_ms, cpu_ms, peak_memory_bytes, violation, message,\n"
        "session_id.\n",
        {{"--language", "L",
-         "python, javascript or bash (default: by FILE's extension)"},
+         "python, javascript, bash, typescript, r or java (default: by FILE's extension)"},
         kSessionFlag,
         {"--timeout-ms", "N", "wall-clock limit in milliseconds (default: the server's)"},
         {"--memory-mb", "N", "memory limit in MiB, one-shot only (default: the server's)"},
@@ -385,7 +385,7 @@ const std::vector<CommandSpec>& Commands() {
       {"session create", "", 0, 0, "Start a session; prints its ID.",
        "A session keeps its interpreter's state and its workspace across exec calls\n"
        "until it is closed, expires (--ttl) or sits idle too long (--idle-timeout).\n",
-       {{"--language", "L", "python, javascript or bash (default: the server's: python)"},
+       {{"--language", "L", "python, javascript, bash, typescript, r or java (default: the server's: python)"},
         {"--memory-mb", "N", "memory limit in MiB for the whole session"},
         {"--ttl", "S", "lifetime in seconds, or a duration like 2h (default: the server's)"},
         {"--idle-timeout", "S", "close after this long idle (default: the server's)"},
@@ -437,7 +437,7 @@ const std::vector<CommandSpec>& Commands() {
        "code_blocks, outputs, usage, tests, diff. Exit status: 0 when the run ended\n"
        "done on code that ran, 1 when it stopped otherwise, 125 on a Warden error.\n",
        {{"--mode", "M", "solve, test, debug, tdd or repair (default: solve)"},
-        {"--language", "L", "python, javascript or bash (default: python)"},
+        {"--language", "L", "python, javascript, bash, typescript, r or java (default: python)"},
         {"--code", "FILE", "test/debug: the code to test or fix (\"-\": stdin)"},
         {"--error", "TEXT", "debug: the error the code gives"},
         {"--file", "LOCAL[:REMOTE]", "upload into the workspace first; repeat for more"},
@@ -612,11 +612,15 @@ absl::StatusOr<v1::Language> ParseLanguage(absl::string_view name) {
                                                     {"js", v1::LANGUAGE_JAVASCRIPT},
                                                     {"node", v1::LANGUAGE_JAVASCRIPT},
                                                     {"bash", v1::LANGUAGE_BASH},
-                                                    {"sh", v1::LANGUAGE_BASH}};
+                                                    {"sh", v1::LANGUAGE_BASH},
+                                                    {"typescript", v1::LANGUAGE_TYPESCRIPT},
+                                                    {"ts", v1::LANGUAGE_TYPESCRIPT},
+                                                    {"r", v1::LANGUAGE_R},
+                                                    {"java", v1::LANGUAGE_JAVA}};
   auto it = kLanguages->find(name);
   if (it == kLanguages->end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown language '", name, "': use python, javascript or bash"));
+        absl::StrCat("unknown language '", name, "': use python, javascript, bash, typescript, r or java"));
   }
   return it->second;
 }
@@ -625,7 +629,9 @@ v1::Language LanguageFromPath(absl::string_view path) {
   static constexpr std::pair<absl::string_view, v1::Language> kExtensions[] = {
       {".py", v1::LANGUAGE_PYTHON},      {".js", v1::LANGUAGE_JAVASCRIPT},
       {".mjs", v1::LANGUAGE_JAVASCRIPT}, {".cjs", v1::LANGUAGE_JAVASCRIPT},
-      {".sh", v1::LANGUAGE_BASH},        {".bash", v1::LANGUAGE_BASH}};
+      {".sh", v1::LANGUAGE_BASH},        {".bash", v1::LANGUAGE_BASH},
+      {".ts", v1::LANGUAGE_TYPESCRIPT},  {".R", v1::LANGUAGE_R},
+      {".r", v1::LANGUAGE_R},            {".java", v1::LANGUAGE_JAVA}};
   for (const auto& [extension, language] : kExtensions) {
     if (absl::EndsWith(path, extension)) return language;
   }

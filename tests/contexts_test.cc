@@ -613,5 +613,67 @@ TEST_F(ContextsTest, TheSessionsProcessesNestInItsCgroupWhichGoesWithIt) {
   EXPECT_TRUE(SessionCgroups().empty());
 }
 
+// TypeScript, R and Java: session languages of warden.v1 and contexts of a
+// shared workspace, each keeping its state, seeing the same files.
+TEST_F(ContextsTest, TypeScriptRAndJavaAreSessionsAndContexts) {
+  struct Case {
+    v1::Language language;
+    const char* define;
+    const char* use;
+    const char* expected;
+    const char* read_file;
+  };
+  const Case cases[] = {
+      {v1::LANGUAGE_TYPESCRIPT, "const tsN: number = 41", "tsN + 1", "42",
+       "require('fs').readFileSync('shared.txt', 'utf8')"},
+      {v1::LANGUAGE_R, "rN <- 41", "rN + 1", "[1] 42", "readLines('shared.txt')"},
+      {v1::LANGUAGE_JAVA, "int javaN = 41;", "javaN + 1", "42",
+       "java.nio.file.Files.readString(java.nio.file.Path.of(\"shared.txt\"))"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(v1::Language_Name(c.language));
+    v1::CreateSessionRequest create;
+    create.set_language(c.language);
+    v1::Session session;
+    grpc::Status s = stub_->CreateSession(Ctx().get(), create, &session);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(session.language(), c.language);
+    EXPECT_EQ(Run(session.id(), "", c.define).outcome(), v1::OUTCOME_OK);
+    v1::ExecuteResponse used = Run(session.id(), "", c.use);
+    ASSERT_EQ(used.results_size(), 1) << used.DebugString();
+    EXPECT_EQ(used.results(0).data().at("text/plain"), c.expected);
+    Close(session.id());
+
+    const std::string shared = CreateShared();
+    ASSERT_EQ(Run(shared, "", "open('shared.txt', 'w').write('from python')").outcome(), v1::OUTCOME_OK);
+    const std::string context = CreateContext(shared, c.language);
+    EXPECT_EQ(Run(shared, context, c.define).outcome(), v1::OUTCOME_OK);
+    EXPECT_EQ(Run(shared, context, c.use).results(0).data().at("text/plain"), c.expected);
+    v1::ExecuteResponse read = Run(shared, context, c.read_file);
+    ASSERT_EQ(read.results_size(), 1) << read.DebugString();
+    EXPECT_NE(read.results(0).data().at("text/plain").find("from python"), std::string::npos);
+    Close(shared);
+  }
+}
+
+// The Python kernel's rich results over warden.v1: a figure's chart and a
+// DataFrame's columns, JSON under Warden's MIME types.
+TEST_F(ContextsTest, ResultsCarryChartsAndDataFrames) {
+  const std::string session = CreateShared();
+  v1::ExecuteResponse plot = Run(session, "",
+                                 "import matplotlib.pyplot as plt\nplt.bar(['a', 'b'], [3, 5])\n"
+                                 "plt.title('Bars')\nplt.show()");
+  ASSERT_EQ(plot.results_size(), 1) << plot.DebugString();
+  const auto& data = plot.results(0).data();
+  ASSERT_EQ(data.count("application/vnd.warden.chart+json"), 1u);
+  const std::string& chart = data.at("application/vnd.warden.chart+json");
+  EXPECT_NE(chart.find("\"type\":\"bar\""), std::string::npos) << chart;
+  EXPECT_NE(chart.find("\"title\":\"Bars\""), std::string::npos) << chart;
+  EXPECT_EQ(data.at("image/png").substr(1, 3), "PNG");
+  v1::ExecuteResponse frame = Run(session, "", "import pandas as pd\npd.DataFrame({'a': [1, 2]})");
+  EXPECT_EQ(frame.results(0).data().at("application/vnd.warden.dataframe+json"), "{\"a\":[1,2]}");
+  Close(session);
+}
+
 }  // namespace
 }  // namespace warden

@@ -491,11 +491,11 @@ class PauseTest : public SnapshotTest {
     request.set_session_id(session);
     for (const char* arg : {"/bin/sleep", "3600"}) request.add_argv(arg);
     request.set_background(true);
-    grpc::ClientContext ctx;
-    auto reader = stub_->RunCommand(&ctx, request);
+    auto ctx = As(kAliceToken);
+    auto reader = stub_->RunCommand(ctx.get(), request);
     v1::CommandEvent event;
     EXPECT_TRUE(reader->Read(&event));
-    ctx.TryCancel();
+    ctx->TryCancel();  // stop reading: a background command keeps going
     (void)reader->Finish();
     return event.started();
   }

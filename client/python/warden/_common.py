@@ -23,6 +23,8 @@ LANGUAGES: Dict[str, int] = {
     "python": pb.LANGUAGE_PYTHON, "python3": pb.LANGUAGE_PYTHON,
     "javascript": pb.LANGUAGE_JAVASCRIPT, "js": pb.LANGUAGE_JAVASCRIPT, "node": pb.LANGUAGE_JAVASCRIPT,
     "bash": pb.LANGUAGE_BASH, "sh": pb.LANGUAGE_BASH, "shell": pb.LANGUAGE_BASH,
+    "typescript": pb.LANGUAGE_TYPESCRIPT, "ts": pb.LANGUAGE_TYPESCRIPT,
+    "r": pb.LANGUAGE_R, "java": pb.LANGUAGE_JAVA,
 }
 MODES: Dict[str, int] = {
     "solve": agent_pb2.AGENT_MODE_SOLVE, "test": agent_pb2.AGENT_MODE_TEST,
@@ -42,7 +44,7 @@ def language_enum(language: str) -> int:
     try:
         return LANGUAGES[language.lower()]
     except (KeyError, AttributeError):
-        raise InvalidArgument("unknown language %r: use python, javascript or bash" % (language,)) from None
+        raise InvalidArgument("unknown language %r: use python, javascript, bash, typescript, r or java" % (language,)) from None
 
 
 def mode_enum(mode: str) -> int:

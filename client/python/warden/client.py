@@ -124,8 +124,8 @@ class Client:
             on_error: Callback = None) -> Execution:
         """Runs code one-shot in a fresh sandbox and returns its `Execution`.
 
-        language: "python", "javascript" or "bash". timeout and cpu_timeout
-        are the cell's limits in seconds, memory_mb the sandbox's memory,
+        language: "python", "javascript", "bash", "typescript", "r" or "java".
+        timeout and cpu_timeout are the cell's limits in seconds, memory_mb the sandbox's memory,
         output_bytes the cap on each of stdout and stderr (None: the
         server's defaults). files: {path: bytes | str | file object},
         written to /workspace first. on_stdout/on_stderr get text and

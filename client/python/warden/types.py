@@ -243,7 +243,7 @@ class SessionInfo:
     """A session as the server reports it (GetSession, ListSessions, RestartSession)."""
 
     id: str
-    language: str        # "python", "javascript", "bash"
+    language: str        # "python", "javascript", "bash", "typescript", "r", "java"
     state: str           # "IDLE", "BUSY", "LOST", "HIBERNATED"
     labels: Dict[str, str]
     execution_count: int
