@@ -21,17 +21,7 @@ KERNEL = os.path.join(HERE, "WardenKernel.java")
 class JavaKernelTest(SharedKernelTestCase):
     ARGV = ["/bin/sh", "-c", "exec /usr/bin/java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
             "-XX:-UsePerfData %s 0<&3" % KERNEL]
-
-    def ok(self, code):
-        cell = self.run_cell(code, timeout=60)
-        self.assertEqual(cell.done["status"], "ok", (code, cell.frames, cell.stderr))
-        return cell
-
-    def text(self, code):
-        cell = self.ok(code)
-        self.assertIsNotNone(cell.result, (code, cell.frames))
-        return cell.result["data"]["text/plain"]
-
+    CELL_TIMEOUT = 60  # JShell compiles each snippet
     def test_ready_names_java(self):
         self.assertEqual(self.kernel.ready["language"], "java")
 
@@ -53,18 +43,18 @@ class JavaKernelTest(SharedKernelTestCase):
         self.assertIsNone(cell.result)
 
     def test_an_exception_is_the_cells_error(self):
-        cell = self.run_cell("int javaZero = 0;\n1 / javaZero", timeout=60)
+        cell = self.run_cell("int javaZero = 0;\n1 / javaZero")
         self.assertEqual(cell.done["status"], "error")
         self.assertEqual((cell.error["ename"], cell.error["evalue"]), ("ArithmeticException", "/ by zero"))
         self.assertEqual(cell.error["traceback"][0], "java.lang.ArithmeticException: / by zero")
         self.assertFalse(any("WardenKernel" in line for line in cell.error["traceback"]))
 
     def test_a_compilation_error_names_the_problem(self):
-        cell = self.run_cell("int javaY = ;", timeout=60)
+        cell = self.run_cell("int javaY = ;")
         self.assertEqual(cell.done["status"], "error")
         self.assertEqual(cell.error["ename"], "CompilationError")
         self.assertIn("illegal start of expression", cell.error["evalue"])
-        cell = self.run_cell("javaUndefined + 1", timeout=60)
+        cell = self.run_cell("javaUndefined + 1")
         self.assertEqual(cell.error["ename"], "CompilationError")
         self.assertIn("cannot find symbol", cell.error["evalue"])
 
@@ -75,7 +65,7 @@ class JavaKernelTest(SharedKernelTestCase):
     def test_interrupt_stops_a_loop_and_keeps_the_state(self):
         self.ok("int javaKept = 7;")
         self.interrupt_after(1.0)
-        cell = self.run_cell("while (true) { }", timeout=60)
+        cell = self.run_cell("while (true) { }")
         self.assertEqual(cell.done["status"], "interrupted")
         self.assertEqual(cell.error["ename"], "Interrupted")
         self.assertEqual(self.text("javaKept"), "7")

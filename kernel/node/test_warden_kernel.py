@@ -23,16 +23,6 @@ KERNEL = os.path.join(HERE, "warden_kernel.js")
 class KernelTestCase(SharedKernelTestCase):
     ARGV = [NODE, KERNEL]
 
-    def ok(self, code, **kwargs):
-        cell = self.run_cell(code, **kwargs)
-        self.assertEqual(cell.done["status"], "ok", (code, cell.frames, cell.stderr))
-        return cell
-
-    def text(self, code):
-        cell = self.ok(code)
-        self.assertIsNotNone(cell.result, (code, cell.frames))
-        return cell.result["data"]["text/plain"]
-
     def assert_alive(self):
         self.assertIsNone(self.kernel.proc.poll(), "the kernel died")
         self.assertEqual(self.text("6 * 7"), "42")

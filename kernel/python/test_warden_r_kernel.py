@@ -19,17 +19,7 @@ KERNEL = os.path.join(HERE, "warden_r_kernel.py")
 
 class RKernelTest(SharedKernelTestCase):
     ARGV = ["/usr/bin/python3", "-u", "-E", KERNEL]
-
-    def ok(self, code):
-        cell = self.run_cell(code, timeout=30)
-        self.assertEqual(cell.done["status"], "ok", (code, cell.frames, cell.stderr))
-        return cell
-
-    def text(self, code):
-        cell = self.ok(code)
-        self.assertIsNotNone(cell.result, (code, cell.frames))
-        return cell.result["data"]["text/plain"]
-
+    CELL_TIMEOUT = 30
     def test_ready_names_r(self):
         self.assertEqual(self.kernel.ready["language"], "r")
         self.assertRegex(self.kernel.ready["version"], r"^\d+\.\d+")
@@ -48,7 +38,7 @@ class RKernelTest(SharedKernelTestCase):
         self.assertEqual(cell.stderr, b"to stderr\n")
 
     def test_an_error_ends_the_cell(self):
-        cell = self.run_cell('rBefore <- 1\nstop("boom")\nrAfter <- 1', timeout=30)
+        cell = self.run_cell('rBefore <- 1\nstop("boom")\nrAfter <- 1')
         self.assertEqual(cell.done["status"], "error")
         self.assertEqual((cell.error["ename"], cell.error["evalue"]), ("simpleError", "boom"))
         self.assertEqual(cell.error["traceback"], ["Error: boom"])
@@ -56,7 +46,7 @@ class RKernelTest(SharedKernelTestCase):
         self.assertEqual(self.text('exists("rAfter")'), "[1] FALSE")
 
     def test_a_syntax_error_runs_nothing(self):
-        cell = self.run_cell("rNever <- 1\nrNever <- ", timeout=30)
+        cell = self.run_cell("rNever <- 1\nrNever <- ")
         self.assertEqual(cell.done["status"], "error")
         self.assertIn("unexpected end of input", cell.error["evalue"])
         self.assertEqual(self.text('exists("rNever")'), "[1] FALSE")
@@ -76,7 +66,7 @@ class RKernelTest(SharedKernelTestCase):
         self.ok("rKept <- 7")
         for code in ("while (TRUE) { }", "Sys.sleep(30)"):
             self.interrupt_after(1.0)
-            cell = self.run_cell(code, timeout=30)
+            cell = self.run_cell(code)
             self.assertEqual(cell.done["status"], "interrupted", code)
             self.assertEqual(cell.error["ename"], "Interrupted")
         self.assertEqual(self.text("rKept"), "[1] 7")

@@ -297,12 +297,26 @@ class SharedKernelTestCase(unittest.TestCase):
             type(self).kernel = KernelProcess(self.ARGV, cwd=self.workdir.name)
             type(self).kernel_broken = False
 
+    CELL_TIMEOUT = 10  # seconds a cell may take; kernels that compile cells allow more
+
     def run_cell(self, code, **kwargs):
         try:
-            return self.kernel.execute(code, timeout=kwargs.pop("timeout", 10), **kwargs)
+            return self.kernel.execute(code, timeout=kwargs.pop("timeout", self.CELL_TIMEOUT), **kwargs)
         except (TimeoutError, EOFError):
             type(self).kernel_broken = True
             raise
+
+    def ok(self, code, **kwargs):
+        """Runs a cell that must succeed."""
+        cell = self.run_cell(code, **kwargs)
+        self.assertEqual(cell.done["status"], "ok", (code, cell.frames, cell.stderr))
+        return cell
+
+    def text(self, code):
+        """text/plain of a cell's result, after checking it succeeded."""
+        cell = self.ok(code)
+        self.assertIsNotNone(cell.result, (code, cell.frames))
+        return cell.result["data"]["text/plain"]
 
     def interrupt_after(self, seconds):
         """SIGINT to the kernel's process group `seconds` from now."""
