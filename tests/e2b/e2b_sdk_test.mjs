@@ -86,7 +86,7 @@ describe('E2B SDK against Warden', () => {
     try {
       await sbx.files.write('/home/user/in.txt', 'hello');
       const r = await sbx.runCode("open('in.txt').read().upper()");
-      assert.equal(r.text, "'HELLO'");
+      assert.equal(r.text, 'HELLO');  // unquoted, as from E2B's server
       await sbx.runCode("open('out.bin', 'wb').write(bytes(range(256)))");
       const bytes = await sbx.files.read('/home/user/out.bin', { format: 'bytes' });
       assert.equal(bytes.length, 256);
