@@ -263,7 +263,7 @@ TEST(FromFileTest, PoolsReplaceTheDefaultsAndNeedALanguage) {
   absl::StatusOr<DaemonOptions> unnamed = Parse(R"({"pools": [{"size": 4}]})");
   ASSERT_TRUE(unnamed.ok()) << unnamed.status();
   EXPECT_THAT(std::string(unnamed->Validate().message()),
-              HasSubstr("pools[0].language is ''; it must be python, javascript or bash"));
+              HasSubstr("pools[0].language is ''; it must be python, javascript, bash, typescript, r or java"));
 }
 
 TEST(FromFileTest, ANumberTooLargeIsAnErrorNotACrash) {
@@ -564,7 +564,7 @@ const Rule kRules[] = {
      [](DaemonOptions& o) {
        o.pools = {{"ruby", 1, {}}};
      },
-     "pools[0].language is 'ruby'; it must be python, javascript or bash"},
+     "pools[0].language is 'ruby'; it must be python, javascript, bash, typescript, r or java"},
     {"PoolTooLarge",
      [](DaemonOptions& o) {
        o.pools = {{"python", 65, {}}};

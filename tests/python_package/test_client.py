@@ -205,7 +205,7 @@ def test_grpc_errors_are_warden_errors_with_clear_messages(client, wardend):
     assert raised.value.code == "NOT_FOUND" and isinstance(raised.value, warden.WardenError)
     with pytest.raises(warden.InvalidArgument, match="wall_ms"):
         client.run("1", timeout=10 ** 6)
-    with pytest.raises(warden.InvalidArgument, match="use python, javascript or bash"):
+    with pytest.raises(warden.InvalidArgument, match="use python, javascript, bash, typescript, r or java"):
         client.run("1", language="cobol")
     with warden.Client(token="not-a-token-the-daemon-knows") as stranger:
         with pytest.raises(warden.Unauthenticated, match="WARDEN_TOKEN"):

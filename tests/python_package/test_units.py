@@ -122,7 +122,7 @@ def test_uploads_take_bytes_str_and_file_objects_in_chunks():
 
 
 def test_bad_arguments_fail_before_any_call():
-    with pytest.raises(warden.InvalidArgument, match="use python, javascript or bash"):
+    with pytest.raises(warden.InvalidArgument, match="use python, javascript, bash, typescript, r or java"):
         _common.language_enum("cobol")
     with pytest.raises(warden.InvalidArgument, match="timeout must be positive"):
         _common.limits(timeout=-1)
