@@ -41,11 +41,15 @@ echo "built $deb"
 control=$(dpkg-deb --field "$deb")
 check "Depends names Debian's gRPC and the Python runtime" \
   grep -Eq '^Depends:.*libgrpc\+\+1\.51.*nodejs.*python3-numpy' <<<"$control"
+check "Recommends names the interpreters of TypeScript, R and Java" \
+  grep -Eq '^Recommends:.*node-typescript.*r-base-core.*python3-rpy2.*default-jdk-headless' <<<"$control"
 contents=$(dpkg-deb --contents "$deb" | awk '{print $6}')
 for path in ./usr/bin/wardend ./usr/bin/warden-keeper ./usr/bin/warden ./usr/bin/warden-run ./usr/bin/warden-python-zygote \
     ./usr/bin/warden-gateway ./usr/lib/warden/container-entrypoint ./usr/share/man/man1/warden-gateway.1.gz \
     ./usr/lib/warden/kernels/python/warden_kernel.py ./usr/lib/warden/kernels/node/warden_kernel.js \
-    ./usr/lib/warden/kernels/bash/warden_kernel.sh ./lib/systemd/system/wardend.service \
+    ./usr/lib/warden/kernels/bash/warden_kernel.sh ./usr/lib/warden/kernels/java/WardenKernel.java \
+    ./usr/lib/warden/kernels/python/warden_r_kernel.py ./usr/lib/warden/kernels/python/warden_charts.py \
+    ./lib/systemd/system/wardend.service \
     ./etc/warden/wardend.json ./usr/share/man/man1/wardend.1.gz ./usr/share/man/man1/warden.1.gz \
     ./usr/share/man/man1/warden-run.1.gz ./usr/share/doc/warden/operations.md; do
   check "the package holds $path" grep -qx "$path" <<<"$contents"
