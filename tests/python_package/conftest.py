@@ -1,9 +1,15 @@
 """Fixtures: one real wardend for the whole run, on a UNIX socket in a
 temporary directory, with two tenants (tokens) and a small session quota,
-and the agent's model played by tests/fake_openai_server.py in-process.
+its HTTP front (MCP, E2B, Kernel Gateway) on a free loopback port, and the
+agent's model played by tests/fake_openai_server.py in-process.
 
 WARDEN_ADDR and WARDEN_TOKEN are set for the run, so `warden.Client()`
-reaches this daemon as the tenant "main" without arguments.
+reaches this daemon as the tenant "main" without arguments. E2B_KEY is the
+same tenant's token in the shape E2B's SDKs want.
+
+For frameworks/ (run in build/pyenv, with tests/pypi/requirements.txt):
+open_wardend, a second daemon without tokens; e2b_env, E2B's three
+variables pointing at the daemon's E2B front.
 """
 import importlib.util
 import json
@@ -24,6 +30,7 @@ STARTUP_TIMEOUT_S = 60
 SHUTDOWN_TIMEOUT_S = 15
 TOKEN_MAIN = "main-tenant-token-0123456789"
 TOKEN_QUOTA = "quota-tenant-token-0123456789"
+E2B_KEY = "e2b_0123456789abcdef0123456789abcdef"  # the tenant "main" too
 QUOTA_SESSIONS = 6  # sessions.max_per_tenant
 
 
@@ -83,6 +90,7 @@ class Wardend:
             raise RuntimeError("%s is missing: build it (cmake --build build --target wardend)" % wardend)
         tokens = tmp / "tokens.json"
         tokens.write_text(json.dumps({"tokens": [{"token": TOKEN_MAIN, "tenant": "main"},
+                                                 {"token": E2B_KEY, "tenant": "main"},
                                                  {"token": TOKEN_QUOTA, "tenant": "quota"}]}))
         tokens.chmod(0o600)
         # A host id range of our own, so another wardend on this machine
@@ -95,6 +103,7 @@ class Wardend:
             "sessions": {"max_per_tenant": QUOTA_SESSIONS},
             "snapshots": {"dir": str(tmp / "snapshots")},
             "shutdown_grace_ms": 2000,
+            "http_listen": "127.0.0.1:0",
         }
         settings.update(config or {})
         config_path = tmp / "wardend.json"
@@ -102,6 +111,8 @@ class Wardend:
         self.socket = tmp / "w.sock"
         self.address = listen or "unix:%s" % self.socket
         self.log_path = tmp / "wardend.log"
+        self.http_port = None  # the HTTP front's, once listening
+        self.wants_http = bool(settings.get("http_listen"))
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             [str(wardend), "--config", str(config_path), "--listen", self.address,
@@ -115,7 +126,7 @@ class Wardend:
         import grpc
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         tcp = not self.address.startswith("unix:")
-        while not (self._read_port() if tcp else self.socket.exists()):
+        while not ((self._read_port() if tcp else self.socket.exists()) and self._read_http_port()):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RuntimeError("wardend did not listen within %d s:\n%s" % (STARTUP_TIMEOUT_S,
@@ -132,6 +143,19 @@ class Wardend:
             grpc.channel_ready_future(channel).result(timeout=max(deadline - time.monotonic(), 0.1))
         finally:
             channel.close()
+
+    def _read_http_port(self):
+        """Sets http_port from the log; True once it is there (or when there is no HTTP front)."""
+        if self.http_port is None and self.wants_http:
+            match = re.search(r"HTTP front \(MCP at /mcp\) on port (\d+)", self.log_path.read_text(errors="replace"))
+            if not match:
+                return False
+            self.http_port = int(match.group(1))
+        return True
+
+    @property
+    def http_url(self):
+        return "http://127.0.0.1:%d" % self.http_port
 
     def _read_port(self):
         """Sets address from the log's "wardend listening on HOST:PORT"; False until it is there."""
@@ -196,3 +220,24 @@ def pytest_sessionstart(session):
     source = pathlib.Path(__file__).resolve().parent.parent.parent / "client" / "python"
     assert source not in pathlib.Path(warden.__file__).resolve().parents, warden.__file__
     assert sys.prefix != sys.base_prefix, "run in the test's virtualenv (run_tests.py)"
+
+
+@pytest.fixture(scope="session")
+def open_wardend(model):
+    """A second wardend whose HTTP front has no tokens (loopback only), for
+    clients that cannot send one (jupyter_server's GatewayKernelClient)."""
+    tmp = tempfile.TemporaryDirectory(prefix="warden-pypkg-open-")
+    daemon = Wardend(pathlib.Path(tmp.name), model, config={"auth": {}, "allow_insecure_loopback": True})
+    yield daemon
+    code = daemon.stop()
+    tmp.cleanup()
+    assert code == 0, "the tokenless wardend did not exit cleanly on SIGTERM (%r)" % code
+
+
+@pytest.fixture
+def e2b_env(wardend, monkeypatch):
+    """The whole E2B configuration, as a user sets it."""
+    monkeypatch.setenv("E2B_API_URL", wardend.http_url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", wardend.http_url)
+    monkeypatch.setenv("E2B_API_KEY", E2B_KEY)
+    return wardend.http_url

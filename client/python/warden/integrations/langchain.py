@@ -1,18 +1,22 @@
 """A LangChain tool that runs code in Warden.
 
+    from langgraph.prebuilt import create_react_agent
     from warden.integrations.langchain import warden_tool
-    tool = warden_tool(warden.Client(), session=None)   # one-shot; pass a Session to keep state
-    tool.invoke({"code": "print(6 * 7)"})
+    with warden.Client() as client, client.session() as session:
+        agent = create_react_agent(model, [warden_tool(client, session)])  # state persists
+        agent.invoke({"messages": [("user", "...")]})
 
 Made with langchain_core.tools.StructuredTool.from_function(func=...,
-coroutine=..., name=..., description=...), which infers the arguments'
-schema from the function's signature. With an AsyncClient/AsyncSession the
-tool is async (ainvoke). Not run against LangChain itself: it is not
-installable where Warden is built.
+coroutine=..., name=..., description=..., response_format=
+"content_and_artifact"): the model reads the execution as text (the
+ToolMessage's content) and the program gets the whole warden.Execution as
+the ToolMessage's artifact, with its results (plots as PNG bytes). With an
+AsyncClient/AsyncSession the tool is async (ainvoke). Tested against
+LangChain and LangGraph themselves (tests/python_package/frameworks).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from warden.integrations._text import execution_text
 
@@ -22,7 +26,7 @@ DESCRIPTION = ("Run {language} code in an isolated sandbox (no network) and get 
 
 def warden_tool(client: Any, session: Any = None, *, language: str = "python", name: str = "run_code",
                 timeout: Optional[float] = None) -> Any:
-    """A StructuredTool `name(code: str) -> str`; state persists when `session` is given."""
+    """A StructuredTool `name(code: str)`; state persists when `session` is given."""
     from langchain_core.tools import StructuredTool
 
     import warden
@@ -31,16 +35,22 @@ def warden_tool(client: Any, session: Any = None, *, language: str = "python", n
     description = DESCRIPTION.format(language=language, state=" Variables persist between calls."
                                      if session is not None else " Each call starts fresh.")
     if isinstance(client, warden.AsyncClient):
-        async def arun_code(code: str) -> str:
+        async def arun_code(code: str) -> Tuple[str, Any]:
             if session is not None:
-                return execution_text(await session.run(code, timeout=timeout))
-            return execution_text(await client.run(code, language, timeout=timeout))
+                execution = await session.run(code, timeout=timeout)
+            else:
+                execution = await client.run(code, language, timeout=timeout)
+            return execution_text(execution), execution
 
-        return StructuredTool.from_function(coroutine=arun_code, name=name, description=description)
+        return StructuredTool.from_function(coroutine=arun_code, name=name, description=description,
+                                            response_format="content_and_artifact")
 
-    def run_code(code: str) -> str:
+    def run_code(code: str) -> Tuple[str, Any]:
         if session is not None:
-            return execution_text(session.run(code, timeout=timeout))
-        return execution_text(client.run(code, language, timeout=timeout))
+            execution = session.run(code, timeout=timeout)
+        else:
+            execution = client.run(code, language, timeout=timeout)
+        return execution_text(execution), execution
 
-    return StructuredTool.from_function(func=run_code, name=name, description=description)
+    return StructuredTool.from_function(func=run_code, name=name, description=description,
+                                        response_format="content_and_artifact")
