@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "agent/code_blocks.h"
 #include "agent/observation.h"
+#include "agent/tool_arguments.h"
 #include "agent/unified_diff.h"
 #include "sandbox/status_macros.h"
 
@@ -552,7 +553,7 @@ std::string AgentRun::Invoke(const std::string& name, const std::string& argumen
       return CallFunction(call_id.empty() ? absl::StrCat("call_", iteration_, "_", name) : call_id, name, arguments);
     }
   }
-  Json args = Json::parse(arguments.empty() ? "{}" : arguments, nullptr, false);
+  Json args = ParseToolArguments(arguments.empty() ? "{}" : arguments);
   if (!args.is_object()) {
     std::string why;
     try {

@@ -224,6 +224,7 @@ absl::StatusOr<LlmOptions> LlmOptionsFrom(const warden::LlmOptions& config) {
   o.temperature = config.temperature;
   o.stream = config.stream;
   o.max_retries = config.max_retries;
+  o.tool_choice = config.tool_choice;
   if (!config.api_key_env.empty()) {
     const char* key = std::getenv(config.api_key_env.c_str());
     if (key == nullptr || *key == '\0') {

@@ -107,7 +107,9 @@ struct StreamState {
         if (std::string id = StringOr(call, "id"); !id.empty()) out.id = id;
         if (call.contains("function") && call["function"].is_object()) {
           const Json& f = call["function"];
-          out.name += StringOr(f, "name");
+          // OpenAI sends the name once; llama-cpp-python's server repeats the
+          // whole name in every chunk, which must not be appended again.
+          if (std::string name = StringOr(f, "name"); name != out.name) out.name += name;
           // Most servers send the arguments in pieces; some send an object.
           if (f.contains("arguments")) {
             out.arguments += f["arguments"].is_string() ? f["arguments"].get<std::string>()
@@ -159,7 +161,9 @@ Json LlmClient::Body(const ChatRequest& request) const {
   for (const ChatMessage& m : request.messages) {
     Json msg{{"role", m.role}};
     if (m.role == "assistant" && !m.tool_calls.empty()) {
-      msg["content"] = m.content.empty() ? Json(nullptr) : Json(m.content);
+      // "" rather than null: both are OpenAI's, but llama-cpp-python's
+      // server validates content as a string and refuses null.
+      msg["content"] = m.content;
       Json calls = Json::array();
       for (const ToolCall& c : m.tool_calls) {
         calls.push_back({{"id", c.id},
@@ -182,7 +186,15 @@ Json LlmClient::Body(const ChatRequest& request) const {
                         {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
     }
     body["tools"] = std::move(tools);
-    body["tool_choice"] = "auto";
+    const std::string& choice = options_.tool_choice;
+    if (choice == "auto" || choice == "required") {
+      body["tool_choice"] = choice;
+    } else if (std::any_of(request.tools.begin(), request.tools.end(),
+                           [&](const ToolSpec& t) { return t.name == choice; })) {
+      body["tool_choice"] = {{"type", "function"}, {"function", {{"name", choice}}}};
+    } else {
+      body["tool_choice"] = "required";
+    }
   }
   const int max_tokens = request.max_tokens > 0 ? request.max_tokens : options_.max_tokens;
   if (max_tokens > 0) body["max_tokens"] = max_tokens;

@@ -31,6 +31,10 @@ struct LlmOptions {
   int max_retries = 4;        // after the first attempt
   int64_t initial_backoff_ms = 500;  // doubled per retry, up to max_backoff_ms
   int64_t max_backoff_ms = 20'000;
+  // tool_choice when tools are offered: "auto", "required", or the name of
+  // one of the offered tools ({"type": "function", ...}); a name not offered
+  // in a request (modes differ) is sent as "required".
+  std::string tool_choice = "auto";
 };
 
 struct ToolCall {

@@ -55,6 +55,23 @@ ChatRequest Hello() {
   return r;
 }
 
+// tool_choice: a string for auto and required, an object naming an offered
+// tool, and "required" for a name this request does not offer.
+TEST(LlmClientTest, ToolChoiceCanForceATool) {
+  LlmOptions o;
+  o.model = "m";
+  o.tool_choice = "execute_code";
+  ChatRequest r = Hello();
+  Json forced = LlmClient(o).Body(r);
+  EXPECT_EQ(forced["tool_choice"], (Json{{"type", "function"}, {"function", {{"name", "execute_code"}}}}));
+  o.tool_choice = "required";
+  EXPECT_EQ(LlmClient(o).Body(r)["tool_choice"], "required");
+  o.tool_choice = "write_file";
+  EXPECT_EQ(LlmClient(o).Body(r)["tool_choice"], "required");
+  r.tools.clear();  // a request without tools (the final answer) chooses none
+  EXPECT_FALSE(LlmClient(o).Body(r).contains("tool_choice"));
+}
+
 TEST(LlmClientTest, BodyCarriesToolCallsAndToolResults) {
   LlmOptions o;
   o.model = "m";
@@ -64,7 +81,7 @@ TEST(LlmClientTest, BodyCarriesToolCallsAndToolResults) {
   r.messages.push_back({"tool", "out", {}, "call_1"});
   Json body = client.Body(r);
   EXPECT_EQ(body["model"], "m");
-  EXPECT_TRUE(body["messages"][0]["content"].is_null());
+  EXPECT_EQ(body["messages"][0]["content"], "");  // not null: llama-cpp-python's server refuses null
   EXPECT_EQ(body["messages"][0]["tool_calls"][0]["function"]["arguments"], "{\"code\":\"1\"}");
   EXPECT_EQ(body["messages"][0]["tool_calls"][0]["type"], "function");
   EXPECT_EQ(body["messages"][1]["role"], "tool");
@@ -104,6 +121,7 @@ TEST_P(LlmClientWireTest, ReadsTextToolCallsAndUsage) {
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0]["path"], "/v1/chat/completions");
   EXPECT_EQ(requests[0]["body"]["tools"][0]["function"]["name"], "execute_code");
+  EXPECT_EQ(requests[0]["body"]["tool_choice"], "auto");
 }
 
 INSTANTIATE_TEST_SUITE_P(StreamedAndNot, LlmClientWireTest, ::testing::Bool(),
@@ -118,6 +136,21 @@ TEST(LlmClientTest, InvalidToolArgumentsArriveVerbatim) {
   ASSERT_TRUE(reply.ok()) << reply.status();
   ASSERT_EQ(reply->tool_calls.size(), 1u);
   EXPECT_EQ(reply->tool_calls[0].arguments, "{\"code\": \"print(1)");
+}
+
+// llama-cpp-python's server repeats the function's name in every streamed
+// chunk of a tool call; the name is still the name.
+TEST(LlmClientTest, ANameRepeatedInEveryStreamedChunkIsTakenOnce) {
+  auto server = FakeLlmServer::Start(
+      {{{"repeat_name", true}, {"chunk_chars", 4},
+        {"tool_calls", {{{"name", "execute_code"}, {"arguments", "{\"code\": \"print(1)\"}"}}}}}});
+  ASSERT_TRUE(server.ok());
+  LlmClient client(OptionsFor(**server, /*stream=*/true));
+  auto reply = client.Complete(Hello(), nullptr, nullptr);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->tool_calls.size(), 1u);
+  EXPECT_EQ(reply->tool_calls[0].name, "execute_code");
+  EXPECT_EQ(reply->tool_calls[0].arguments, "{\"code\": \"print(1)\"}");
 }
 
 TEST(LlmClientTest, EstimatesTokensWhenTheServerReportsNone) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -138,6 +139,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
       l.Bool("stream", &llm.stream);
       l.Int("max_retries", &llm.max_retries);
       l.String("tools", &llm.tools);
+      l.String("tool_choice", &llm.tool_choice);
     });
     a.Int("default_max_iterations", &o->agent.default_max_iterations);
     a.Int("max_iterations", &o->agent.max_iterations);
@@ -269,6 +271,13 @@ static void ValidateAgent(Problems& p, const AgentOptions& agent) {
   }
   if (llm.tools != "auto" && llm.tools != "native" && llm.tools != "text") {
     p.Add(absl::StrCat("agent.llm.tools is '", llm.tools, "'; it must be auto, native or text"));
+  }
+  static constexpr std::array<absl::string_view, 6> kToolNames = {
+      "auto", "required", "execute_code", "write_file", "read_file", "list_files"};
+  if (std::find(kToolNames.begin(), kToolNames.end(), llm.tool_choice) == kToolNames.end()) {
+    p.Add(absl::StrCat("agent.llm.tool_choice is '", llm.tool_choice,
+                       "'; it must be auto, required, or the name of a tool (execute_code, write_file, read_file, "
+                       "list_files)"));
   }
   if (llm.temperature < 0 || llm.temperature > 2) {
     p.Add(absl::StrCat("agent.llm.temperature is ", llm.temperature, "; it must be 0 to 2"));

@@ -113,6 +113,10 @@ struct LlmOptions {
   bool stream = true;
   int max_retries = 4;       // on 429, 5xx and timeouts
   std::string tools = "auto";  // auto | native | text (fenced blocks)
+  // What `tool_choice` asks of the model when tools are offered: auto,
+  // required, or a tool's name (e.g. execute_code), which small local
+  // models that never call a tool on their own need.
+  std::string tool_choice = "auto";
 };
 
 struct AgentOptions {

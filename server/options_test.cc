@@ -119,7 +119,8 @@ nlohmann::json Dump(const DaemonOptions& o) {
           {"temperature", o.agent.llm.temperature},
           {"stream", o.agent.llm.stream},
           {"max_retries", o.agent.llm.max_retries},
-          {"tools", o.agent.llm.tools}}},
+          {"tools", o.agent.llm.tools},
+          {"tool_choice", o.agent.llm.tool_choice}}},
         {"default_max_iterations", o.agent.default_max_iterations},
         {"max_iterations", o.agent.max_iterations},
         {"default_max_wall_ms", o.agent.default_max_wall_ms},
@@ -210,7 +211,8 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
           {"temperature", 0.75},
           {"stream", false},
           {"max_retries", 27},
-          {"tools", "native"}}},
+          {"tools", "native"},
+          {"tool_choice", "execute_code"}}},
         {"default_max_iterations", 28},
         {"max_iterations", 29},
         {"default_max_wall_ms", 30},
@@ -764,11 +766,13 @@ TEST(DaemonOptionsTest, AgentSettingsAreChecked) {
   DaemonOptions o;
   o.agent.llm.base_url = "127.0.0.1:8000";
   o.agent.llm.tools = "sometimes";
+  o.agent.llm.tool_choice = "execute";
   o.agent.default_max_iterations = 500;
   const std::string message(o.Validate().message());
   EXPECT_THAT(message, ::testing::HasSubstr("http:// or https://"));
   EXPECT_THAT(message, ::testing::HasSubstr("agent.llm.model is empty"));
   EXPECT_THAT(message, ::testing::HasSubstr("auto, native or text"));
+  EXPECT_THAT(message, ::testing::HasSubstr("agent.llm.tool_choice is 'execute'; it must be auto, required"));
   EXPECT_THAT(message, ::testing::HasSubstr("agent.default_max_iterations (500) is above"));
 }
 

