@@ -136,6 +136,16 @@ def figures(results):
                      "goal", 5, note="%s failed" % _get(fleet, "drain", "failures")))
     rows.append(_row("Fleet (gateway + 3 nodes)", "node killed: noticed by the gateway", "s",
                      _get(fleet, "node_loss", "noticed_s"), "goal", 5))
+    kg = s.get("kernel_gateway", {})
+    for key, what in (("start_to_first_cell", "kernel start to first answered cell, p50"),
+                      ("rest_round_trip", "REST round trip (GET /api/kernels/{id}), p50"),
+                      ("ws_cell_round_trip", "warm cell round trip over the WebSocket, p50")):
+        rows.append(_row("Kernel Gateway API", what, "ms", _get(kg, "warden", key, "p50_ms"),
+                         "Jupyter Kernel Gateway + ipykernel (PyPI)", _get(kg, "kernel_gateway", key, "p50_ms")))
+    rows.append(_row("Kernel Gateway API", "%s kernels started at once, each answering a cell" %
+                     (_get(kg, "warden", "concurrent", "kernels") or "?"), "s",
+                     _get(kg, "warden", "concurrent", "total_s"), "Jupyter Kernel Gateway + ipykernel (PyPI)",
+                     _get(kg, "kernel_gateway", "concurrent", "total_s")))
     return rows
 
 

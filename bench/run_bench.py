@@ -17,7 +17,9 @@ goes), stages (a sandbox's life stage by stage, per language), keeper
 (bench/keeper_restart: sessions answering again after wardend restarts
 under warden-keeper), snapshots (bench/snapshot_bench: ForkSession of a
 10 MB DataFrame, wake from hibernation), hibernation
-(bench/hibernation_scale: many sessions, most hibernated, each called).
+(bench/hibernation_scale: many sessions, most hibernated, each called),
+kernel_gateway (bench/kernel_gateway_bench.py: Warden's Kernel Gateway front
+beside the real Jupyter Kernel Gateway from build/pyenv, `make test-deps`).
 Each runs against a wardend this script starts on its own socket under
 /tmp and always stops (keeper, snapshots and hibernation start their own).
 """
@@ -52,7 +54,7 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "throughput", "humaneval", "noisy", "memory",
-            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet"]
+            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway"]
 
 # Sizes of each section: (quick, full). Quick stays under 4 minutes, full
 # under 20 on the 2-core machines (keeper, snapshots and hibernation add
@@ -495,6 +497,18 @@ class Bench:
         return run_json([PYTHON, str(HERE / "fleet_bench.py"), "--bin-dir", str(self.bin),
                          "--burst", str(self.size("fleet_burst")), "--drain", str(self.size("fleet_drain")),
                          "--cells", str(self.size("fleet_cells"))], timeout=3600)
+
+    def section_kernel_gateway(self):
+        """bench/kernel_gateway_bench.py with the tests' virtualenv: the same
+        client against Warden's Kernel Gateway front and the real Jupyter
+        Kernel Gateway (PyPI), one after the other."""
+        python = self.bin.parent / "pyenv" / "bin" / "python"
+        if not python.exists():
+            raise RuntimeError("%s is missing: run `make test-deps`" % python)
+        argv = [str(python), str(HERE / "kernel_gateway_bench.py"), "--bin-dir", str(self.bin)]
+        out = run_json(argv + (["--quick"] if self.quick else []), timeout=1800)
+        out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+        return out
 
     # --- driver ---------------------------------------------------------
 
