@@ -559,6 +559,9 @@ class AgentRealModelTest : public AgentE2eTest {
     options.agent.llm.tool_choice = tool_choice;
     options.agent.llm.temperature = 0;
     options.agent.llm.max_retries = 0;
+    // A reply may take minutes when two of these tests share the 2 cores
+    // (ctest -j2) with other work; the run's own deadline is RunSlowly's.
+    options.agent.llm.request_timeout_ms = 600'000;
     StartWith(std::move(*relay), options);
   }
   // A model on this machine's CPU: a turn can take most of a minute when

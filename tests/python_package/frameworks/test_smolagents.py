@@ -4,6 +4,8 @@ E2B executor (executor_type="e2b"), unmodified, pointed at Warden's E2B front
 by E2B's environment variables. smolagents has no scripted model of its own:
 its OpenAIModel talks to the scripted OpenAI-compatible server
 (tests/fake_openai_server.py, real HTTP), which records every request."""
+import re
+
 import PIL.Image
 from smolagents import CodeAgent, OpenAIModel
 from smolagents.memory import ActionStep
@@ -42,7 +44,9 @@ def check_the_run(agent, model, answer):
     assert answer == 60
     steps = action_steps(agent)
     assert len(steps) == 4, steps
-    assert "rows 3" in steps[0].observations
+    # "rows 3", or, through the E2B front, "rows\n \n3": smolagents' E2BExecutor
+    # joins the stdout messages with newlines, and the front sends one per write.
+    assert re.search(r"rows\s+3", steps[0].observations), steps[0].observations
     assert steps[1].error is not None and "NameError" in str(steps[1].error)
     assert "undefined_name" in sent_to_the_model(model.requests()[2])  # the error reached the model
     assert isinstance(steps[2].action_output, PIL.Image.Image)
