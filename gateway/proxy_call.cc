@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
+#include <map>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -130,8 +131,11 @@ class Upstream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::By
     }
     Pump();
   }
+  void OnReadInitialMetadataDone(bool ok) override;
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
+  // The node's own initial metadata (warden-*), once it has come.
+  std::multimap<std::string, std::string> WardenHeaders() const;
 
  private:
   // Decides under the lock, acts outside it: gRPC may run reactions inline.
@@ -270,13 +274,33 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   void OnDone() override { delete this; }
 
   // From the upstream leg.
-  void UpstreamAnswer(const grpc::ByteBuffer& answer) {
+  void UpstreamAnswer(Upstream* leg, const grpc::ByteBuffer& answer) {
     {
       absl::MutexLock lock(&mu_);
       responded_ = true;
       answer_ = answer;
+      // The node's headers go with the first answer if they have not gone.
+      if (!headers_sent_) {
+        headers_sent_ = true;
+        for (const auto& [key, value] : leg->WardenHeaders()) ctx_->AddInitialMetadata(key, value);
+      }
     }
     StartWrite(&answer_);
+  }
+
+  // The node's initial metadata says something of its own (a cell was
+  // accepted: common/call_metadata.h): the client hears it now, before any
+  // answer, and the call is the node's from here on (no retry elsewhere:
+  // the work has begun there).
+  void UpstreamHeaders(Upstream* leg) {
+    std::multimap<std::string, std::string> headers = leg->WardenHeaders();
+    if (headers.empty()) return;
+    absl::MutexLock lock(&mu_);  // held so that no answer's write overtakes them
+    if (headers_sent_ || cancelled_) return;
+    headers_sent_ = true;
+    responded_ = true;
+    for (const auto& [key, value] : headers) ctx_->AddInitialMetadata(key, value);
+    StartSendInitialMetadata();
   }
 
   void UpstreamDone(Upstream* leg, const grpc::Status& status) {
@@ -714,6 +738,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   int pending_ ABSL_GUARDED_BY(mu_) = 0;  // legs, takeovers, alarms and fan-out calls outstanding
   int fan_remaining_ ABSL_GUARDED_BY(mu_) = 0;
   bool responded_ ABSL_GUARDED_BY(mu_) = false;
+  bool headers_sent_ ABSL_GUARDED_BY(mu_) = false;  // the client has its initial metadata
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -727,9 +752,23 @@ void Upstream::OnReadDone(bool ok) {
       write_stopped_ = true;  // the node ended the call: nothing more to send
     }
   }
-  if (ok) return call_->UpstreamAnswer(in_);
+  if (ok) return call_->UpstreamAnswer(this, in_);
   Pump();
   RemoveHold();
+}
+
+void Upstream::OnReadInitialMetadataDone(bool ok) {
+  if (ok) call_->UpstreamHeaders(this);
+}
+
+std::multimap<std::string, std::string> Upstream::WardenHeaders() const {
+  std::multimap<std::string, std::string> out;
+  for (const auto& [key, value] : ctx_->GetServerInitialMetadata()) {
+    if (absl::StartsWith(absl::string_view(key.data(), key.size()), "warden-")) {
+      out.emplace(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
+    }
+  }
+  return out;
 }
 
 void Upstream::OnDone(const grpc::Status& status) {

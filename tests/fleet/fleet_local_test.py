@@ -184,6 +184,26 @@ class FleetTest(unittest.TestCase):
                                                metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)]
         self.assertEqual(b"".join(e.stdout for e in out if e.HasField("stdout")).strip(), b"300000")
 
+    def test_b_a_silent_cell_is_accepted_through_the_gateway_before_any_output(self):
+        # The E2B front answers /execute once the node says the cell is
+        # accepted (initial metadata, common/call_metadata.h). The cell
+        # waits for a file this test writes only after hearing that, so a
+        # gateway that held the node's headers back until the first answer
+        # would leave both waiting until the call's deadline.
+        s = self.create(shared_workspace=True)
+        cell = "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)\nprint('went')"
+        call = self.stub.ExecuteStream(pb.ExecuteRequest(session_id=s.id, code=cell),
+                                       metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)
+        self.assertIn(("warden-cell-accepted", "1"), tuple(call.initial_metadata()))
+
+        def go():
+            yield pb.UploadFileRequest(header=pb.UploadFileHeader(session_id=s.id, path="go", size=1))
+            yield pb.UploadFileRequest(chunk=b"1")
+        self.stub.UploadFile(go(), metadata=Fleet.auth(fh.ALICE), timeout=TIMEOUT)
+        events = list(call)
+        self.assertEqual(b"".join(e.stdout for e in events if e.HasField("stdout")), b"went\n")
+        self.assertEqual(events[-1].summary.outcome, pb.OUTCOME_OK)
+
     # ---- trust
 
     def test_c_tenants_are_isolated_through_the_gateway(self):
