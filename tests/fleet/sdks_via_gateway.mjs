@@ -35,7 +35,7 @@ try {
   assert.equal(value.text, '42');
   await sbx.files.write('/home/user/in.txt', 'hello');
   const read = await sbx.runCode("open('in.txt').read().upper()");
-  assert.equal(read.text, "'HELLO'");
+  assert.equal(read.text, 'HELLO');  // unquoted, as from E2B's server
   const listed = await Sandbox.list();
   report.e2b = { sandbox: sbx.sandboxId, value: value.text, listed: (await listed.nextItems()).length };
 } finally {

@@ -50,7 +50,8 @@ def test_contexts_in_two_languages_share_the_files(sandbox):
 
 def test_files_written_and_read_through_the_sdk_are_the_code_s_files(sandbox):
     sandbox.files.write("/home/user/in.txt", "hello")
-    assert sandbox.run_code("open('in.txt').read().upper()").text == "'HELLO'"
+    # A string result comes unquoted, as from E2B's server (its Result model strips the repr's quotes).
+    assert sandbox.run_code("open('in.txt').read().upper()").text == "HELLO"
     sandbox.run_code("open('out.bin', 'wb').write(bytes(range(256)))")
     data = sandbox.files.read("/home/user/out.bin", format="bytes")
     assert len(data) == 256 and data[255] == 255
