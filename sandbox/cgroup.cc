@@ -112,6 +112,14 @@ absl::Status WriteFile(const std::string& path, absl::string_view value) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CgroupDirectoryOps::WriteControl(const std::string& path, absl::string_view value) {
+  return WriteFile(path, value);
+}
+
+namespace {
+
 absl::StatusOr<int64_t> ReadInt(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   int64_t value;
@@ -312,6 +320,9 @@ class FaultInjectingDirectoryOps : public CgroupDirectoryOps {
     return real_->MakeDirectory(path);
   }
   absl::Status RemoveDirectory(const std::string& path) override { return real_->RemoveDirectory(path); }
+  absl::Status WriteControl(const std::string& path, absl::string_view value) override {
+    return real_->WriteControl(path, value);
+  }
 
  private:
   bool Roll() {
@@ -345,7 +356,7 @@ class GroupBase : public Cgroup {
 
   absl::Status AddProcess(pid_t pid) override {
     for (const std::string& dir : dirs_) {
-      RETURN_IF_ERROR(WriteFile(JoinPath(dir, "cgroup.procs"), absl::StrCat(pid)));
+      RETURN_IF_ERROR(ops_->WriteControl(JoinPath(dir, "cgroup.procs"), absl::StrCat(pid)));
     }
     return absl::OkStatus();
   }
@@ -615,8 +626,16 @@ class CgroupV2 : public GroupBase {
     // with swap accounting compiled in.
     const std::string swap = JoinPath(dir, "memory.swap.max");
     if (Exists(swap)) RETURN_IF_ERROR(WriteFile(swap, "0"));
-    // On OOM kill the whole sandbox, not one task of it (Linux 4.19).
-    RETURN_IF_ERROR(WriteFile(JoinPath(dir, "memory.oom.group"), "1"));
+    // At the limit the kernel kills the program, the OOM killer's first
+    // choice (oom_score_adj 1000, sandbox_child.cc), and never the init, as
+    // on v1; the supervisor then kills the rest. Not memory.oom.group: it
+    // kills every task of the group but those at oom_score_adj -1000, the
+    // init too, so the program's end is lost - on a stock Debian 12 host
+    // (Linux 6.1) a one-shot at its memory limit then ended as WALL_TIMEOUT
+    // instead of MEMORY_LIMIT (make test-host). Written, not left to the
+    // default, so a group made by someone else cannot differ.
+    const std::string oom_group = JoinPath(dir, "memory.oom.group");
+    if (Exists(oom_group)) RETURN_IF_ERROR(WriteFile(oom_group, "0"));
     if (limits.pids > 0) {
       RETURN_IF_ERROR(WriteFile(JoinPath(dir, "pids.max"), absl::StrCat(limits.pids)));
     }
@@ -646,12 +665,11 @@ class CgroupV2 : public GroupBase {
       if (available.contains(c)) enable.push_back(c);
     }
     if (!enable.empty()) {
-      RETURN_IF_ERROR(WriteFile(JoinPath(dir, "cgroup.subtree_control"),
-                                absl::StrCat("+", absl::StrJoin(enable, " +"))));
+      RETURN_IF_ERROR(ops_->WriteControl(JoinPath(dir, "cgroup.subtree_control"),
+                                         absl::StrCat("+", absl::StrJoin(enable, " +"))));
     }
-    // An OOM at this group's limit kills the child the kernel picked (its
-    // own memory.oom.group takes the child's whole sandbox), not every
-    // child: the kernel kills the highest group with oom.group set.
+    // An OOM at this group's limit kills the task the kernel picked (a
+    // program, oom_score_adj 1000), not every child: no memory.oom.group.
     const std::string oom_group = JoinPath(dir, "memory.oom.group");
     if (Exists(oom_group)) RETURN_IF_ERROR(WriteFile(oom_group, "0"));
     return absl::OkStatus();
@@ -801,10 +819,13 @@ std::string CgroupDir(const std::string& fs_root, const Mount& mount,
 }
 
 struct Detected {
-  // v2: the current cgroup's directory, the hierarchy root, and why v2 is not
-  // usable (empty when it is).
+  // v2: the directory Warden's subtree goes in (the delegated cgroup, by
+  // default this process's own), this process's own cgroup directory, the
+  // hierarchy root, and why v2 is not usable (empty when it is).
   std::string v2_dir;
+  std::string v2_self_dir;
   std::string v2_root;
+  std::string v2_self_path;  // as /proc/self/cgroup names it
   std::string v2_problem;
   // v1: each required controller's current cgroup directory, and why v1 is
   // not usable (empty when it is).
@@ -835,8 +856,21 @@ absl::StatusOr<Detected> Detect(const CgroupOptions& options) {
   } else if (unified_member == nullptr) {
     d.v2_problem = "this process has no '0::' line in /proc/self/cgroup";
   } else {
-    d.v2_dir = CgroupDir(options.fs_root, *unified, unified_member->path);
+    d.v2_self_path = unified_member->path;
+    d.v2_self_dir = CgroupDir(options.fs_root, *unified, unified_member->path);
+    d.v2_dir = d.v2_self_dir;
     d.v2_root = options.fs_root + unified->mount_point;
+    const std::string& delegated = options.delegated_cgroup;
+    if (!delegated.empty()) {
+      const std::string& self = unified_member->path;
+      const bool ancestor = delegated == "/" || self == delegated || absl::StartsWith(self, delegated + "/");
+      if (!absl::StartsWith(delegated, "/") || absl::StrContains(delegated, "..") || !ancestor) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "delegated cgroup '", delegated, "' is not this process's cgroup (", self,
+            ") or an ancestor of it: unset WARDEN_KEEPER_CGROUP, or start wardend through warden-keeper"));
+      }
+      d.v2_dir = CgroupDir(options.fs_root, *unified, delegated);
+    }
     std::set<std::string> available = ReadTokens(JoinPath(d.v2_dir, "cgroup.controllers"));
     if (!available.contains("memory") || !available.contains("pids")) {
       d.v2_problem = absl::StrCat("cgroup v2 at ", d.v2_dir, " offers controllers [",
@@ -961,6 +995,8 @@ absl::StatusOr<CgroupManager::Reclaimed> ReclaimDirectories(
   CgroupManager::Reclaimed reclaimed;
   ASSIGN_OR_RETURN(std::set<pid_t> pids, ReadProcs(all));
   if (pids.contains(::getpid())) {
+    // Not even the leaf: destroying it would kill this process.
+    if (extra != nullptr) extra->Disown();
     return absl::FailedPreconditionError(absl::StrCat(
         "this wardend runs inside the cgroup subtree it was asked to reclaim (",
         absl::StrJoin(all, ", "), "); start it from its service's own cgroup instead"));
@@ -1101,11 +1137,15 @@ class CgroupManagerV1 : public CgroupManager {
 // cgroup v2 and the no-internal-processes rule (cgroup-v2.rst, "No Internal
 // Process Constraint"): a non-root cgroup with controllers enabled in its
 // cgroup.subtree_control cannot hold processes. To give sandboxes memory,
-// pids and cpu control, the current cgroup C must enable them for its
-// children, so - like nsjail - if C is not the root, lacks them, and holds
-// processes, this process moves itself into the leaf sibling
-// C/<subtree_name>.supervisor first. Sandboxes live in C/<subtree_name>/<name>.
-// On destruction this is undone when no other child of C remains.
+// pids and cpu control, the delegated cgroup C (this process's own, or the
+// one warden-keeper left for its leaf C/keeper) must enable them for its
+// children, so - like nsjail - this process moves itself into the leaf
+// C/<subtree_name>.supervisor first: always when it runs below C (in the
+// keeper's leaf, which is not its own), else when C is not the root, lacks
+// the controllers and holds processes. Sandboxes live in
+// C/<subtree_name>/<name>. On destruction this is undone: back into the
+// keeper's leaf; or, when no other child of C remains, back into C with the
+// controllers it enabled disabled again.
 class CgroupManagerV2 : public CgroupManager {
  public:
   CgroupManagerV2(std::shared_ptr<CgroupDirectoryOps> ops) : ops_(std::move(ops)) {}
@@ -1116,14 +1156,15 @@ class CgroupManagerV2 : public CgroupManager {
     Restore();
   }
 
-  absl::Status Init(const std::string& current, const std::string& root,
+  absl::Status Init(const std::string& current, const std::string& self, const std::string& root,
                     const std::string& subtree_name) {
     current_ = current;
+    self_ = self;
     subtree_name_ = subtree_name;
     subtree_ = JoinPath(current, subtree_name);
-    std::set<std::string> available = ReadTokens(JoinPath(current, "cgroup.controllers"));
+    delegated_ = ReadTokens(JoinPath(current, "cgroup.controllers"));
     for (const char* c : {"memory", "pids", "cpu"}) {
-      if (available.contains(c)) controllers_.push_back(c);
+      if (delegated_.contains(c)) controllers_.push_back(c);
     }
     std::set<std::string> enabled = ReadTokens(JoinPath(current, "cgroup.subtree_control"));
     std::vector<std::string> missing;
@@ -1131,31 +1172,40 @@ class CgroupManagerV2 : public CgroupManager {
       if (!enabled.contains(c)) missing.push_back(c);
     }
 
-    if (!missing.empty()) {
+    bool move = self != current;
+    if (!move && !missing.empty() && current != root) {
       ASSIGN_OR_RETURN(std::set<pid_t> procs, ReadProcs({current}));
-      if (current != root && !procs.empty()) {
-        const std::string leaf = absl::StrCat(subtree_, ".supervisor");
-        absl::Status s = ops_->MakeDirectory(leaf);
-        if (absl::IsPermissionDenied(s)) return NotWritable("cgroup v2", current, s, kV2Remedy);
-        RETURN_IF_ERROR(s);
-        leaf_ = leaf;
-        s = WriteFile(JoinPath(leaf, "cgroup.procs"), absl::StrCat(::getpid()));
-        if (!s.ok()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "cannot move wardend out of ", current, " into ", leaf,
-              " to free its cgroup for sandboxes: ", kV2Remedy, " (", s.message(), ")"));
-        }
-        moved_self_ = true;
-      }
-      const std::string control = JoinPath(current, "cgroup.subtree_control");
-      absl::Status s = WriteFile(control, absl::StrCat("+", absl::StrJoin(missing, " +")));
-      if (absl::IsPermissionDenied(s)) return NotWritable("cgroup v2", control, s, kV2Remedy);
+      move = !procs.empty();
+    }
+    if (move) {
+      const std::string leaf = absl::StrCat(subtree_, ".supervisor");
+      absl::Status s = ops_->MakeDirectory(leaf);
+      if (absl::IsPermissionDenied(s)) return NotWritable("cgroup v2", current, s, kV2Remedy);
+      RETURN_IF_ERROR(s);
+      leaf_ = leaf;
+      s = ops_->WriteControl(JoinPath(leaf, "cgroup.procs"), absl::StrCat(::getpid()));
       if (!s.ok()) {
         return absl::FailedPreconditionError(absl::StrCat(
+            "cannot move wardend out of ", self, " into ", leaf,
+            " to free its cgroup for sandboxes: ", kV2Remedy, " (", s.message(), ")"));
+      }
+      moved_self_ = true;
+    }
+    if (!missing.empty()) {
+      const std::string control = JoinPath(current, "cgroup.subtree_control");
+      absl::Status s = ops_->WriteControl(control, absl::StrCat("+", absl::StrJoin(missing, " +")));
+      if (absl::IsPermissionDenied(s)) return NotWritable("cgroup v2", control, s, kV2Remedy);
+      if (!s.ok()) {
+        std::string holders;
+        if (absl::StatusOr<std::set<pid_t>> procs = ReadProcs({current}); procs.ok() && !procs->empty()) {
+          holders = absl::StrCat(" (it holds pids ", absl::StrJoin(*procs, ","), ")");
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
             "cannot enable ", absl::StrJoin(missing, " "), " in ", control,
-            "; its cgroup probably holds other processes (the cgroup v2 no-internal-processes "
-            "rule): run wardend in a cgroup of its own, e.g. under systemd with Delegate=yes (",
-            s.message(), ")"));
+            "; its cgroup holds other processes", holders,
+            " (the cgroup v2 no-internal-processes rule): run wardend in a cgroup of its own, "
+            "e.g. under systemd with Delegate=yes through warden-keeper, which moves itself into "
+            "a leaf (", s.message(), ")"));
       }
       enabled_in_current_ = missing;
     }
@@ -1172,8 +1222,8 @@ class CgroupManagerV2 : public CgroupManager {
     created_subtree_ = true;
     RETURN_IF_ERROR(
         CheckWritable("cgroup v2 subtree", JoinPath(subtree_, "cgroup.procs"), kV2Remedy));
-    s = WriteFile(JoinPath(subtree_, "cgroup.subtree_control"),
-                  absl::StrCat("+", absl::StrJoin(controllers_, " +")));
+    s = ops_->WriteControl(JoinPath(subtree_, "cgroup.subtree_control"),
+                           absl::StrCat("+", absl::StrJoin(controllers_, " +")));
     if (absl::IsPermissionDenied(s))
       return NotWritable("cgroup v2 subtree", subtree_, s, kV2Remedy);
     return s;
@@ -1189,8 +1239,14 @@ class CgroupManagerV2 : public CgroupManager {
 
   std::string Describe() const override {
     std::string out = "cgroup v2\n";
+    absl::StrAppend(&out, "  delegated cgroup: ", current_, "\n");
+    absl::StrAppend(&out, "  delegated controllers: ", absl::StrJoin(delegated_, " "), "\n");
     absl::StrAppend(&out, "  subtree: ", subtree_, "\n");
     absl::StrAppend(&out, "  controllers: ", absl::StrJoin(controllers_, " "), "\n");
+    if (std::find(controllers_.begin(), controllers_.end(), "cpu") == controllers_.end()) {
+      absl::StrAppend(&out, "  (cpu is not delegated: sandboxes cannot get a CPU share limit; "
+                            "delegate it: systemd's Delegate=yes does)\n");
+    }
     if (moved_self_) absl::StrAppend(&out, "  wardend moved into leaf: ", leaf_, "\n");
     absl::StrAppend(&out, "  cgroup.kill: ", YesNo(Exists(JoinPath(subtree_, "cgroup.kill"))),
                     "\n");
@@ -1236,9 +1292,20 @@ class CgroupManagerV2 : public CgroupManager {
     return std::make_unique<CgroupV2>(JoinPath(subtree_, name), ops_);
   }
 
-  // Undoes what Init did to the current cgroup, unless another child of it
-  // (a second manager, someone else's group) still depends on it.
+  // Undoes what Init did. Moved out of warden-keeper's leaf: back into it,
+  // and the leaf goes (the controllers stay enabled in the delegated cgroup,
+  // for the keeper's leaf and the next wardend). Else unless another child
+  // of the current cgroup (a second manager, someone else's group) still
+  // depends on it.
   void Restore() {
+    auto log = [](const absl::Status& s) {
+      if (!s.ok()) std::fprintf(stderr, "warden: restoring cgroup: %s\n", s.ToString().c_str());
+    };
+    if (moved_self_ && self_ != current_) {
+      log(ops_->WriteControl(JoinPath(self_, "cgroup.procs"), absl::StrCat(::getpid())));
+      log(ops_->RemoveDirectory(leaf_));
+      return;
+    }
     if (enabled_in_current_.empty() && !moved_self_) {
       if (!leaf_.empty()) (void)ops_->RemoveDirectory(leaf_);
       return;
@@ -1248,21 +1315,20 @@ class CgroupManagerV2 : public CgroupManager {
     for (const std::string& child : *children) {
       if (JoinPath(current_, child) != leaf_) return;
     }
-    auto log = [](const absl::Status& s) {
-      if (!s.ok()) std::fprintf(stderr, "warden: restoring cgroup: %s\n", s.ToString().c_str());
-    };
     if (!enabled_in_current_.empty()) {
-      log(WriteFile(JoinPath(current_, "cgroup.subtree_control"),
-                    absl::StrCat("-", absl::StrJoin(enabled_in_current_, " -"))));
+      log(ops_->WriteControl(JoinPath(current_, "cgroup.subtree_control"),
+                             absl::StrCat("-", absl::StrJoin(enabled_in_current_, " -"))));
     }
     if (moved_self_) {
-      log(WriteFile(JoinPath(current_, "cgroup.procs"), absl::StrCat(::getpid())));
+      log(ops_->WriteControl(JoinPath(current_, "cgroup.procs"), absl::StrCat(::getpid())));
       log(ops_->RemoveDirectory(leaf_));
     }
   }
 
   const std::shared_ptr<CgroupDirectoryOps> ops_;
-  std::string current_;                          // the cgroup we started in
+  std::string current_;                          // the delegated cgroup the subtree goes in
+  std::string self_;                             // the cgroup this process started in
+  std::set<std::string> delegated_;              // current_'s cgroup.controllers
   std::string subtree_name_;
   std::string subtree_;                          // current_/<subtree_name>
   std::string leaf_;                             // where we moved ourselves, if made
@@ -1273,6 +1339,56 @@ class CgroupManagerV2 : public CgroupManager {
 };
 
 }  // namespace
+
+namespace {
+
+// Whether Create would pick cgroup v2 on what Detect found.
+bool ChoosesV2(const CgroupOptions& options, const Detected& d) {
+  return options.force_version != 1 && d.v2_problem.empty();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CgroupManager::MoveIntoLeaf(const CgroupOptions& options,
+                                                        absl::string_view leaf_name) {
+  RETURN_IF_ERROR(ValidateName("leaf name", leaf_name));
+  ASSIGN_OR_RETURN(Detected d, Detect(options));
+  if (!ChoosesV2(options, d) || d.v2_self_dir == d.v2_root) return std::string();
+  std::shared_ptr<CgroupDirectoryOps> ops = options.directory_ops;
+  if (ops == nullptr) ops = std::make_shared<RealDirectoryOps>();
+  const std::string leaf = JoinPath(d.v2_self_dir, leaf_name);
+  absl::Status made = ops->MakeDirectory(leaf);
+  if (!made.ok() && !absl::IsAlreadyExists(made)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot make the cgroup ", leaf, " to leave ", d.v2_self_dir,
+        " to wardend (the cgroup v2 no-internal-processes rule): ", kV2Remedy, " (", made.message(), ")"));
+  }
+  absl::Status moved = ops->WriteControl(JoinPath(leaf, "cgroup.procs"), absl::StrCat(::getpid()));
+  if (!moved.ok()) {
+    if (made.ok()) (void)ops->RemoveDirectory(leaf);
+    return absl::FailedPreconditionError(absl::StrCat("cannot move into the cgroup ", leaf, ": ",
+                                                      moved.message()));
+  }
+  return d.v2_self_path;
+}
+
+std::string CgroupManager::SharedCgroupProblem(const CgroupOptions& options) {
+  absl::StatusOr<Detected> d = Detect(options);
+  if (!d.ok() || !ChoosesV2(options, *d) || d->v2_dir == d->v2_root) return "";
+  const std::set<std::string> available = ReadTokens(JoinPath(d->v2_dir, "cgroup.controllers"));
+  const std::set<std::string> enabled = ReadTokens(JoinPath(d->v2_dir, "cgroup.subtree_control"));
+  bool missing = false;
+  for (const char* c : {"memory", "pids", "cpu"}) missing = missing || (available.contains(c) && !enabled.contains(c));
+  if (!missing) return "";
+  absl::StatusOr<std::set<pid_t>> procs = ReadProcs({d->v2_dir});
+  if (!procs.ok()) return "";
+  procs->erase(::getpid());
+  if (procs->empty()) return "";
+  return absl::StrCat("this process's cgroup ", d->v2_dir, " holds ", procs->size(),
+                      " other processes (pids ", absl::StrJoin(*procs, ","),
+                      ") and has no controllers enabled for its children, so none can be enabled "
+                      "there (the cgroup v2 no-internal-processes rule)");
+}
 
 absl::StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Create(const CgroupOptions& options) {
   RETURN_IF_ERROR(ValidateName("subtree_name", options.subtree_name));
@@ -1306,7 +1422,7 @@ absl::StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::Create(const Cgrou
     if (!d.v2_problem.empty()) return absl::FailedPreconditionError(d.v2_problem);
     auto manager = std::make_unique<CgroupManagerV2>(ops);
     // On failure the manager's destructor undoes whatever Init did.
-    RETURN_IF_ERROR(manager->Init(d.v2_dir, d.v2_root, options.subtree_name));
+    RETURN_IF_ERROR(manager->Init(d.v2_dir, d.v2_self_dir, d.v2_root, options.subtree_name));
     if (faults) faults->Arm();
     return std::unique_ptr<CgroupManager>(std::move(manager));
   }

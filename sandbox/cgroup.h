@@ -2,8 +2,9 @@
 //
 // A CgroupManager owns Warden's subtree inside the cgroup the process already
 // runs in (read from /proc/self/cgroup), as a delegated subtree would be in
-// production; it never creates groups elsewhere in a hierarchy and never
-// touches the host's cgroup mounts. Each sandbox gets one Cgroup, which kills
+// production - or, under warden-keeper on cgroup v2, inside the unit's
+// cgroup just above it (CgroupOptions::delegated_cgroup); it never creates
+// groups elsewhere in a hierarchy and never touches the host's cgroup mounts. Each sandbox gets one Cgroup, which kills
 // its processes and removes itself when destroyed. Sandboxes that are to be
 // capped and accounted together (a session's interpreters and commands) get
 // theirs as children of one parent Cgroup that holds no process itself.
@@ -70,8 +71,8 @@ class Cgroup {
   // this one's, which then hold for all its children together (memory,
   // pids, CPU; usage is reported for them together too). A group with
   // children holds no process itself; on v2 it enables its controllers for
-  // them and an OOM at its limit kills only the child the kernel chose
-  // (each child has memory.oom.group, the parent not). Destroy() kills and
+  // them, and an OOM at its limit kills only the task the kernel chose (no
+  // group has memory.oom.group: SetLimits says why). Destroy() kills and
   // removes the children first; a child object destroyed later finds its
   // directories gone, which is not an error.
   virtual absl::StatusOr<std::unique_ptr<Cgroup>> CreateChild(absl::string_view name,
@@ -88,9 +89,12 @@ class Cgroup {
   }
 };
 
-// How cgroup directories are made and removed. The real one is mkdir(2) and
-// rmdir(2) on cgroupfs, where the kernel adds and removes the control files;
-// a fake tree in tests substitutes one that creates them as regular files.
+// How cgroup directories are made and removed, and how the files that shape
+// the tree (cgroup.procs, cgroup.subtree_control) are written. The real one
+// is mkdir(2), rmdir(2) and write(2) on cgroupfs, where the kernel adds and
+// removes the control files, moves processes and enforces cgroup v2's
+// no-internal-processes rule; a fake tree in tests substitutes one that
+// plays those parts on regular files.
 class CgroupDirectoryOps {
  public:
   virtual ~CgroupDirectoryOps() = default;
@@ -99,6 +103,10 @@ class CgroupDirectoryOps {
   virtual absl::Status MakeDirectory(const std::string& path) = 0;
   // Fails with NotFound if `path` does not exist.
   virtual absl::Status RemoveDirectory(const std::string& path) = 0;
+  // Writes `value` to the control file `path` with one write(2) (the
+  // default); cgroupfs answers EBUSY where a move or an enable would break
+  // the no-internal-processes rule.
+  virtual absl::Status WriteControl(const std::string& path, absl::string_view value);
 };
 
 struct CgroupOptions {
@@ -114,6 +122,14 @@ struct CgroupOptions {
   std::string subtree_name;
   // Force a version instead of detecting it (tests; 0 = detect).
   int force_version = 0;
+  // cgroup v2 only: the cgroup delegated to Warden, as /proc/self/cgroup
+  // names it (e.g. "/system.slice/wardend.service"), when this process runs
+  // in a leaf beneath it rather than in it: wardend under warden-keeper,
+  // which moved itself (and so its children) into <delegated>/keeper
+  // (MoveIntoLeaf). The subtree and this process's own leaf are made in the
+  // delegated cgroup. It must be this process's cgroup or an ancestor of it.
+  // Empty: this process's own cgroup. Ignored on v1.
+  std::string delegated_cgroup;
   // Shared by the manager and every group it creates; nullptr = mkdir/rmdir.
   std::shared_ptr<CgroupDirectoryOps> directory_ops;
 };
@@ -121,6 +137,23 @@ struct CgroupOptions {
 class CgroupManager {
  public:
   virtual ~CgroupManager() = default;
+
+  // For a supervisor that starts wardend and stays beside it (warden-keeper
+  // under systemd's Delegate=yes): on cgroup v2, moves this process from its
+  // cgroup C into the leaf C/<leaf_name> (made if missing), so that C holds
+  // no process and wardend may enable controllers in it (the cgroup v2
+  // no-internal-processes rule). Children forked afterwards start in the
+  // leaf. Returns C as /proc/self/cgroup names it, for wardend's
+  // `delegated_cgroup`; "" when nothing was moved: cgroup v1 (or no usable
+  // v2), or C is the root. Threads other than the caller's must not exist.
+  static absl::StatusOr<std::string> MoveIntoLeaf(const CgroupOptions& options,
+                                                  absl::string_view leaf_name);
+
+  // Why Create would fail here on the cgroup v2 no-internal-processes rule:
+  // this process's cgroup is not the root, lacks controllers for its
+  // children, and holds other processes as well (a login shell's session
+  // scope). "" when that is not so, or on cgroup v1. No side effects.
+  static std::string SharedCgroupProblem(const CgroupOptions& options);
 
   // Detects the cgroup version (v2 when the unified hierarchy has the memory
   // and pids controllers available to us, else v1 with memory, pids, cpu,
@@ -134,7 +167,9 @@ class CgroupManager {
   virtual absl::StatusOr<std::unique_ptr<Cgroup>> CreateGroup(absl::string_view name,
                                                               const CgroupLimits& limits) = 0;
   // One line per hierarchy: version, controllers, the subtree path, and
-  // whether cgroup.kill / memory.peak are available. For --check.
+  // whether cgroup.kill / memory.peak are available. On v2 also the
+  // delegated cgroup, the controllers delegated to it and the leaf this
+  // process moved into. For --check.
   virtual std::string Describe() const = 0;
   // The subtree directories (one per hierarchy in v1).
   virtual std::vector<std::string> SubtreePaths() const = 0;

@@ -205,7 +205,7 @@ TEST_F(CgroupHostTest, WritesLimitsTheKernelReportsBack) {
     EXPECT_EQ(ReadTrimmed(FileOf(*group, "cpu.cfs_quota_us")), "50000");
   } else {
     EXPECT_EQ(ReadTrimmed(FileOf(*group, "memory.max")), "67108864");
-    EXPECT_EQ(ReadTrimmed(FileOf(*group, "memory.oom.group")), "1");
+    EXPECT_EQ(ReadTrimmed(FileOf(*group, "memory.oom.group")), "0");
     EXPECT_EQ(ReadTrimmed(FileOf(*group, "cpu.max")), "50000 100000");
   }
   EXPECT_EQ(ReadTrimmed(FileOf(*group, "pids.max")), "16");

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -91,8 +92,19 @@ struct FakeFeatures {
   bool cgroup_kill = true;  // v2 cgroup.kill (Linux 5.14)
 };
 
+// The controllers in the order the kernel lists them (cgroup.controllers,
+// cgroup.subtree_control).
+constexpr const char* kKernelControllerOrder[] = {"cpuset", "cpu",   "io",   "memory",
+                                                  "hugetlb", "pids", "rdma", "misc"};
+
 // Lays out a cgroupfs-like tree under a temporary directory and plays the
-// kernel's part of mkdir/rmdir: creating and removing the control files.
+// kernel's part of mkdir/rmdir (creating and removing the control files) and,
+// on cgroup v2, of writes to cgroup.procs and cgroup.subtree_control: a
+// process moves (it leaves every other group of the hierarchy); a group with
+// controllers enabled for its children takes no process, and one that holds
+// processes enables none (EBUSY: the no-internal-processes rule; the root
+// is exempt); only controllers the group has may be enabled (ENOENT); and
+// enabling or disabling one adds or removes its files in the children.
 class FakeCgroupTree : public CgroupDirectoryOps {
  public:
   FakeCgroupTree() {
@@ -171,11 +183,114 @@ class FakeCgroupTree : public CgroupDirectoryOps {
   }
   const std::vector<std::string>& removed() const { return removed_; }
 
+  absl::Status WriteControl(const std::string& path, absl::string_view value) override {
+    const std::string dir = path.substr(0, path.rfind('/'));
+    const std::string name = path.substr(path.rfind('/') + 1);
+    const Hierarchy* h = HierarchyOf(dir);
+    if (h == nullptr || !h->controllers.contains("cgroup2") ||
+        (name != "cgroup.procs" && name != "cgroup.subtree_control")) {
+      return CgroupDirectoryOps::WriteControl(path, value);
+    }
+    if (!IsFile(path)) return absl::NotFoundError("open " + path);
+    const bool root = dir == h->dir;
+    if (name == "cgroup.procs") {
+      if (!root && !Tokens(dir + "/cgroup.subtree_control").empty()) {
+        return absl::ErrnoToStatus(EBUSY, absl::StrCat("write '", value, "' to ", path));
+      }
+      const std::string pid(absl::StripAsciiWhitespace(value));
+      ForEachGroup(h->dir, [&](const std::string& group) {
+        std::vector<std::string> kept;
+        for (absl::string_view p : absl::StrSplit(ReadText(group + "/cgroup.procs"), '\n', absl::SkipEmpty())) {
+          if (p != pid) kept.emplace_back(p);
+        }
+        if (group == dir) kept.push_back(pid);
+        WriteText(group + "/cgroup.procs", absl::StrJoin(kept, "\n") + (kept.empty() ? "" : "\n"));
+      });
+      return absl::OkStatus();
+    }
+    std::set<std::string> enabled = Tokens(path);
+    const std::set<std::string> available = Tokens(dir + "/cgroup.controllers");
+    for (absl::string_view t : absl::StrSplit(value, ' ', absl::SkipEmpty())) {
+      const std::string c(t.substr(1));
+      if (t[0] == '+') {
+        if (!available.contains(c)) return absl::ErrnoToStatus(ENOENT, absl::StrCat("write '", value, "' to ", path));
+        if (!root && !enabled.contains(c) && !Tokens(dir + "/cgroup.procs").empty()) {
+          return absl::ErrnoToStatus(EBUSY, absl::StrCat("write '", value, "' to ", path));
+        }
+        enabled.insert(c);
+      } else if (t[0] == '-') {
+        enabled.erase(c);
+      } else {
+        return absl::ErrnoToStatus(EINVAL, absl::StrCat("write '", value, "' to ", path));
+      }
+    }
+    WriteText(path, InKernelOrder(enabled));
+    // The children gain (or lose) the files of what is enabled for them.
+    absl::StatusOr<std::vector<std::string>> children = Subdirectories(dir);
+    for (const std::string& child : children.ok() ? *children : std::vector<std::string>{}) {
+      const std::string c = dir + "/" + child;
+      const std::map<std::string, std::string> files = ControlFilesFor(c);
+      DIR* d = ::opendir(c.c_str());
+      while (struct dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+        const std::string f = e->d_name;
+        if (IsFile(c + "/" + f) && !files.contains(f)) ::unlink((c + "/" + f).c_str());
+      }
+      if (d != nullptr) ::closedir(d);
+      for (const auto& [file, content] : files) {
+        if (!IsFile(c + "/" + file) || file == "cgroup.controllers") WriteText(c + "/" + file, content);
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   struct Hierarchy {
     std::string dir;
     std::set<std::string> controllers;
   };
+
+  const Hierarchy* HierarchyOf(const std::string& dir) const {
+    for (const Hierarchy& h : hierarchies_) {
+      if (dir == h.dir || absl::StartsWith(dir, h.dir + "/")) return &h;
+    }
+    return nullptr;
+  }
+
+  static std::set<std::string> Tokens(const std::string& path) {
+    std::set<std::string> out;
+    for (absl::string_view t : absl::StrSplit(ReadText(path), absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+      out.insert(std::string(t));
+    }
+    return out;
+  }
+
+  static std::string InKernelOrder(const std::set<std::string>& controllers) {
+    std::vector<std::string> out;
+    for (const char* c : kKernelControllerOrder) {
+      if (controllers.contains(c)) out.push_back(c);
+    }
+    return absl::StrJoin(out, " ") + (out.empty() ? "" : "\n");
+  }
+
+  static absl::StatusOr<std::vector<std::string>> Subdirectories(const std::string& dir) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return absl::NotFoundError(dir);
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != ".." && IsDir(dir + "/" + name)) out.push_back(name);
+    }
+    ::closedir(d);
+    return out;
+  }
+
+  // `dir` and every group beneath it.
+  static void ForEachGroup(const std::string& dir, const std::function<void(const std::string&)>& f) {
+    f(dir);
+    absl::StatusOr<std::vector<std::string>> children = Subdirectories(dir);
+    if (!children.ok()) return;
+    for (const std::string& child : *children) ForEachGroup(dir + "/" + child, f);
+  }
 
   static void MkdirP(const std::string& path) {
     std::string cur;
@@ -390,7 +505,8 @@ TEST_P(CgroupBackendTest, WritesLimitsToControlFiles) {
     const std::string dir = GroupDir("", "run-1");
     EXPECT_EQ(Trimmed(dir + "/memory.max"), "67108864");
     EXPECT_EQ(Trimmed(dir + "/memory.swap.max"), "0");
-    EXPECT_EQ(Trimmed(dir + "/memory.oom.group"), "1");
+    // Not "1": it would kill the init with the program (SetLimits).
+    EXPECT_EQ(Trimmed(dir + "/memory.oom.group"), "0");
     EXPECT_EQ(Trimmed(dir + "/pids.max"), "32");
     EXPECT_EQ(Trimmed(dir + "/cpu.max"), "50000 100000");
   }
@@ -664,11 +780,11 @@ TEST_P(CgroupBackendTest, NestsChildGroupsInsideTheirParentWithLimitsOnBoth) {
     EXPECT_EQ(Trimmed(dir + "/cpu.max"), "200000 100000");
     // The parent hands its controllers down and, holding no process, lets
     // an OOM at its limit take only the child the kernel picked.
-    EXPECT_EQ(Trimmed(dir + "/cgroup.subtree_control"), "+memory +pids +cpu");
+    EXPECT_EQ(Trimmed(dir + "/cgroup.subtree_control"), "cpu memory pids");
     EXPECT_EQ(Trimmed(dir + "/memory.oom.group"), "0");
     EXPECT_EQ(Trimmed(dir + "/run-2/memory.max"), "134217728");
     EXPECT_EQ(Trimmed(dir + "/run-2/pids.max"), "32");
-    EXPECT_EQ(Trimmed(dir + "/run-2/memory.oom.group"), "1");
+    EXPECT_EQ(Trimmed(dir + "/run-2/memory.oom.group"), "0");
     EXPECT_EQ(Trimmed(dir + "/run-2/memory.swap.max"), "0");
   }
   EXPECT_TRUE(absl::IsInvalidArgument((*parent)->CreateChild("../run-3", {}).status()));
@@ -984,14 +1100,15 @@ TEST(CgroupV2Test, EnablesControllersAndMovesItselfIntoALeaf) {
   ASSERT_NE(manager, nullptr);
   const std::string leaf = service + "/warden-test.supervisor";
   EXPECT_EQ(Trimmed(leaf + "/cgroup.procs"), absl::StrCat(::getpid()));
-  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "+memory +pids +cpu");
-  EXPECT_EQ(Trimmed(service + "/warden-test/cgroup.subtree_control"), "+memory +pids +cpu");
+  EXPECT_EQ(Trimmed(service + "/cgroup.procs"), "");
+  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "cpu memory pids");
+  EXPECT_EQ(Trimmed(service + "/warden-test/cgroup.subtree_control"), "cpu memory pids");
   EXPECT_THAT(manager->Describe(), HasSubstr("moved into leaf: " + leaf));
 
   manager.reset();  // undoes it all, as no other child of the service remains
   EXPECT_FALSE(IsDir(leaf));
   EXPECT_FALSE(IsDir(service + "/warden-test"));
-  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "-memory -pids -cpu");
+  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "");
   EXPECT_EQ(Trimmed(service + "/cgroup.procs"), absl::StrCat(::getpid()));
 }
 
@@ -1015,7 +1132,7 @@ TEST(CgroupV2Test, EnablesOnlyAvailableControllersAndRefusesCpuLimitWithoutCpu) 
   WriteText(service + "/cgroup.controllers", "memory pids\n");
   auto manager = CreateIn(tree);
   ASSERT_NE(manager, nullptr);
-  EXPECT_EQ(Trimmed(service + "/warden-test/cgroup.subtree_control"), "+memory +pids");
+  EXPECT_EQ(Trimmed(service + "/warden-test/cgroup.subtree_control"), "memory pids");
   EXPECT_TRUE(manager->CreateGroup("no-cpu-limit", {.memory_bytes = 1 << 20}).ok());
   auto group = manager->CreateGroup("run-1", {.cpu_percent = 100});
   EXPECT_TRUE(absl::IsFailedPrecondition(group.status())) << group.status();
@@ -1033,6 +1150,176 @@ TEST(CgroupV2Test, DoesNotMoveOutOfTheRootCgroup) {
   ASSERT_NE(manager, nullptr);
   EXPECT_FALSE(IsDir(tree->Path("/sys/fs/cgroup/warden-test.supervisor")));
   EXPECT_THAT(manager->SubtreePaths(), ElementsAre(tree->Path("/sys/fs/cgroup/warden-test")));
+}
+
+
+// systemd with Delegate=yes and warden-keeper (docs/keeper-design.md,
+// "cgroups"): the keeper leaves the unit's cgroup for the leaf keeper/, and
+// wardend, started from there, makes its own leaf and its subtree in the
+// unit's cgroup, which then holds no process.
+TEST(CgroupV2Test, TheKeeperLeavesTheUnitsCgroupAndWardendGetsALeafOfItsOwn) {
+  auto tree = std::make_shared<FakeCgroupTree>();
+  LayOutPureV2(*tree);
+  const std::string service = tree->Path(absl::StrCat("/sys/fs/cgroup", kServiceCgroup));
+  CgroupOptions o;
+  o.fs_root = tree->root();
+  o.subtree_name = "warden-test";
+  o.directory_ops = tree;
+
+  // The keeper (this process) moves; the kernel then reports it in the leaf,
+  // and its launcher (pid 1 here) is forked there too.
+  absl::StatusOr<std::string> left = CgroupManager::MoveIntoLeaf(o, "keeper");
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, kServiceCgroup);
+  EXPECT_EQ(Trimmed(service + "/cgroup.procs"), "");
+  EXPECT_EQ(Trimmed(service + "/keeper/cgroup.procs"), absl::StrCat(::getpid()));
+  tree->SetSelfCgroup(absl::StrCat("0::", kServiceCgroup, "/keeper\n"));
+  WriteText(service + "/keeper/cgroup.procs", absl::StrCat("1\n", ::getpid(), "\n"));
+
+  // Without being told, wardend would take the keeper's leaf for its own
+  // cgroup, which has no controller: nothing is enabled for the unit's
+  // children.
+  absl::Status error;
+  EXPECT_EQ(CreateIn(tree, &error), nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(error)) << error;
+  EXPECT_THAT(error.message(), HasSubstr("offers controllers [], needs memory and pids"));
+  EXPECT_EQ(Trimmed(service + "/keeper/cgroup.procs"), absl::StrCat("1\n", ::getpid()));
+
+  // Told (WARDEN_KEEPER_CGROUP), it works in the unit's cgroup.
+  o.delegated_cgroup = *left;
+  auto first = CgroupManager::Create(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string leaf = service + "/warden-test.supervisor";
+  EXPECT_EQ(Trimmed(leaf + "/cgroup.procs"), absl::StrCat(::getpid()));
+  EXPECT_EQ(Trimmed(service + "/keeper/cgroup.procs"), "1");
+  EXPECT_EQ(Trimmed(service + "/cgroup.procs"), "");
+  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "cpu memory pids");
+  EXPECT_THAT((*first)->SubtreePaths(), ElementsAre(service + "/warden-test"));
+  const std::string described = (*first)->Describe();
+  EXPECT_THAT(described, HasSubstr("delegated cgroup: " + service));
+  EXPECT_THAT(described, HasSubstr("delegated controllers: cpu cpuset hugetlb io memory misc pids rdma"));
+  EXPECT_THAT(described, HasSubstr("wardend moved into leaf: " + leaf));
+  auto group = (*first)->CreateGroup("session-1", {.memory_bytes = 64 << 20, .pids = 8, .cpu_percent = 100});
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(Trimmed(service + "/warden-test/session-1/memory.max"), "67108864");
+  EXPECT_EQ(Trimmed(service + "/warden-test/session-1/cpu.max"), "100000 100000");
+  // Nothing else can be put into the unit's cgroup now.
+  EXPECT_EQ(tree->WriteControl(service + "/cgroup.procs", "1").code(), absl::ErrnoToStatus(EBUSY, "").code());
+
+  // kill -9: the launcher starts the next wardend in the keeper's leaf. The
+  // controllers are on already; it still takes a leaf of its own, and
+  // reclaims its predecessor's, sparing the adopted group.
+  Abandon(*group);
+  Abandon(*first);
+  ASSERT_TRUE(tree->WriteControl(service + "/keeper/cgroup.procs", absl::StrCat(::getpid())).ok());
+  o.subtree_name = "warden-next";
+  auto next = CgroupManager::Create(o);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(Trimmed(service + "/warden-next.supervisor/cgroup.procs"), absl::StrCat(::getpid()));
+  EXPECT_EQ(Trimmed(leaf + "/cgroup.procs"), "");
+  auto reclaimed = (*next)->ReclaimSubtree("warden-test", {"session-1"});
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_FALSE(IsDir(leaf));
+  EXPECT_TRUE(IsDir(service + "/warden-test/session-1"));
+  auto adopted = (*next)->OpenGroup("warden-test", "session-1");
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  adopted->reset();
+  ASSERT_TRUE((*next)->ReclaimSubtree("warden-test").ok());
+
+  // A stop for real: back into the keeper's leaf, and its own leaf goes; the
+  // unit's cgroup keeps its controllers for the keeper's leaf.
+  next->reset();
+  EXPECT_FALSE(IsDir(service + "/warden-next.supervisor"));
+  EXPECT_FALSE(IsDir(service + "/warden-next"));
+  EXPECT_FALSE(IsDir(service + "/warden-test"));
+  EXPECT_EQ(Trimmed(service + "/keeper/cgroup.procs"), absl::StrCat("1\n", ::getpid()));
+  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "cpu memory pids");
+}
+
+TEST(CgroupV2Test, ADelegatedCgroupMustBeThisProcesssOrAnAncestor) {
+  auto tree = std::make_shared<FakeCgroupTree>();
+  LayOutPureV2(*tree);
+  for (const std::string bad : {"/other.slice", "/system.slice/wardend.service/..", "system.slice",
+                                "/system.slice/wardend"}) {
+    CgroupOptions o;
+    o.fs_root = tree->root();
+    o.subtree_name = "warden-test";
+    o.directory_ops = tree;
+    o.delegated_cgroup = bad;
+    auto m = CgroupManager::Create(o);
+    EXPECT_TRUE(absl::IsInvalidArgument(m.status())) << bad << ": " << m.status();
+    EXPECT_THAT(m.status().message(), HasSubstr("WARDEN_KEEPER_CGROUP"));
+  }
+}
+
+TEST(CgroupV2Test, MoveIntoLeafDoesNothingOnV1OrAtTheRoot) {
+  auto v1 = std::make_shared<FakeCgroupTree>();
+  LayOutHybridV1(*v1);
+  CgroupOptions o;
+  o.fs_root = v1->root();
+  o.directory_ops = v1;
+  absl::StatusOr<std::string> left = CgroupManager::MoveIntoLeaf(o, "keeper");
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, "");
+  EXPECT_FALSE(IsDir(v1->Path("/sys/fs/cgroup/unified/keeper")));
+
+  auto root = std::make_shared<FakeCgroupTree>();
+  root->Mount("/sys/fs/cgroup", "");
+  root->SetSelfCgroup("0::/\n");
+  WriteText(root->Path("/sys/fs/cgroup/cgroup.controllers"), "cpu memory pids\n");
+  o.fs_root = root->root();
+  o.directory_ops = root;
+  left = CgroupManager::MoveIntoLeaf(o, "keeper");
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, "");
+  EXPECT_FALSE(IsDir(root->Path("/sys/fs/cgroup/keeper")));
+  EXPECT_TRUE(absl::IsInvalidArgument(CgroupManager::MoveIntoLeaf(o, "../keeper").status()));
+}
+
+// A root shell's session scope: `wardend --check` is told it cannot use it
+// (and checks from a transient scope of its own instead).
+TEST(CgroupV2Test, SharedCgroupProblemNamesTheOtherProcesses) {
+  auto tree = std::make_shared<FakeCgroupTree>();
+  LayOutPureV2(*tree);
+  const std::string service = tree->Path(absl::StrCat("/sys/fs/cgroup", kServiceCgroup));
+  CgroupOptions o;
+  o.fs_root = tree->root();
+  EXPECT_EQ(CgroupManager::SharedCgroupProblem(o), "") << "alone in its cgroup";
+  WriteText(service + "/cgroup.procs", absl::StrCat("4242\n", ::getpid(), "\n"));
+  const std::string problem = CgroupManager::SharedCgroupProblem(o);
+  EXPECT_THAT(problem, HasSubstr("holds 1 other processes (pids 4242)"));
+  EXPECT_THAT(problem, HasSubstr("no-internal-processes"));
+  absl::Status error;
+  EXPECT_EQ(CreateIn(tree, &error), nullptr) << "what the problem predicts";
+  EXPECT_THAT(error.message(), HasSubstr("it holds pids 4242"));
+  // Restored: back in the service, no leaf, nothing enabled.
+  EXPECT_EQ(Trimmed(service + "/cgroup.procs"), absl::StrCat("4242\n", ::getpid()));
+  EXPECT_FALSE(IsDir(service + "/warden-test.supervisor"));
+  EXPECT_EQ(Trimmed(service + "/cgroup.subtree_control"), "");
+
+  auto v1 = std::make_shared<FakeCgroupTree>();
+  LayOutHybridV1(*v1);
+  o.fs_root = v1->root();
+  EXPECT_EQ(CgroupManager::SharedCgroupProblem(o), "");
+}
+
+// What the VM taught: a group with controllers on for its children takes
+// no process, so a session's parent group is for groups only.
+TEST(CgroupV2Test, AParentGroupTakesNoProcess) {
+  auto tree = std::make_shared<FakeCgroupTree>();
+  LayOutPureV2(*tree);
+  auto manager = CreateIn(tree);
+  ASSERT_NE(manager, nullptr);
+  auto parent = manager->CreateGroup("session-1", {.memory_bytes = 64 << 20});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  auto child = (*parent)->CreateChild("run-1", {.memory_bytes = 32 << 20});
+  ASSERT_TRUE(child.ok()) << child.status();
+  PausedChild process;
+  EXPECT_EQ((*parent)->AddProcess(process.pid()).code(), absl::ErrnoToStatus(EBUSY, "").code());
+  ASSERT_TRUE((*child)->AddProcess(process.pid()).ok());
+  EXPECT_EQ(Trimmed((*child)->Paths()[0] + "/cgroup.procs"), absl::StrCat(process.pid()));
+  ASSERT_TRUE((*child)->KillAll().ok());
+  WriteText((*child)->Paths()[0] + "/cgroup.procs", "");
 }
 
 }  // namespace
