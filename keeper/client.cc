@@ -112,4 +112,6 @@ absl::Status KeeperClient::Drop(const std::string& id) {
 
 absl::Status KeeperClient::Stop() { return Send(Header{MessageType::kStop}, nullptr, 0); }
 
+absl::Status KeeperClient::Serving() { return Send(Header{MessageType::kServing}, nullptr, 0); }
+
 }  // namespace warden::keeper

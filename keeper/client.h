@@ -43,6 +43,9 @@ class KeeperClient {
   absl::Status Drop(const std::string& id);
   // Stop for real: the keeper ends what it holds and quits after wardend.
   absl::Status Stop();
+  // wardend serves (its listeners are bound): the keeper reports the unit
+  // ready to systemd, and counts this start as a success.
+  absl::Status Serving();
 
  private:
   explicit KeeperClient(UniqueFd fd) : fd_(std::move(fd)) {}

@@ -1,7 +1,8 @@
 // warden-keeper: holds wardend's live sandboxes while wardend restarts or
 // crashes, and starts wardend again (docs/keeper-design.md).
 //
-//   warden-keeper --socket PATH [--buffer-bytes N] -- /usr/bin/wardend [ARGS...]
+//   warden-keeper --socket PATH [--buffer-bytes N] [--start-timeout SECONDS]
+//                 [--max-failed-starts N] -- /usr/bin/wardend [ARGS...]
 //
 // Two processes: the keeper proper, which is a child subreaper (orphaned
 // sandbox inits of a dead wardend become its children), holds a copy of each
@@ -16,6 +17,19 @@
 // Signals: SIGHUP restarts wardend (it detaches, keeping its sessions);
 // SIGTERM, SIGINT and SIGUSR1 stop for real: wardend is told to end every
 // session (SIGUSR1 to it), anything still held is killed, and both exit.
+//
+// Under systemd (Type=notify): READY=1 goes to $NOTIFY_SOCKET once wardend
+// says it serves (SERVING), never before. A wardend that exits before it
+// ever served, or that fails to reach SERVING --max-failed-starts times in a
+// row (exiting, or killed after --start-timeout), makes the keeper give up:
+// it ends what it holds and exits 1, so that `systemctl start` fails and the
+// unit is not active while nothing serves.
+//
+// On cgroup v2 the keeper first moves itself into the leaf <its cgroup>/keeper
+// so that the unit's cgroup holds no process and wardend can enable the
+// controllers its sandboxes need there (the no-internal-processes rule);
+// wardend learns the unit's cgroup from WARDEN_KEEPER_CGROUP and makes its
+// own leaf and subtree in it (docs/keeper-design.md, "cgroups").
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -40,7 +54,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/systemd_notify.h"
 #include "keeper/protocol.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/fd_passing.h"
 #include "sandbox/unique_fd.h"
 
@@ -59,7 +75,7 @@ void Log(const std::string& line) {
 // ---------------------------------------------------------------------------
 // The launcher: the keeper's unhardened hand for starting wardend.
 
-enum Command : char { kStart = 's', kTerminate = 't', kStopForReal = 'u', kQuit = 'q' };
+enum Command : char { kStart = 's', kTerminate = 't', kStopForReal = 'u', kKill = 'k', kQuit = 'q' };
 
 struct Report {
   int32_t kind;  // 1: started, 2: exited
@@ -68,7 +84,7 @@ struct Report {
 };
 
 [[noreturn]] void LauncherMain(int commands, int reports, const std::vector<std::string>& argv,
-                               const std::string& socket_path) {
+                               const std::string& socket_path, const std::string& delegated_cgroup) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -114,6 +130,7 @@ struct Report {
           sigemptyset(&none);
           sigprocmask(SIG_SETMASK, &none, nullptr);
           setenv("WARDEN_KEEPER_SOCKET", socket_path.c_str(), 1);
+          if (!delegated_cgroup.empty()) setenv("WARDEN_KEEPER_CGROUP", delegated_cgroup.c_str(), 1);
           std::vector<char*> args;
           for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
           args.push_back(nullptr);
@@ -131,6 +148,8 @@ struct Report {
         kill(wardend, SIGTERM);
       } else if (c == kStopForReal && wardend > 0) {
         kill(wardend, SIGUSR1);
+      } else if (c == kKill && wardend > 0) {
+        kill(wardend, SIGKILL);
       } else if (c == kQuit) {
         quit = true;
       }
@@ -152,17 +171,28 @@ struct Held {
   bool eof[3] = {false, false, false};
 };
 
+struct KeeperOptions {
+  size_t buffer_bytes = kDefaultBufferBytes;
+  // A started wardend that neither serves nor exits within this is killed.
+  absl::Duration start_timeout = absl::Seconds(180);
+  // Consecutive starts that did not reach SERVING before the keeper gives up.
+  int max_failed_starts = 5;
+};
+
 class Keeper {
  public:
   Keeper(UniqueFd listener, UniqueFd signals, int commands, UniqueFd reports, pid_t launcher,
-         size_t buffer_bytes)
+         const KeeperOptions& options, SystemdNotifier systemd)
       : listener_(std::move(listener)),
         signals_(std::move(signals)),
         commands_(commands),
         reports_(std::move(reports)),
         launcher_(launcher),
-        buffer_bytes_(buffer_bytes) {}
+        buffer_bytes_(options.buffer_bytes),
+        options_(options),
+        systemd_(std::move(systemd)) {}
 
+  // The keeper's exit status: 0 after a stop, 1 when it gave up.
   int Run();
 
  private:
@@ -175,6 +205,9 @@ class Keeper {
   void Drop(const std::string& id);
   void KillAll();
   void Buffer(Held& held, int stream);
+  void OnServing();
+  void GiveUp(const std::string& why);
+  void Status(const std::string& status) { systemd_.Notify("STATUS=" + status); }
   void CheckEnded(Held& held);
   bool Send(const Header& header, const void* payload, size_t n, const int* fds, int n_fds);
   void Disconnect() {
@@ -188,6 +221,8 @@ class Keeper {
   UniqueFd reports_;
   pid_t launcher_;
   const size_t buffer_bytes_;
+  const KeeperOptions options_;
+  const SystemdNotifier systemd_;
 
   UniqueFd conn_;
   bool adopted_ = false;
@@ -198,6 +233,12 @@ class Keeper {
   absl::Time restart_at_ = absl::InfiniteFuture();
   bool stopping_ = false;
   bool launcher_gone_ = false;
+  bool serving_ = false;        // the running wardend said SERVING
+  bool ever_served_ = false;    // some wardend did, since the keeper started
+  bool ready_sent_ = false;     // READY=1 went to systemd
+  int failed_starts_ = 0;       // in a row, without SERVING
+  absl::Time start_deadline_ = absl::InfiniteFuture();
+  int exit_code_ = 0;
   uint64_t generation_ = 0;  // changes whenever held_ gains or loses an entry
 };
 
@@ -228,9 +269,10 @@ int Keeper::Run() {
       }
     }
     int timeout = -1;
-    if (restart_at_ != absl::InfiniteFuture()) {
+    const absl::Time wake = std::min(restart_at_, start_deadline_);
+    if (wake != absl::InfiniteFuture()) {
       timeout = static_cast<int>(std::max<int64_t>(
-          0, absl::ToInt64Milliseconds(absl::Ceil(restart_at_ - absl::Now(), absl::Milliseconds(1)))));
+          0, absl::ToInt64Milliseconds(absl::Ceil(wake - absl::Now(), absl::Milliseconds(1)))));
     }
     const int rc = poll(fds.data(), fds.size(), timeout);
     if (rc < 0 && errno != EINTR) {
@@ -240,6 +282,14 @@ int Keeper::Run() {
     if (restart_at_ != absl::InfiniteFuture() && absl::Now() >= restart_at_) {
       restart_at_ = absl::InfiniteFuture();
       if (!stopping_) Command(kStart);
+    }
+    if (start_deadline_ != absl::InfiniteFuture() && absl::Now() >= start_deadline_) {
+      start_deadline_ = absl::InfiniteFuture();
+      if (wardend_ > 0 && !serving_ && !stopping_) {
+        Log("wardend (pid " + std::to_string(wardend_) + ") did not serve within " +
+            absl::FormatDuration(options_.start_timeout) + "; killing it");
+        Command(kKill);
+      }
     }
     if (rc <= 0) continue;
     const uint64_t generation = generation_;
@@ -258,7 +308,7 @@ int Keeper::Run() {
       }
     }
   }
-  return 0;
+  return exit_code_;
 }
 
 void Keeper::OnSignal() {
@@ -278,11 +328,13 @@ void Keeper::OnSignal() {
       }
       case SIGHUP:
         Log("SIGHUP: restarting wardend; its sessions stay");
+        Status("restarting wardend (reload); its sessions stay");
         Command(kTerminate);
         break;
       default:
         if (stopping_) break;
         Log("stopping: every session ends");
+        systemd_.Notify("STOPPING=1\nSTATUS=stopping: every session ends");
         stopping_ = true;
         if (wardend_ > 0) {
           Command(kStopForReal);
@@ -306,9 +358,13 @@ void Keeper::OnReport() {
   if (r.kind == 1) {
     wardend_ = r.pid;
     wardend_started_ = absl::Now();
+    serving_ = false;
+    start_deadline_ = wardend_started_ + options_.start_timeout;
+    Status("starting wardend (pid " + std::to_string(r.pid) + ")");
     return;
   }
   wardend_ = -1;
+  start_deadline_ = absl::InfiniteFuture();
   if (stopping_) {
     KillAll();
     Command(kQuit);
@@ -324,10 +380,52 @@ void Keeper::OnReport() {
   } else {
     snprintf(what, sizeof(what), "exited with status %d", WEXITSTATUS(r.status));
   }
-  Log(std::string("wardend (pid ") + std::to_string(r.pid) + ") " + what + "; starting it again" +
-      (backoff_ > absl::ZeroDuration() ? " in " + absl::FormatDuration(backoff_) : "") + " (" +
-      std::to_string(held_.size()) + " sandboxes held)");
+  const std::string exited = "wardend (pid " + std::to_string(r.pid) + ") " + what;
+  if (!serving_) {
+    ++failed_starts_;
+    if (!ever_served_) {
+      GiveUp(exited + " before it served (its log says why)");
+      return;
+    }
+    if (failed_starts_ >= options_.max_failed_starts) {
+      GiveUp(exited + "; " + std::to_string(failed_starts_) + " starts in a row did not serve");
+      return;
+    }
+  }
+  serving_ = false;
+  const std::string again = "starting it again" +
+                            (backoff_ > absl::ZeroDuration() ? " in " + absl::FormatDuration(backoff_) : "");
+  Log(exited + "; " + again + " (" + std::to_string(held_.size()) + " sandboxes held)");
+  Status(exited + "; " + again + "; not serving meanwhile");
   restart_at_ = absl::Now() + backoff_;
+}
+
+void Keeper::OnServing() {
+  serving_ = true;
+  ever_served_ = true;
+  failed_starts_ = 0;
+  start_deadline_ = absl::InfiniteFuture();
+  const std::string status = "wardend (pid " + std::to_string(wardend_) + ") serving; " +
+                             std::to_string(held_.size()) + " session sandboxes held";
+  if (!ready_sent_) {
+    ready_sent_ = true;
+    systemd_.Notify("READY=1\nSTATUS=" + status);
+  } else {
+    Status(status);
+  }
+}
+
+// Nothing serves and nothing will: end what is held and exit 1, so that
+// systemd sees the unit fail (and may start it afresh) rather than report
+// an active unit that serves nothing.
+void Keeper::GiveUp(const std::string& why) {
+  Log(why + "; giving up (exit 1)");
+  systemd_.Notify("STATUS=gave up: " + why);
+  stopping_ = true;
+  exit_code_ = 1;
+  restart_at_ = absl::InfiniteFuture();
+  KillAll();
+  Command(kQuit);
 }
 
 void Keeper::OnAccept() {
@@ -394,6 +492,9 @@ void Keeper::OnMessage() {
     case MessageType::kStop:
       stopping_ = true;
       KillAll();
+      return;
+    case MessageType::kServing:
+      OnServing();
       return;
     default:
       Log("unknown message: ignored");
@@ -521,7 +622,8 @@ bool InstallSeccomp() {
 
 int Usage(const std::string& error) {
   fprintf(stderr,
-          "warden-keeper: %s\n\nusage: warden-keeper --socket PATH [--buffer-bytes N] -- WARDEND [ARGS...]\n"
+          "warden-keeper: %s\n\nusage: warden-keeper --socket PATH [--buffer-bytes N] [--start-timeout SECONDS]\n"
+          "                     [--max-failed-starts N] -- WARDEND [ARGS...]\n"
           "Holds wardend's sessions across its restarts and crashes (docs/operations.md).\n",
           error.c_str());
   return 2;
@@ -529,7 +631,7 @@ int Usage(const std::string& error) {
 
 int Main(int argc, char** argv) {
   std::string socket_path;
-  size_t buffer_bytes = kDefaultBufferBytes;
+  KeeperOptions options;
   std::vector<std::string> wardend;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -538,8 +640,18 @@ int Main(int argc, char** argv) {
     } else if (arg == "--socket" && i + 1 < argc) {
       socket_path = argv[++i];
     } else if (arg == "--buffer-bytes" && i + 1 < argc) {
-      if (!absl::SimpleAtoi(argv[++i], &buffer_bytes) || buffer_bytes == 0) {
+      if (!absl::SimpleAtoi(argv[++i], &options.buffer_bytes) || options.buffer_bytes == 0) {
         return Usage("--buffer-bytes needs a positive number");
+      }
+    } else if (arg == "--start-timeout" && i + 1 < argc) {
+      int seconds = 0;
+      if (!absl::SimpleAtoi(argv[++i], &seconds) || seconds <= 0) {
+        return Usage("--start-timeout needs a positive number of seconds");
+      }
+      options.start_timeout = absl::Seconds(seconds);
+    } else if (arg == "--max-failed-starts" && i + 1 < argc) {
+      if (!absl::SimpleAtoi(argv[++i], &options.max_failed_starts) || options.max_failed_starts <= 0) {
+        return Usage("--max-failed-starts needs a positive number");
       }
     } else {
       return Usage("unknown option " + arg);
@@ -578,6 +690,24 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
+  // cgroup v2: out of the unit's cgroup, into a leaf of the keeper's own,
+  // before the launcher (and so every wardend) is forked. Not fatal: wardend
+  // then says what stops it, and the keeper gives up.
+  std::string delegated_cgroup;
+  if (absl::StatusOr<std::string> left = CgroupManager::MoveIntoLeaf(CgroupOptions(), "keeper"); left.ok()) {
+    delegated_cgroup = *left;
+    if (!delegated_cgroup.empty()) {
+      Log("moved into the cgroup leaf " + delegated_cgroup + "/keeper; wardend gets " + delegated_cgroup);
+    }
+  } else {
+    Log("cannot leave its cgroup for a leaf of its own, so wardend cannot enable controllers there: " +
+        std::string(left.status().message()));
+  }
+  // systemd's notification socket, connected now (the hardened keeper cannot
+  // open one) and taken out of the environment: only the keeper speaks to
+  // systemd; wardend tells the keeper.
+  SystemdNotifier systemd = SystemdNotifier::FromEnvironment(/*unset_environment=*/true);
+
   int commands[2], reports[2];
   if (pipe2(commands, O_CLOEXEC) != 0 || pipe2(reports, O_CLOEXEC) != 0) {
     perror("warden-keeper: pipe2");
@@ -593,7 +723,7 @@ int Main(int argc, char** argv) {
     signals.Reset();
     close(commands[1]);
     close(reports[0]);
-    LauncherMain(commands[0], reports[1], wardend, socket_path);
+    LauncherMain(commands[0], reports[1], wardend, socket_path, delegated_cgroup);
   }
   close(commands[0]);
   close(reports[1]);
@@ -613,7 +743,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   Keeper keeper(std::move(listener), std::move(signals), commands[1], UniqueFd(reports[0]), launcher,
-                buffer_bytes);
+                options, std::move(systemd));
   return keeper.Run();
 }
 

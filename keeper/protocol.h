@@ -7,6 +7,7 @@
 //                       DROP id        close them; SIGKILL the init first
 //                       ADOPT          hand back every held sandbox
 //                       STOP           end every held sandbox; quit once wardend exits
+//                       SERVING        wardend listens: the keeper tells systemd it is ready
 //   keeper -> wardend   HELD id +fds   one held sandbox (ended: its init is gone)
 //                       OUTPUT id      bytes it wrote while no daemon was attached
 //                       ADOPT_END      that was all
@@ -26,6 +27,7 @@ enum class MessageType : uint32_t {
   kDrop = 2,
   kAdopt = 3,
   kStop = 4,
+  kServing = 5,
   kHeld = 10,
   kOutput = 11,
   kAdoptEnd = 12,

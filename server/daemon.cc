@@ -1,6 +1,7 @@
 #include "server/daemon.h"
 
 #include <grp.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,8 +81,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsFor(const st
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& options, Mode mode) {
   RETURN_IF_ERROR(options.Validate());
   auto daemon = std::unique_ptr<Daemon>(new Daemon(options));
-  if (mode == Mode::kServe) RETURN_IF_ERROR(daemon->ClaimState());
-  ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(options.executor));
+  if (mode == Mode::kServe) {
+    // Before any thread exists: the environment is changed here.
+    daemon->systemd_ = SystemdNotifier::FromEnvironment(/*unset_environment=*/true);
+    // Under warden-keeper on cgroup v2: the unit's cgroup, which the keeper
+    // left for a leaf of its own (docs/keeper-design.md, "cgroups").
+    if (const char* delegated = getenv("WARDEN_KEEPER_CGROUP"); delegated != nullptr && *delegated != '\0') {
+      daemon->options_.executor.cgroup.delegated_cgroup = delegated;
+    }
+    RETURN_IF_ERROR(daemon->ClaimState());
+  }
+  ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(daemon->options_.executor));
   if (mode == Mode::kServe) RETURN_IF_ERROR(daemon->ConnectKeeper());
   daemon->ReclaimPrevious();
   if (options.zygote.enabled) daemon->StartPythonZygote();
@@ -275,6 +285,11 @@ absl::Status Daemon::Start() {
                                             .tokens_configured = !options_.auth.tokens_file.empty()};
   ASSIGN_OR_RETURN(http_, fronts::HttpFronts::Start(fronts_options, *server_, authenticate_, std::move(admin)));
   if (http_->http_port() != 0) spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
+  if (keeper_) {
+    keeper_->Serving();
+  } else {
+    systemd_.Notify(absl::StrCat("READY=1\nSTATUS=serving on ", absl::StrJoin(listening_, ", ")));
+  }
   return absl::OkStatus();
 }
 
@@ -300,6 +315,7 @@ void Daemon::Drain(absl::Duration grace) {
 void Daemon::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  systemd_.Notify("STOPPING=1\nSTATUS=shutting down");
   draining_ = true;  // /readyz says so from now on
   {
     absl::MutexLock lock(&health_mu_);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/systemd_notify.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "server/engine.h"
@@ -47,6 +48,8 @@ class Daemon {
   std::shared_ptr<const Tenancy> tenancy() const { return tenancy_; }
   Tasks& tasks() { return service_->tasks(); }
 
+  // Serves; once the listeners are bound, says so to warden-keeper
+  // (SERVING), or without a keeper to systemd ($NOTIFY_SOCKET: READY=1).
   absl::Status Start();
   void Shutdown(absl::Duration grace);
   // Under warden-keeper: stops serving and leaves every session to the
@@ -88,6 +91,7 @@ class Daemon {
   void UpdateHealth();
 
   DaemonOptions options_;
+  SystemdNotifier systemd_;  // inactive unless a Type=notify unit runs wardend itself
   std::unique_ptr<StateDir> state_;  // null: no state directory
   std::unique_ptr<SessionKeeper> keeper_;  // null: sessions die with this process
   std::map<std::string, std::set<std::string>> kept_groups_;  // adopted, by predecessor subtree

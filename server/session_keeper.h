@@ -80,6 +80,8 @@ class SessionKeeper : public SessionObserver {
   // Stop for real: the keeper ends whatever it still holds and quits after
   // this wardend exits. The metadata directory goes.
   void Stop();
+  // This wardend serves: the keeper tells systemd (READY=1).
+  void Serving() { (void)client_->Serving(); }
 
  private:
   SessionKeeper(std::unique_ptr<keeper::KeeperClient> client, std::string dir)

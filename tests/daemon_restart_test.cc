@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -640,6 +641,158 @@ TEST_F(KeptSessionsTest, DropSessionsAndRealStopLeaveNothing) {
   EXPECT_TRUE(absl::StrContains(dropping.log(), doomed + ": wardend --drop-sessions")) << dropping.log();
   EXPECT_TRUE(CgroupDirsNamed(second_subtree).empty()) << dropping.log();
   EXPECT_TRUE(fs::is_empty(dir_ + "/sessions")) << dropping.log();
+}
+
+
+// ---------------------------------------------------------------------------
+// Under systemd (Type=notify, deploy/wardend.service): what the keeper tells
+// $NOTIFY_SOCKET, here a datagram socket of the test's own standing in for
+// systemd's.
+
+class FakeSystemd {
+ public:
+  explicit FakeSystemd(const std::string& path) : path_(path) {
+    fd_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    ::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+    ::setenv("NOTIFY_SOCKET", path.c_str(), 1);  // for the keeper the test starts
+  }
+  ~FakeSystemd() { ::unsetenv("NOTIFY_SOCKET"); }
+
+  // The next notification, or "" if none came within `timeout`.
+  std::string Receive(absl::Duration timeout = kStartTimeout) {
+    struct pollfd p = {fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) return "";
+    char buffer[4096];
+    const ssize_t n = ::recv(fd_.get(), buffer, sizeof(buffer), 0);
+    return n > 0 ? std::string(buffer, n) : "";
+  }
+  // Notifications until one contains `wanted`; all of them, in order.
+  std::vector<std::string> ReceiveUntil(const std::string& wanted) {
+    std::vector<std::string> got;
+    for (std::string m = Receive(); !m.empty(); m = Receive()) {
+      got.push_back(m);
+      if (absl::StrContains(m, wanted)) break;
+    }
+    return got;
+  }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+};
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += "[" + l + "]\n";
+  return out;
+}
+
+TEST_F(KeptSessionsTest, TellsSystemdItIsReadyOnlyOnceWardendServes) {
+  FakeSystemd systemd(dir_ + "/notify");
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  std::vector<std::string> got = systemd.ReceiveUntil("READY=1");
+  // Checked as the notification arrives: wardend listens by then.
+  const bool listening = fs::exists(kept.socket());
+  ASSERT_FALSE(got.empty()) << kept.log();
+  ASSERT_TRUE(absl::StrContains(got.back(), "READY=1")) << Joined(got) << kept.log();
+  EXPECT_TRUE(listening) << "READY=1 before wardend's socket existed";
+  EXPECT_TRUE(absl::StrContains(got.back(), "STATUS=wardend (pid ")) << Joined(got);
+  for (size_t i = 0; i + 1 < got.size(); ++i) EXPECT_FALSE(absl::StrContains(got[i], "READY")) << Joined(got);
+  ASSERT_TRUE(kept.WaitServing());
+  // Only the keeper speaks to systemd: wardend does not inherit the socket.
+  const std::string environ = ReadText(absl::StrCat("/proc/", RecordedDaemon(dir_), "/environ"));
+  EXPECT_FALSE(absl::StrContains(environ, "NOTIFY_SOCKET=")) << environ;
+  EXPECT_TRUE(absl::StrContains(environ, "WARDEN_KEEPER_SOCKET=")) << environ;
+
+  // A reload is a status, not a second start.
+  const pid_t first = RecordedDaemon(dir_);
+  ASSERT_EQ(::kill(kept.pid(), SIGHUP), 0);
+  got = systemd.ReceiveUntil(") serving;");
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(absl::StrContains(got.front(), "STATUS=restarting wardend (reload)")) << Joined(got);
+  EXPECT_TRUE(absl::StrContains(got.back(), ") serving;")) << Joined(got);
+  EXPECT_NE(RecordedDaemon(dir_), first);
+  for (const std::string& m : got) EXPECT_FALSE(absl::StrContains(m, "READY=1")) << Joined(got);
+
+  ASSERT_EQ(::kill(kept.pid(), SIGTERM), 0);
+  got = systemd.ReceiveUntil("STOPPING=1");
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(absl::StrContains(got.back(), "STOPPING=1")) << Joined(got);
+  const int status = kept.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(KeptSessionsTest, GivesUpWhenWardendNeverServes) {
+  FakeSystemd systemd(dir_ + "/notify");
+  std::ofstream(dir_ + "/wardend.json") << "{";  // wardend cannot even read its configuration
+  Wardend kept(dir_, "kept.log", /*kept=*/true);
+  const int status = kept.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status << kept.log();
+  std::vector<std::string> got;
+  for (std::string m = systemd.Receive(absl::Seconds(1)); !m.empty(); m = systemd.Receive(absl::Seconds(1))) {
+    got.push_back(m);
+  }
+  for (const std::string& m : got) EXPECT_FALSE(absl::StrContains(m, "READY=1")) << Joined(got);
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(absl::StrContains(got.back(), "STATUS=gave up: wardend (pid ")) << Joined(got);
+  EXPECT_TRUE(absl::StrContains(got.back(), "before it served")) << Joined(got);
+  EXPECT_TRUE(absl::StrContains(kept.log(), "giving up (exit 1)")) << kept.log();
+}
+
+TEST_F(KeptSessionsTest, GivesUpWhenWardendKeepsFailingAfterItServed) {
+  const std::string good = ReadText(dir_ + "/wardend.json");
+  auto kept = std::make_unique<Wardend>(dir_, "kept.log", /*kept=*/true);
+  ASSERT_TRUE(kept->WaitServing());
+  const std::string id = CreateSession(*kept);
+  EXPECT_EQ(Execute(*kept, id, "print(7)").stdout(), "7\n");
+  std::vector<UniqueFd> pidfds;
+  const std::string subtree = RecordLines(ReadText(dir_ + "/wardend.state"), "cgroup").at(0);
+  for (pid_t pid : ProcsIn(CgroupDirsNamed(subtree))) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd >= 0) pidfds.emplace_back(fd);
+  }
+  ASSERT_FALSE(pidfds.empty());
+
+  // An upgrade gone wrong: the configuration breaks, then a reload.
+  std::ofstream(dir_ + "/wardend.json") << "{";
+  ASSERT_EQ(::kill(kept->pid(), SIGHUP), 0);
+  const int status = kept->Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status << kept->log();
+  EXPECT_TRUE(absl::StrContains(kept->log(), "5 starts in a row did not serve; giving up")) << kept->log();
+  for (const UniqueFd& fd : pidfds) {
+    struct pollfd p = {fd.get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 10'000), 1) << "a held sandbox outlived the keeper that gave up";
+  }
+
+  // Mended, the next keeper's wardend reclaims what was left and serves.
+  std::ofstream(dir_ + "/wardend.json", std::ios::trunc) << good;
+  Wardend next(dir_, "next.log", /*kept=*/true);
+  ASSERT_TRUE(next.WaitServing());
+  EXPECT_TRUE(CgroupDirsNamed(subtree).empty()) << next.log();
+}
+
+// A wardend that hangs before it serves is killed after --start-timeout
+// and counts as a start that failed (here a stand-in that only sleeps).
+TEST_F(DaemonRestartTest, KeeperKillsAStartThatNeverServes) {
+  const std::string log = dir_ + "/keeper.log";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ::dup2(fd, 2);
+    const std::string keeper = std::string(WARDEN_BIN_DIR) + "/warden-keeper";
+    const std::string socket = dir_ + "/keeper.sock";
+    ::execl(keeper.c_str(), keeper.c_str(), "--socket", socket.c_str(), "--start-timeout", "1", "--",
+            "/bin/sleep", "600", nullptr);
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status << ReadText(log);
+  EXPECT_TRUE(absl::StrContains(ReadText(log), "did not serve within 1s; killing it")) << ReadText(log);
+  EXPECT_TRUE(absl::StrContains(ReadText(log), "killed by signal 9 before it served")) << ReadText(log);
 }
 
 }  // namespace
