@@ -40,15 +40,26 @@ std::string ProbeNamespaces() {
   if (pid == 0) {
     int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                 CLONE_NEWPID | CLONE_NEWCGROUP;
-    _exit(unshare(flags) == 0 ? 0 : errno);
+    if (unshare(flags) != 0) _exit(errno);
+    // The creator has every capability in its new user namespace, unless a
+    // security module took them (AppArmor's unprivileged_userns profile):
+    // naming its own UTS namespace needs CAP_SYS_ADMIN there.
+    const char name[] = "warden-check";
+    _exit(sethostname(name, sizeof(name) - 1) == 0 ? 0 : 100 + errno);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  return absl::StrCat("unshare(user, mount, net, ipc, uts, pid, cgroup) failed: ",
-                      strerror(WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL));
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL;
+  if (code > 100) {
+    return absl::StrCat("user namespaces are created but give no capabilities inside (sethostname: ",
+                        strerror(code - 100), ")");
+  }
+  return absl::StrCat("unshare(user, mount, net, ipc, uts, pid, cgroup) failed: ", strerror(code));
 }
+
+constexpr char kAppArmorUsernsKnob[] = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns";
 
 }  // namespace
 
@@ -70,6 +81,43 @@ std::string HostCheck::Format() const {
   return out;
 }
 
+HostCheckItem AppArmorUsernsItem(const std::string& knob, bool privileged,
+                                 const std::string& userns_problem) {
+  const std::string name = "apparmor";
+  if (knob.empty()) {
+    return {name, true, false,
+            "kernel.apparmor_restrict_unprivileged_userns is not on this kernel: AppArmor does not "
+            "restrict user namespaces here"};
+  }
+  if (knob == "0") {
+    return {name, true, false, "kernel.apparmor_restrict_unprivileged_userns=0: user namespaces are not restricted"};
+  }
+  const std::string remedy =
+      "allow them for Warden's programs with an AppArmor profile, /etc/apparmor.d/warden: "
+      "'abi <abi/4.0>, include <tunables/global> profile warden /usr/bin/{wardend,warden-run} "
+      "flags=(unconfined) { userns, }', loaded with 'apparmor_parser -r /etc/apparmor.d/warden'; or "
+      "lift the restriction for the whole host: 'sysctl -w kernel.apparmor_restrict_unprivileged_userns=0' "
+      "(persist it in /etc/sysctl.d/)";
+  if (privileged) {
+    return {name, true, false,
+            absl::StrCat("kernel.apparmor_restrict_unprivileged_userns=", knob,
+                         ": unprivileged user namespaces get no capabilities; this process has "
+                         "CAP_SYS_ADMIN (root, as the packaged unit runs wardend), which the "
+                         "restriction leaves alone. A rootless wardend or warden-run needs: ",
+                         remedy)};
+  }
+  if (userns_problem.empty()) {
+    return {name, true, false,
+            absl::StrCat("kernel.apparmor_restrict_unprivileged_userns=", knob,
+                         ", but this process's user namespaces work (an AppArmor profile allows them)")};
+  }
+  return {name, false, true,
+          absl::StrCat("kernel.apparmor_restrict_unprivileged_userns=", knob,
+                       " keeps this process's user namespaces from getting capabilities, so no "
+                       "sandbox can be built (Ubuntu 23.10 and later). Run wardend as root (the "
+                       "packaged unit does), or ", remedy)};
+}
+
 HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded) {
   HostCheck check;
   struct utsname uts;
@@ -79,10 +127,15 @@ HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded) {
   {
     std::string why = ProbeNamespaces();
     std::string max_ns = ReadSmallFile("/proc/sys/user/max_user_namespaces");
-    check.items.push_back({"user namespaces", why.empty(), true,
-                           why.empty() ? absl::StrCat("available (max_user_namespaces=", max_ns, ")")
-                                       : absl::StrCat(why, "; enable with sysctl "
-                                                           "user.max_user_namespaces=10000")});
+    const std::string knob = ReadSmallFile(kAppArmorUsernsKnob);
+    const bool restricted = !knob.empty() && knob != "0";
+    check.items.push_back(
+        {"user namespaces", why.empty(), true,
+         why.empty() ? absl::StrCat("available (max_user_namespaces=", max_ns, ")")
+         : restricted
+             ? absl::StrCat(why, "; kernel.apparmor_restrict_unprivileged_userns=", knob, ": see apparmor below")
+             : absl::StrCat(why, "; enable with sysctl user.max_user_namespaces=10000")});
+    check.items.push_back(AppArmorUsernsItem(knob, geteuid() == 0, why));
   }
   {
     std::string actions = ReadSmallFile("/proc/sys/kernel/seccomp/actions_avail");

@@ -30,6 +30,15 @@ struct HostCheck {
 // `allow_degraded` makes cgroups optional.
 HostCheck CheckHost(const CgroupOptions& options, bool allow_degraded);
 
+// AppArmor's restriction of unprivileged user namespaces
+// (kernel.apparmor_restrict_unprivileged_userns, on by default from Ubuntu
+// 23.10 and 24.04): `knob` is the sysctl's value, "" when the kernel has
+// none; `privileged` whether this process has CAP_SYS_ADMIN (root), whose
+// user namespaces it leaves alone; `userns_problem` what the namespace probe
+// found ("" when it worked). Names the sysctl and says what to do.
+HostCheckItem AppArmorUsernsItem(const std::string& knob, bool privileged,
+                                 const std::string& userns_problem);
+
 struct ExecutorOptions;
 
 // What this host sustains: empty sandboxes (/bin/true, every namespace,

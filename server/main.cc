@@ -6,8 +6,11 @@
 //           [--admin-listen HOST:PORT]
 //           [--allow-degraded] [--drop-sessions] [--log-format text|json] [--check]
 //           [--llm-base-url URL --llm-model NAME]
+#include <errno.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -98,6 +101,36 @@ void ReportProbeFailures(const std::vector<warden::WorkerProbe>& probes, bool te
             << "cannot start any worker. `wardend --check` repeats this probe.\n\n";
 }
 
+// `wardend --check` from a root shell on a cgroup v2 host under systemd: the
+// shell's cgroup (its session scope) holds the shell too, so no controller
+// can be enabled there (the no-internal-processes rule) and the check would
+// fail where the unit, with a cgroup of its own, works. The check then runs
+// again, as the unit does, in a transient scope with Delegate=yes
+// (systemd-run --scope execs it in this process, terminal and all). Returns
+// only if it does not; the check then runs here.
+void CheckFromAScopeOfItsOwn(const warden::CgroupOptions& cgroup, int argc, char** argv) {
+  if (getenv("WARDEN_CHECK_SCOPE") != nullptr || geteuid() != 0 || access("/run/systemd/system", F_OK) != 0) {
+    return;
+  }
+  const std::string problem = warden::CgroupManager::SharedCgroupProblem(cgroup);
+  if (problem.empty()) return;
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return;
+  self[len] = '\0';
+  std::cout << "note: " << problem
+            << ";\n  checking from a transient systemd scope with Delegate=yes instead, as the unit runs wardend\n"
+            << std::flush;
+  setenv("WARDEN_CHECK_SCOPE", "1", 1);
+  std::vector<char*> args = {const_cast<char*>("systemd-run"), const_cast<char*>("--scope"),
+                             const_cast<char*>("--quiet"),     const_cast<char*>("--collect"),
+                             const_cast<char*>("--property=Delegate=yes"), const_cast<char*>("--"), self};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::cout << "note: cannot run systemd-run (" << strerror(errno) << "); checking from here\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,8 +219,13 @@ int main(int argc, char** argv) {
   if (const char* epoch = getenv("WARDEN_EPOCH"); epoch != nullptr) options.fleet.epoch = epoch;
 
   if (check) {
+    CheckFromAScopeOfItsOwn(options.executor.cgroup, argc, argv);
     warden::HostCheck host = warden::CheckHost(options.executor.cgroup, options.executor.allow_degraded);
     std::cout << host.Format();
+    if (!host.ok() && !warden::CgroupManager::SharedCgroupProblem(options.executor.cgroup).empty()) {
+      std::cout << "note: this process's cgroup holds other processes; check as the unit runs wardend: "
+                   "systemd-run --scope -p Delegate=yes wardend --check ...\n";
+    }
     absl::Status valid = options.Validate();
     std::cout << (valid.ok() ? "configuration: ok" : "configuration: INVALID: " + std::string(valid.message()))
               << "\n";
