@@ -185,8 +185,11 @@ absl::StatusOr<Command> BuildExec(const ParsedArgs& args, const CliEnvironment&)
   if (!wall_ms.ok()) return wall_ms.status();
   auto memory_mb = PositiveNumber(args, "--memory-mb");
   if (!memory_mb.ok()) return memory_mb.status();
+  auto cpu_ms = PositiveNumber(args, "--cpu-ms");
+  if (!cpu_ms.ok()) return cpu_ms.status();
   if (*wall_ms > 0) request.mutable_limits()->set_wall_ms(*wall_ms);
   if (*memory_mb > 0) request.mutable_limits()->set_memory_mb(*memory_mb);
+  if (*cpu_ms > 0) request.mutable_limits()->set_cpu_ms(*cpu_ms);
   return command;
 }
 
@@ -379,6 +382,7 @@ const std::vector<CommandSpec>& Commands() {
          "python, javascript, bash, typescript, r or java (default: by FILE's extension)"},
         kSessionFlag,
         {"--timeout-ms", "N", "wall-clock limit in milliseconds (default: the server's)"},
+        {"--cpu-ms", "N", "CPU-time limit in milliseconds (default: the server's)"},
         {"--memory-mb", "N", "memory limit in MiB, one-shot only (default: the server's)"},
         kJsonFlag},
        BuildExec},

@@ -46,13 +46,14 @@ T Get(const absl::StatusOr<Invocation>& invocation) {
 
 TEST(ParseCommandLineTest, ExecTakesEveryFlag) {
   auto exec = Get<ExecCommand>(Parse({"exec", "--language", "bash", "--session=s-1", "--timeout-ms",
-                                      "5000", "--memory-mb", "256", "--json", "job.py"}));
+                                      "5000", "--cpu-ms", "1500", "--memory-mb", "256", "--json", "job.py"}));
   EXPECT_EQ(exec.source, "job.py");
   EXPECT_TRUE(exec.json);
   EXPECT_EQ(exec.request.language(), v1::LANGUAGE_BASH);
   EXPECT_EQ(exec.request.session_id(), "s-1");
   EXPECT_EQ(exec.request.limits().wall_ms(), 5000);
   EXPECT_EQ(exec.request.limits().memory_mb(), 256);
+  EXPECT_EQ(exec.request.limits().cpu_ms(), 1500);
   EXPECT_TRUE(exec.request.code().empty());  // read when it runs
 }
 
@@ -79,6 +80,7 @@ TEST(ParseCommandLineTest, RejectsBadExecArguments) {
   EXPECT_FALSE(Parse({"exec", "--timeout-ms", "soon", "a.py"}).ok());
   EXPECT_FALSE(Parse({"exec", "--timeout-ms", "-5", "a.py"}).ok());
   EXPECT_FALSE(Parse({"exec", "--memory-mb", "0", "a.py"}).ok());
+  EXPECT_FALSE(Parse({"exec", "--cpu-ms", "-1", "a.py"}).ok());
   EXPECT_FALSE(Parse({"exec", "--language", "cobol", "a.py"}).ok());
   EXPECT_FALSE(Parse({"exec", "--json=yes", "a.py"}).ok());
   EXPECT_FALSE(Parse({"exec", "a.py", "--timeout-ms"}).ok());
