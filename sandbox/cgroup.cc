@@ -1162,6 +1162,18 @@ class CgroupManagerV2 : public CgroupManager {
     self_ = self;
     subtree_name_ = subtree_name;
     subtree_ = JoinPath(current, subtree_name);
+    // A threaded subtree (cgroup-v2.rst, "Threads") takes only threaded
+    // controllers: memory is not one, so sandboxes could get no memory limit
+    // there. Kernels before 4.14 have no cgroup.type: domain.
+    if (absl::StatusOr<std::string> type = ReadFile(JoinPath(current, "cgroup.type")); type.ok()) {
+      const std::string kind(absl::StripAsciiWhitespace(*type));
+      if (kind != "domain") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cgroup ", current, " is of type '", kind, "' (a threaded subtree, cgroup-v2.rst \"Threads\"), "
+            "where the memory controller cannot be enabled: run wardend in a domain cgroup, such as "
+            "a systemd unit's with Delegate=yes"));
+      }
+    }
     delegated_ = ReadTokens(JoinPath(current, "cgroup.controllers"));
     for (const char* c : {"memory", "pids", "cpu"}) {
       if (delegated_.contains(c)) controllers_.push_back(c);

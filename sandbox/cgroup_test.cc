@@ -317,6 +317,7 @@ class FakeCgroupTree : public CgroupDirectoryOps {
           }
         }
         files["cgroup.controllers"] = absl::StrJoin(enabled, " ");
+        files["cgroup.type"] = "domain";
         files["cgroup.subtree_control"] = "";
         files["cgroup.events"] = "populated 0\nfrozen 0\n";
         files["cgroup.freeze"] = "0";
@@ -1301,6 +1302,26 @@ TEST(CgroupV2Test, SharedCgroupProblemNamesTheOtherProcesses) {
   LayOutHybridV1(*v1);
   o.fs_root = v1->root();
   EXPECT_EQ(CgroupManager::SharedCgroupProblem(o), "");
+}
+
+// A threaded subtree takes no memory controller: said, not half-made.
+TEST(CgroupV2Test, RefusesAThreadedSubtreeSayingWhy) {
+  auto tree = std::make_shared<FakeCgroupTree>();
+  LayOutPureV2(*tree);
+  const std::string service = tree->Path(absl::StrCat("/sys/fs/cgroup", kServiceCgroup));
+  for (const std::string type : {"threaded", "domain threaded", "domain invalid"}) {
+    WriteText(service + "/cgroup.type", type + "\n");
+    absl::Status error;
+    EXPECT_EQ(CreateIn(tree, &error), nullptr) << type;
+    EXPECT_TRUE(absl::IsFailedPrecondition(error)) << error;
+    EXPECT_THAT(error.message(), HasSubstr("of type '" + type + "'"));
+    EXPECT_THAT(error.message(), HasSubstr("domain cgroup"));
+    EXPECT_FALSE(IsDir(service + "/warden-test")) << type;
+    EXPECT_FALSE(IsDir(service + "/warden-test.supervisor")) << type;
+    EXPECT_EQ(Trimmed(service + "/cgroup.procs"), absl::StrCat(::getpid()));
+  }
+  WriteText(service + "/cgroup.type", "domain\n");
+  EXPECT_NE(CreateIn(tree), nullptr);
 }
 
 // What the VM taught: a group with controllers on for its children takes
