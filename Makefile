@@ -42,7 +42,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
-.PHONY: all deps build test test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
+.PHONY: all deps build test test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -168,6 +168,20 @@ EVAL_ARGS ?=
 eval: build test-deps
 	$(BUILD_DIR)/pyenv/bin/python bench/agent_eval.py --bin-dir $(BUILD_DIR)/bin \
 	  --stubs $(BUILD_DIR)/proto/python $(EVAL_ARGS)
+
+# The .deb on a stock Debian 12 host with systemd as PID 1 and cgroup v2, in
+# a real VM under qemu's software emulation (tests/host/run.sh; issue 21):
+# install, --check, enable --now, limits from inside sandboxes, reload and
+# kill -9 with live sessions, restart, stop, a unit that cannot serve, the
+# cgroup escape tests, purge. The image (Debian's mmdebstrap from Debian's
+# mirror, with the package's dependencies installed) is cached under
+# $(BUILD_DIR)/host-image/ by the package list. Needs root and the mirror;
+# both cores for a few minutes (docs/operations.md, "Tested on a stock host").
+HOST_TEST_PACKAGES := qemu-system-x86 qemu-utils mmdebstrap e2fsprogs
+
+test-host: build
+	@$(call install_missing,$(HOST_TEST_PACKAGES))
+	$(SUDO) tests/host/run.sh $(BUILD_DIR)
 
 # Starts wardend in the foreground on its built-in defaults (listening on
 # unix:/run/warden/wardend.sock); it prints how to reach it. Ctrl-C stops it.
