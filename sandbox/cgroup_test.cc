@@ -916,13 +916,18 @@ INSTANTIATE_TEST_SUITE_P(Backends, CgroupBackendTest,
 // ---------------------------------------------------------------------------
 // Version detection.
 
-std::unique_ptr<CgroupManager> CreateIn(const std::shared_ptr<FakeCgroupTree>& tree,
-                                        absl::Status* error = nullptr) {
+// Options that point at `tree`, with the subtree name the tests expect.
+CgroupOptions OptionsFor(const std::shared_ptr<FakeCgroupTree>& tree) {
   CgroupOptions o;
   o.fs_root = tree->root();
   o.subtree_name = "warden-test";
   o.directory_ops = tree;
-  auto m = CgroupManager::Create(o);
+  return o;
+}
+
+std::unique_ptr<CgroupManager> CreateIn(const std::shared_ptr<FakeCgroupTree>& tree,
+                                        absl::Status* error = nullptr) {
+  auto m = CgroupManager::Create(OptionsFor(tree));
   if (error != nullptr) *error = m.status();
   return m.ok() ? std::move(*m) : nullptr;
 }
@@ -1162,10 +1167,7 @@ TEST(CgroupV2Test, TheKeeperLeavesTheUnitsCgroupAndWardendGetsALeafOfItsOwn) {
   auto tree = std::make_shared<FakeCgroupTree>();
   LayOutPureV2(*tree);
   const std::string service = tree->Path(absl::StrCat("/sys/fs/cgroup", kServiceCgroup));
-  CgroupOptions o;
-  o.fs_root = tree->root();
-  o.subtree_name = "warden-test";
-  o.directory_ops = tree;
+  CgroupOptions o = OptionsFor(tree);
 
   // The keeper (this process) moves; the kernel then reports it in the leaf,
   // and its launcher (pid 1 here) is forked there too.
@@ -1242,10 +1244,7 @@ TEST(CgroupV2Test, ADelegatedCgroupMustBeThisProcesssOrAnAncestor) {
   LayOutPureV2(*tree);
   for (const std::string bad : {"/other.slice", "/system.slice/wardend.service/..", "system.slice",
                                 "/system.slice/wardend"}) {
-    CgroupOptions o;
-    o.fs_root = tree->root();
-    o.subtree_name = "warden-test";
-    o.directory_ops = tree;
+    CgroupOptions o = OptionsFor(tree);
     o.delegated_cgroup = bad;
     auto m = CgroupManager::Create(o);
     EXPECT_TRUE(absl::IsInvalidArgument(m.status())) << bad << ": " << m.status();
@@ -1256,9 +1255,7 @@ TEST(CgroupV2Test, ADelegatedCgroupMustBeThisProcesssOrAnAncestor) {
 TEST(CgroupV2Test, MoveIntoLeafDoesNothingOnV1OrAtTheRoot) {
   auto v1 = std::make_shared<FakeCgroupTree>();
   LayOutHybridV1(*v1);
-  CgroupOptions o;
-  o.fs_root = v1->root();
-  o.directory_ops = v1;
+  CgroupOptions o = OptionsFor(v1);
   absl::StatusOr<std::string> left = CgroupManager::MoveIntoLeaf(o, "keeper");
   ASSERT_TRUE(left.ok()) << left.status();
   EXPECT_EQ(*left, "");
@@ -1268,8 +1265,7 @@ TEST(CgroupV2Test, MoveIntoLeafDoesNothingOnV1OrAtTheRoot) {
   root->Mount("/sys/fs/cgroup", "");
   root->SetSelfCgroup("0::/\n");
   WriteText(root->Path("/sys/fs/cgroup/cgroup.controllers"), "cpu memory pids\n");
-  o.fs_root = root->root();
-  o.directory_ops = root;
+  o = OptionsFor(root);
   left = CgroupManager::MoveIntoLeaf(o, "keeper");
   ASSERT_TRUE(left.ok()) << left.status();
   EXPECT_EQ(*left, "");
@@ -1283,8 +1279,7 @@ TEST(CgroupV2Test, SharedCgroupProblemNamesTheOtherProcesses) {
   auto tree = std::make_shared<FakeCgroupTree>();
   LayOutPureV2(*tree);
   const std::string service = tree->Path(absl::StrCat("/sys/fs/cgroup", kServiceCgroup));
-  CgroupOptions o;
-  o.fs_root = tree->root();
+  CgroupOptions o = OptionsFor(tree);
   EXPECT_EQ(CgroupManager::SharedCgroupProblem(o), "") << "alone in its cgroup";
   WriteText(service + "/cgroup.procs", absl::StrCat("4242\n", ::getpid(), "\n"));
   const std::string problem = CgroupManager::SharedCgroupProblem(o);
@@ -1300,8 +1295,7 @@ TEST(CgroupV2Test, SharedCgroupProblemNamesTheOtherProcesses) {
 
   auto v1 = std::make_shared<FakeCgroupTree>();
   LayOutHybridV1(*v1);
-  o.fs_root = v1->root();
-  EXPECT_EQ(CgroupManager::SharedCgroupProblem(o), "");
+  EXPECT_EQ(CgroupManager::SharedCgroupProblem(OptionsFor(v1)), "");
 }
 
 // A threaded subtree takes no memory controller: said, not half-made.
