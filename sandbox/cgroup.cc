@@ -689,6 +689,11 @@ class CgroupV2 : public GroupBase {
     if (const std::string current = JoinPath(dir, "memory.current"); Exists(current)) {
       ASSIGN_OR_RETURN(usage.memory_bytes, ReadInt(current));
     }
+    // memory.events, not memory.events.local: oom_kill counts the group's
+    // processes killed by any OOM killer, whichever group's limit was hit,
+    // and (unless cgroup2 is mounted with memory_localevents) its
+    // descendants' too (cgroup-v2.rst, "memory.events"). A sandbox's group
+    // is a leaf, where the two files agree.
     absl::StatusOr<int64_t> ooms = ReadKeyedInt(JoinPath(dir, "memory.events"), "oom_kill");
     if (ooms.ok()) {
       usage.oom_kills = *ooms;
