@@ -643,7 +643,6 @@ TEST_F(KeptSessionsTest, DropSessionsAndRealStopLeaveNothing) {
   EXPECT_TRUE(fs::is_empty(dir_ + "/sessions")) << dropping.log();
 }
 
-
 // ---------------------------------------------------------------------------
 // Under systemd (Type=notify, deploy/wardend.service): what the keeper tells
 // $NOTIFY_SOCKET, here a datagram socket of the test's own standing in for

@@ -65,6 +65,7 @@ check "cgroup v2 is the only hierarchy" test "$(stat -fc %T /sys/fs/cgroup)" = c
 check "no cgroup v1 hierarchy is mounted" bash -c '! grep -q " cgroup " /proc/self/mounts'
 check "v2 offers memory, pids and cpu" grep -qE '(^| )cpu( .*)? memory( .*)? pids' /sys/fs/cgroup/cgroup.controllers
 check "no cgroup file named release_agent exists on v2" test -z "$(find /sys/fs/cgroup -name release_agent | head -1)"
+check "AppArmor is on, as Debian 12 enables it" test "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y
 adduser --quiet --disabled-password --gecos '' alice
 before=/root/before.snapshot
 snapshot > "$before"
