@@ -261,7 +261,11 @@ class FleetTest(unittest.TestCase):
         lock = threading.Lock()
 
         def one(i):
-            r = self.stub.Execute(pb.ExecuteRequest(code="import time; time.sleep(0.2)"),
+            # A second each: the burst outlasts several of the gateway's
+            # polls of the nodes (400 ms) however fast the sandboxes start;
+            # at 0.2 s a quiet machine ran a third of it between two polls
+            # and the queue was never seen at 40.
+            r = self.stub.Execute(pb.ExecuteRequest(code="import time; time.sleep(1)"),
                                   metadata=Fleet.auth(fh.ALICE), timeout=120)
             with lock:
                 alice_done.append(time.monotonic())
