@@ -35,16 +35,10 @@ absl::Status SyntaxError(const std::string& path, const std::string& text,
                          const nlohmann::json::parse_error& e) {
   // e.byte is 1-based: the offending character (or one past the end).
   const size_t offset = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  const size_t column = offset - line_start + 1;
-  std::string message = absl::StrCat(path, ": JSON syntax error at line ", line, ", column ",
-                                     column, ": ", ParseErrorDetail(e.what()));
+  const TextPosition at = PositionOf(text, offset);
+  const size_t line_start = at.line_start;
+  std::string message = absl::StrCat(path, ": JSON syntax error at line ", at.line, ", column ",
+                                     at.column, ": ", ParseErrorDetail(e.what()));
   // nlohmann reports the end of the token it could not use.
   // The two classic mistakes in hand-written JSON.
   const absl::string_view line_text =
@@ -69,6 +63,19 @@ absl::Status SyntaxError(const std::string& path, const std::string& text,
 }
 
 }  // namespace
+
+TextPosition PositionOf(absl::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  TextPosition at;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++at.line;
+      at.line_start = i + 1;
+    }
+  }
+  at.column = offset - at.line_start + 1;
+  return at;
+}
 
 // Levenshtein distance, for "did you mean" on unknown keys.
 size_t EditDistance(absl::string_view a, absl::string_view b) {

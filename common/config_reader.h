@@ -39,6 +39,15 @@ class Problems {
   std::vector<std::string> messages_;
 };
 
+// Line and column (both from 1) of the byte at `offset` of `text`; an offset
+// past the end names the end. For "syntax error at line L, column C".
+struct TextPosition {
+  size_t line = 1;
+  size_t column = 1;
+  size_t line_start = 0;  // offset of the line's first byte
+};
+TextPosition PositionOf(absl::string_view text, size_t offset);
+
 // Levenshtein distance, for "did you mean" on unknown keys.
 size_t EditDistance(absl::string_view a, absl::string_view b);
 // "a string \"30s\"", "the number 1.5", "null", ... for type errors.

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/config_reader.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/unique_fd.h"
 
@@ -189,17 +190,10 @@ absl::StatusOr<TokenTable> LoadTokens(const std::string& path) {
   } catch (const Json::parse_error& e) {
     // Only the position: nlohmann's message quotes what it last read, which
     // may be part of a token.
-    const size_t offset = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    size_t line = 1, line_start = 0;
-    for (size_t i = 0; i < offset; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
+    const config::TextPosition at = config::PositionOf(text, e.byte > 0 ? e.byte - 1 : 0);
     return absl::InvalidArgumentError(absl::StrCat("tokens file ", path,
-                                                   ": JSON syntax error at line ", line,
-                                                   ", column ", offset - line_start + 1));
+                                                   ": JSON syntax error at line ", at.line,
+                                                   ", column ", at.column));
   } catch (const Json::out_of_range&) {  // a number too large for any C++ type
     return absl::InvalidArgumentError(
         absl::StrCat("tokens file ", path, " holds a number too large to read; tokens and tenants are strings"));

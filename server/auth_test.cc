@@ -191,6 +191,9 @@ TEST(LoadTokensTest, ErrorsNeverShowAToken) {
               HasSubstr("JSON syntax error at line 1, column"));
   EXPECT_THAT(LoadError("{\"tokens\": [{\"token\": \"alice-0123456789abcdef", kAliceToken),
               HasSubstr("JSON syntax error"));
+  // The position counts lines and columns from 1, as editors do.
+  EXPECT_THAT(LoadError("{\n  \"tokens\": ]\n}", kAliceToken),
+              HasSubstr("JSON syntax error at line 2, column 13"));
   // {"<token>": "<tenant>"}: the unknown key is the token.
   EXPECT_THAT(LoadError(TokensJson(R"({"alice-0123456789abcdef": "alice"})"), kAliceToken),
               HasSubstr("an unknown key (not shown: it may be a token) in tokens[0]"));
