@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_join.h"
+#include "common/server_process.h"
 #include "gateway/gateway.h"
 #include "spdlog/spdlog.h"
 
@@ -26,6 +27,7 @@ int Usage(const std::string& problem) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  warden::ConfigureServerProcess();  // common/server_process.h
   std::string config;
   std::string listen;
   std::string http_listen;

@@ -139,6 +139,10 @@ std::shared_ptr<grpc::Channel> NodeDirectory::ChannelTo(const std::string& addre
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // The gateway retries itself, knowing what a node may not have started
+  // (proxy_call.h); gRPC's own retries would keep a copy of every call's
+  // headers and messages for a replay that never comes.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   // One channel per node: never let gRPC share a subchannel between them.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // IP literals as they are; a host name (a static list may hold them)

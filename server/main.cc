@@ -7,7 +7,6 @@
 //           [--allow-degraded] [--drop-sessions] [--log-format text|json] [--check]
 //           [--llm-base-url URL --llm-model NAME]
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "agent/agent_service.h"
+#include "common/server_process.h"
 #include "sandbox/host_check.h"
 #include "server/daemon.h"
 #include "server/json_log.h"
@@ -134,18 +133,7 @@ void CheckFromAScopeOfItsOwn(const warden::CgroupOptions& cgroup, int argc, char
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Debian's Abseil is built without NDEBUG, so absl::Mutex checks every
-  // acquisition against a process-wide lock-order graph under one global
-  // lock (measured here: 110-140 ns per nested pair of locks against 20-30
-  // without) and aborts on a suspected cycle. The daemon keeps serving
-  // instead; the tests, which link the same library, keep the check.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Blocks of 1 MiB and more (request bodies, uploads) are mapped for
-  // themselves and unmapped when freed. glibc's default threshold rises to
-  // 32 MiB as large blocks are freed, after which they stay in the heap:
-  // 320 malformed 5 MiB bodies to /mcp left wardend at 105 MiB RSS against
-  // 30 MiB with this (the soak's memory growth, docs/benchmarks.md).
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  warden::ConfigureServerProcess();  // common/server_process.h
   std::string config;
   std::vector<std::string> listen;
   std::string admin_listen, http_listen;

@@ -1,0 +1,28 @@
+// What wardend and warden-gateway set for their own process before any
+// thread starts: how Abseil's mutexes and glibc's allocator behave in a
+// long-running server.
+#pragma once
+
+#include <malloc.h>
+
+#include "absl/synchronization/mutex.h"
+
+namespace warden {
+
+inline void ConfigureServerProcess() {
+  // Debian's Abseil is built without NDEBUG, so absl::Mutex checks every
+  // acquisition against a process-wide lock-order graph under one global
+  // lock (measured here: 110-140 ns per nested pair of locks against 20-30
+  // without; 2-3% of warden-gateway's CPU per proxied call) and aborts on a
+  // suspected cycle. A server keeps serving instead; the tests, which link
+  // the same library, keep the check.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Blocks of 1 MiB and more (request bodies, uploads) are mapped for
+  // themselves and unmapped when freed. glibc's default threshold rises to
+  // 32 MiB as large blocks are freed, after which they stay in the heap:
+  // 320 malformed 5 MiB bodies to /mcp left wardend at 105 MiB RSS against
+  // 30 MiB with this (the soak's memory growth, docs/benchmarks.md).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
+
+}  // namespace warden
