@@ -291,6 +291,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     {
       absl::MutexLock lock(&mu_);
       responded_ = true;
+      answered_ = true;
       answer_ = answer;
       held_answer_ = hold;
       // The node's headers go with the first answer if they have not gone.
@@ -306,7 +307,10 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   // The node's initial metadata says something of its own (a cell was
   // accepted: common/call_metadata.h): the client hears it now, before any
   // answer, and the call is the node's from here on (no retry elsewhere:
-  // the work has begun there).
+  // the work may have begun there), unless the node then ends it with a
+  // fleet hint before any answer: a cell accepted while queued behind
+  // another, whose session the node's drain handed over before its turn
+  // came, never began (UpstreamDone).
   void UpstreamHeaders(Upstream* leg) {
     std::multimap<std::string, std::string> headers = leg->WardenHeaders();
     if (headers.empty()) return;
@@ -320,6 +324,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
 
   void UpstreamDone(Upstream* leg, const grpc::Status& status) {
     bool responded;
+    bool answered;
     bool cancelled;
     std::shared_ptr<Node> node = leg->node();
     {
@@ -327,11 +332,14 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
       upstream_.reset();
       --pending_;
       responded = responded_;
+      answered = answered_;
       cancelled = cancelled_;
     }
     if (cancelled) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
     if (aborted_) return FinishOnce(*aborted_);
-    if (responded) return FinishOnce(Annotate(status, *node));
+    // Headers alone, then a fleet hint: the node did not begin the work
+    // (UpstreamHeaders); it may still go elsewhere.
+    if (answered || (responded && !HintOf(status))) return FinishOnce(Annotate(status, *node));
     Decide(status, node);
   }
 
@@ -758,6 +766,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   bool responded_ ABSL_GUARDED_BY(mu_) = false;
   bool headers_sent_ ABSL_GUARDED_BY(mu_) = false;  // the client has its initial metadata
   bool held_answer_ ABSL_GUARDED_BY(mu_) = false;   // answer_ goes with the status (unary answers)
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;      // a node's answer reached (or waits for) the client
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -5,7 +5,8 @@
 // node refused goes to another node; a session that moved is followed; a
 // session whose node drains waits for the handover and is taken over on
 // another node; a session whose node is lost fails fast, naming the node.
-// After the first answer the call is the node's.
+// After the first answer the call is the node's (after its headers too,
+// unless it then refuses the call with a fleet hint).
 #pragma once
 
 #include <memory>

@@ -93,10 +93,11 @@ bool Engine::ClaimForWake(ManagedSession& entry, absl::Status* status) {
   const std::string holder = now.ok() && *now ? (*now)->node : "";
   spdlog::warn("session {} of tenant {} moved to node {} while this node was away: ending it here", entry.id,
                entry.tenant, holder.empty() ? "?" : holder);
-  absl::StatusOr<std::shared_ptr<ManagedSession>> shared = sessions_.Get(entry.tenant, entry.id);
-  if (shared.ok()) Release(*shared);
   *status = WithFleetHint(absl::NotFoundError(absl::StrCat("session ", entry.id, " lives on node ", holder, " now")),
                           v1::FleetHint::MOVED, holder);
+  entry.SetEndedBy(*status);  // calls waiting for its turn here follow it too
+  absl::StatusOr<std::shared_ptr<ManagedSession>> shared = sessions_.Get(entry.tenant, entry.id);
+  if (shared.ok()) Release(*shared);
   return false;
 }
 
@@ -160,6 +161,19 @@ bool Engine::HandOver(const std::shared_ptr<ManagedSession>& entry, absl::Time d
     spdlog::info("session {} of tenant {} handed over (snapshot {})", e.id, e.tenant, snapshot_id);
   } else {
     spdlog::info("session {} of tenant {} lost: {}", e.id, e.tenant, record.reason);
+  }
+  // Calls that found the session before the drain began and wait for its
+  // turn (or have yet to ask for it) hear where it went, never NOT_FOUND:
+  // MOVING while a taker may still restore it (the gateway takes it over
+  // and calls again there), LOST with the reason once it is gone.
+  if (handed_over || !written.ok()) {
+    e.SetEndedBy(WithFleetHint(absl::UnavailableError(absl::StrCat("node ", node_id(), " is draining: session ",
+                                                                    e.id, " was handed over to another node; "
+                                                                    "try again in a moment")),
+                               v1::FleetHint::MOVING, node_id()));
+  } else {
+    e.SetEndedBy(WithFleetHint(absl::NotFoundError(absl::StrCat("session ", e.id, " is lost: ", record.reason)),
+                               v1::FleetHint::LOST, node_id(), record.reason));
   }
   // What the shared storage holds is the session's now (unless the ledger
   // refused: then another node took it over first); nothing is deleted.

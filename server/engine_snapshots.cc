@@ -294,6 +294,7 @@ absl::Status Engine::Wake(ManagedSession& entry) {
 }
 
 absl::Status Engine::WakeForFiles(ManagedSession& entry) {
+  RETURN_IF_ERROR(entry.CheckOpen());  // handed over since it was found: where it went
   RETURN_IF_ERROR(entry.CheckRunning());
   if (!entry.session->released()) return absl::OkStatus();
   RETURN_IF_ERROR(entry.Begin(absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms)));

@@ -104,15 +104,13 @@ struct ManagedSession {
   }
   // Marks the session busy for one call, waiting until `deadline` for the
   // call before it to end (one cell at a time, in order of arrival, like a
-  // Jupyter kernel's queue). NOT_FOUND if it was closed meanwhile,
-  // FAILED_PRECONDITION if it stayed busy.
+  // Jupyter kernel's queue). If it was closed meanwhile: why (SetEndedBy),
+  // else NOT_FOUND; FAILED_PRECONDITION if it stayed busy.
   absl::Status Begin(absl::Time deadline) {
     absl::MutexLock lock(&mu);
     auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !busy_ || closed_; };
     mu.AwaitWithDeadline(absl::Condition(&free), deadline);
-    if (closed_) {
-      return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
-    }
+    if (closed_) return ClosedLocked();
     if (busy_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "session ", id, " is still running another cell; wait for it or interrupt it"));
@@ -131,9 +129,22 @@ struct ManagedSession {
     absl::MutexLock lock(&mu);
     return busy_;
   }
+  // OK while the session is open; what Begin would say once it closed.
+  absl::Status CheckOpen() const {
+    absl::MutexLock lock(&mu);
+    return closed_ ? ClosedLocked() : absl::OkStatus();
+  }
   void MarkClosed() {
     absl::MutexLock lock(&mu);
     closed_ = true;
+  }
+  // What a call that found the session before it closed hears, from Begin,
+  // once it has: a session handed over to another node says MOVING
+  // (server/fleet_hint.h), which a gateway follows, where NOT_FOUND would
+  // end the call. Set before the session is closed.
+  void SetEndedBy(absl::Status why) {
+    absl::MutexLock lock(&mu);
+    ended_by_ = std::move(why);
   }
   // The cell that was running when the previous wardend went (kept by
   // warden-keeper), once it has ended: GetSession reports it.
@@ -147,11 +158,17 @@ struct ManagedSession {
   }
 
  private:
+  absl::Status ClosedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!ended_by_.ok()) return ended_by_;
+    return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
+  }
+
   mutable absl::Mutex mu;
   absl::Time last_used_ ABSL_GUARDED_BY(mu);
   absl::Time expires_ ABSL_GUARDED_BY(mu);
   bool busy_ ABSL_GUARDED_BY(mu) = false;
   bool closed_ ABSL_GUARDED_BY(mu) = false;
+  absl::Status ended_by_ ABSL_GUARDED_BY(mu);
   std::optional<CellResult> detached_cell_ ABSL_GUARDED_BY(mu);
 };
 
