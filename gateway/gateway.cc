@@ -119,8 +119,17 @@ v1::NodeStatus Gateway::FleetStatus() const {
   out.set_node_name("warden-gateway");
   out.set_version(WARDEN_VERSION);
   for (const auto& node : nodes_->All()) {
-    if (!node->up()) continue;
     v1::NodeStatus status = node->status();
+    status.set_address(node->address());
+    if (const absl::Time heard = node->last_heard(); heard != absl::InfinitePast()) {
+      status.set_last_heard_unix_ms(absl::ToUnixMillis(heard));
+    }
+    if (auto down = node->down()) {
+      status.set_unreachable_since_unix_ms(absl::ToUnixMillis(down->first));
+      status.set_unreachable_reason(down->second);
+      *out.add_unreachable() = std::move(status);
+      continue;
+    }
     v1::NodeCapacity* c = out.mutable_capacity();
     c->set_max_sessions(c->max_sessions() + status.capacity().max_sessions());
     c->set_max_live(c->max_live() + status.capacity().max_live());

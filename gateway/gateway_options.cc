@@ -35,6 +35,7 @@ absl::StatusOr<GatewayOptions> GatewayOptions::FromFile(const std::string& path)
     n.Int("port", &nodes.port);
     n.Int("resolve_interval_ms", &nodes.resolve_interval_ms);
     n.Int("poll_interval_ms", &nodes.poll_interval_ms);
+    n.Int("poll_timeout_ms", &nodes.poll_timeout_ms);
     n.Int("down_after", &nodes.down_after);
     n.String("cert_file", &nodes.cert_file);
     n.String("key_file", &nodes.key_file);
@@ -100,6 +101,7 @@ absl::Status GatewayOptions::Validate() const {
   if (nodes.port < 1 || nodes.port > 65535) p.Add(absl::StrCat("nodes.port is ", nodes.port, "; it must be 1 to 65535"));
   config::CheckPositive(p, "nodes.resolve_interval_ms", nodes.resolve_interval_ms);
   config::CheckPositive(p, "nodes.poll_interval_ms", nodes.poll_interval_ms);
+  config::CheckPositive(p, "nodes.poll_timeout_ms", nodes.poll_timeout_ms);
   config::CheckPositive(p, "nodes.down_after", nodes.down_after);
   if (nodes.cert_file.empty() || nodes.key_file.empty() || nodes.ca_file.empty()) {
     p.Add("nodes.cert_file, nodes.key_file and nodes.ca_file are needed: the gateway reaches nodes over mutual "

@@ -22,10 +22,16 @@ struct NodesOptions {
   std::vector<std::string> addresses;
   int port = 50051;  // with dns: the port every node's gRPC listens on
   int64_t resolve_interval_ms = 2'000;
-  // Each node is asked for its status this often; after `down_after`
-  // failed asks in a row (or a refused connection) it is down: its
-  // sessions fail fast and new work goes elsewhere.
+  // Each node is asked for its status this often, each ask failing after
+  // poll_timeout_ms; after `down_after` failed asks in a row with nothing
+  // heard from the node meanwhile (or a refused connection) it is down:
+  // its sessions fail fast and new work goes elsewhere (liveness.h). A
+  // node cut off is noticed within poll_timeout_ms + down_after *
+  // poll_interval_ms of the last thing it said: 2.5 s by default, against
+  // the goal of 5 s; a node must stay silent for poll_timeout_ms +
+  // (down_after - 1) * poll_interval_ms (2 s) to be taken for lost.
   int64_t poll_interval_ms = 500;
+  int64_t poll_timeout_ms = 1'000;
   int down_after = 3;
   // The gateway's client certificate for mutual TLS to the nodes (only the
   // gateway holds it: nodes accept forwarded tenants from it alone), and

@@ -1,5 +1,6 @@
 // The gateway's parts that need no network: placement, the route table,
-// discovery from a list and from DNS (localhost), the configuration.
+// discovery from a list and from DNS (localhost), liveness, the
+// configuration.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include "gateway/gateway.h"
 #include "gateway/gateway_options.h"
+#include "gateway/liveness.h"
 #include "gateway/node_source.h"
 #include "gateway/placement.h"
 #include "gateway/routes.h"
@@ -117,6 +119,89 @@ TEST(MovedSessionsTest, RemembersAndForgets) {
   moved.Put("s-c", "n3");  // past its capacity: it starts again
   EXPECT_EQ(moved.Get("s-c"), "n3");
   EXPECT_EQ(moved.Get("s-a"), "");
+}
+
+// A node polled as the directory polls it (an ask every interval, each
+// failing `timeout` after it went while the node is silent), from t0; the
+// node answers nothing from `silent_from` on, but its calls until
+// `calls_until`. When the gateway counted it down (InfiniteFuture: not
+// within a minute), and when it last heard from it then.
+const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+
+struct Verdict {
+  absl::Time down = absl::InfiniteFuture();
+  absl::Time last_heard;
+};
+
+Verdict Poll(absl::Duration silent_from, absl::Duration calls_until = absl::ZeroDuration()) {
+  const GatewayOptions options;
+  const absl::Duration interval = absl::Milliseconds(options.nodes.poll_interval_ms);
+  const absl::Duration timeout = absl::Milliseconds(options.nodes.poll_timeout_ms);
+  Liveness node(options.nodes.down_after);
+  std::map<absl::Time, absl::Time> failing;  // fails at -> sent at
+  for (absl::Duration now; now < absl::Minutes(1); now += absl::Milliseconds(10)) {
+    const absl::Time t = t0 + now;
+    if (now < calls_until && now >= silent_from) node.Heard(t);  // a proxied call's answer
+    for (auto it = failing.begin(); it != failing.end() && it->first <= t;) {
+      if (node.Failed(it->second, t, /*unreachable=*/false, "deadline exceeded")) return {t, node.last_heard()};
+      it = failing.erase(it);
+    }
+    if (now % interval != absl::ZeroDuration()) continue;
+    if (now < silent_from) {
+      node.Answered(t + absl::Milliseconds(5));
+    } else {
+      failing[t + timeout] = t;
+    }
+  }
+  return {absl::InfiniteFuture(), node.last_heard()};
+}
+
+absl::Duration DefaultBound() {
+  const GatewayOptions defaults;
+  return DetectionBound(defaults.nodes.poll_interval_ms, defaults.nodes.poll_timeout_ms, defaults.nodes.down_after);
+}
+
+TEST(LivenessTest, ASilentNodeIsDownWithinTheBoundOfTheLastThingItSaid) {
+  // The goal (docs/fleet.md): a node lost is noticed within 5 s; the
+  // defaults leave half of it for a loaded machine's late timers.
+  EXPECT_LE(DefaultBound(), absl::Milliseconds(2500));
+  const GatewayOptions defaults;
+  const absl::Duration least_silence = absl::Milliseconds(
+      defaults.nodes.poll_timeout_ms + (defaults.nodes.down_after - 1) * defaults.nodes.poll_interval_ms);
+  // Silent from every point of an interval.
+  for (int ms = 0; ms < 1000; ms += 50) {
+    const absl::Duration silent_from = absl::Seconds(3) + absl::Milliseconds(ms);
+    const Verdict verdict = Poll(silent_from);
+    ASSERT_NE(verdict.down, absl::InfiniteFuture()) << ms;
+    EXPECT_LT(verdict.last_heard, t0 + silent_from) << ms;
+    EXPECT_LE(verdict.down - verdict.last_heard, DefaultBound()) << ms;
+    EXPECT_GE(verdict.down - (t0 + silent_from), least_silence) << ms << ": taken for lost too soon";
+  }
+}
+
+TEST(LivenessTest, ANodeSlowToAnswerItsAsksButAnsweringCallsStaysUp) {
+  // Its asks time out from 3 s on, its calls go on: never down; once the
+  // calls stop too, down within the bound of the last.
+  EXPECT_EQ(Poll(absl::Seconds(3), absl::Seconds(61)).down, absl::InfiniteFuture());
+  const Verdict verdict = Poll(absl::Seconds(3), absl::Seconds(20));
+  EXPECT_GT(verdict.down, t0 + absl::Seconds(20));
+  EXPECT_LE(verdict.down - verdict.last_heard, DefaultBound());
+}
+
+TEST(LivenessTest, ARefusedConnectionIsDownAtOnceAndAnAnswerBringsItBack) {
+  Liveness node(3);
+  EXPECT_FALSE(node.up());
+  EXPECT_FALSE(node.Failed(t0, t0, /*unreachable=*/true, "not yet up"));  // never up: nothing to go down
+  node.Answered(t0);
+  EXPECT_TRUE(node.up());
+  EXPECT_TRUE(node.Failed(t0 + absl::Seconds(1), t0 + absl::Seconds(1), /*unreachable=*/true, "connection refused"));
+  EXPECT_FALSE(node.up());
+  EXPECT_EQ(node.down_since(), t0 + absl::Seconds(1));
+  EXPECT_EQ(node.down_reason(), "connection refused");
+  node.Heard(t0 + absl::Seconds(2));  // a late answer of a call does not bring it back
+  EXPECT_FALSE(node.up());
+  node.Answered(t0 + absl::Seconds(3));
+  EXPECT_TRUE(node.up());
 }
 
 class OptionsTest : public ::testing::Test {

@@ -32,8 +32,14 @@ bool Unreachable(const grpc::Status& status, grpc::Channel& channel) {
 
 }  // namespace
 
-Node::Node(std::string address, std::shared_ptr<grpc::Channel> channel)
-    : address_(std::move(address)), channel_(channel), generic_(channel), stub_(v1::Node::NewStub(channel)) {}
+Node::Node(std::string address, std::shared_ptr<grpc::Channel> channel, const NodesOptions& options)
+    : address_(std::move(address)),
+      channel_(channel),
+      generic_(channel),
+      stub_(v1::Node::NewStub(channel)),
+      down_after_(options.down_after),
+      poll_timeout_ms_(options.poll_timeout_ms),
+      liveness_(options.down_after) {}
 
 std::string Node::node_id() const {
   absl::MutexLock lock(&mu_);
@@ -42,12 +48,12 @@ std::string Node::node_id() const {
 
 bool Node::up() const {
   absl::MutexLock lock(&mu_);
-  return up_;
+  return liveness_.up();
 }
 
 bool Node::draining() const {
   absl::MutexLock lock(&mu_);
-  return up_ && status_.draining();
+  return liveness_.up() && status_.draining();
 }
 
 v1::NodeStatus Node::status() const {
@@ -57,8 +63,18 @@ v1::NodeStatus Node::status() const {
 
 std::optional<std::pair<absl::Time, std::string>> Node::down() const {
   absl::MutexLock lock(&mu_);
-  if (up_) return std::nullopt;
-  return std::make_pair(down_since_, down_reason_);
+  if (liveness_.up()) return std::nullopt;
+  return std::make_pair(liveness_.down_since(), liveness_.down_reason());
+}
+
+absl::Time Node::last_heard() const {
+  absl::MutexLock lock(&mu_);
+  return liveness_.last_heard();
+}
+
+void Node::Heard() {
+  absl::MutexLock lock(&mu_);
+  liveness_.Heard(absl::Now());
 }
 
 void Node::Enter(const std::shared_ptr<grpc::ClientContext>& call) {
@@ -83,33 +99,29 @@ void Node::CancelCalls(const std::string& why) {
   for (const auto& call : calls) call->TryCancel();
 }
 
-bool Node::Record(const grpc::Status& status, const v1::NodeStatus* reported, int down_after) {
+bool Node::Record(const grpc::Status& status, const v1::NodeStatus* reported, absl::Time sent) {
   bool went_down = false;
   std::string reason;
   {
     absl::MutexLock lock(&mu_);
-    polling_ = false;
+    --asks_out_;
     if (status.ok()) {
-      if (!up_) {
+      if (!liveness_.up()) {
         spdlog::info("node {} at {} is up (epoch {}{})", reported->node_id(), address_, reported->epoch(),
                      reported->draining() ? ", draining" : "");
       }
       status_ = *reported;
-      up_ = true;
-      ever_up_ = true;
-      failures_ = 0;
+      liveness_.Answered(absl::Now());
       return false;
     }
-    ++failures_;
-    if (up_ && (failures_ >= down_after || Unreachable(status, *channel_))) {
-      up_ = false;
-      went_down = true;
-      down_since_ = absl::Now();
-      down_reason_ = status.error_message();
-      reason = down_reason_;
-    } else if (!up_) {
-      down_reason_ = status.error_message();
-    }
+    const bool unreachable = Unreachable(status, *channel_);
+    const std::string why =
+        status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+            ? absl::StrCat("it answered none of ", down_after_, " status asks in a row within ", poll_timeout_ms_,
+                           " ms each, nor any call meanwhile (stopped, or cut off)")
+            : status.error_message();
+    went_down = liveness_.Failed(sent, absl::Now(), unreachable, why);
+    reason = liveness_.down_reason();
   }
   if (went_down) {
     spdlog::warn("node {} at {} is down: {}", node_id(), address_, reason);
@@ -176,7 +188,7 @@ void NodeDirectory::ResolveNow() {
   std::set<std::string> now(addresses->begin(), addresses->end());
   for (const std::string& address : now) {
     if (!by_address_.count(address)) {
-      by_address_[address] = std::make_shared<Node>(address, ChannelTo(address));
+      by_address_[address] = std::make_shared<Node>(address, ChannelTo(address), options_.nodes);
     }
   }
   // An address gone from the records stays while it answers (a draining
@@ -192,23 +204,27 @@ void NodeDirectory::ResolveNow() {
 }
 
 void NodeDirectory::PollAll() {
+  // Asks overlap: a new one goes every interval while earlier ones wait
+  // for their deadline, so that `down_after` failures take one timeout and
+  // down_after - 1 intervals, not down_after of each (liveness.h).
+  const int max_out = static_cast<int>(options_.nodes.poll_timeout_ms / options_.nodes.poll_interval_ms) + 2;
   for (const std::shared_ptr<Node>& node : All()) {
     {
       absl::MutexLock lock(&node->mu_);
-      if (node->polling_) continue;  // the last ask has not answered yet
-      node->polling_ = true;
+      if (node->asks_out_ >= max_out) continue;
+      ++node->asks_out_;
     }
     struct Poll {
       grpc::ClientContext ctx;
       v1::GetNodeStatusRequest request;
       v1::NodeStatus response;
+      absl::Time sent = absl::Now();
     };
     auto poll = std::make_shared<Poll>();
-    poll->ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    poll->ctx.set_deadline(absl::ToChronoTime(poll->sent + absl::Milliseconds(options_.nodes.poll_timeout_ms)));
     node->stub().async()->GetNodeStatus(
         &poll->ctx, &poll->request, &poll->response, [this, node, poll](grpc::Status status) {
-          const std::string before = node->node_id();
-          node->Record(status, &poll->response, options_.nodes.down_after);
+          node->Record(status, &poll->response, poll->sent);
           if (!status.ok()) return;
           absl::MutexLock lock(&mu_);
           std::string& epoch = epochs_[poll->response.node_id()];

@@ -1,10 +1,11 @@
 // NodeDirectory: the nodes a gateway routes to, as it sees them now. It
 // resolves the NodeSource every resolve_interval_ms, asks each node for its
 // status (warden.v1.Node/GetNodeStatus) every poll_interval_ms, and marks a
-// node down after `down_after` failed asks in a row, or at once when its
-// connection cannot be made: calls to it then fail fast, or go elsewhere,
-// and the calls it had in flight are cancelled. Nothing here survives a
-// restart, and nothing needs to: the next polls rebuild it.
+// node down by the rule in liveness.h (`down_after` failed asks in a row
+// with nothing heard from it meanwhile, or at once when its connection
+// cannot be made): calls to it then fail fast, or go elsewhere, and the
+// calls it had in flight are cancelled. Nothing here survives a restart,
+// and nothing needs to: the next polls rebuild it.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gateway/gateway_options.h"
+#include "gateway/liveness.h"
 #include "gateway/node_source.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -34,7 +36,7 @@ namespace warden::gateway {
 // One node, at one address. Shared by the directory and the calls using it.
 class Node {
  public:
-  Node(std::string address, std::shared_ptr<grpc::Channel> channel);
+  Node(std::string address, std::shared_ptr<grpc::Channel> channel, const NodesOptions& options);
 
   const std::string& address() const { return address_; }
   grpc::GenericStub& generic() { return generic_; }
@@ -48,7 +50,11 @@ class Node {
   v1::NodeStatus status() const;
   // Why and since when it is down (unset while up).
   std::optional<std::pair<absl::Time, std::string>> down() const;
+  // When it last answered an ask or said something on a call.
+  absl::Time last_heard() const;
   int in_flight() const { return in_flight_.load(); }
+  // The node said something on a proxied call: it is alive (liveness.h).
+  void Heard();
 
   // Calls on this node register their context, so that they are cancelled
   // when it goes down (a call to a lost node must never hang).
@@ -59,9 +65,9 @@ class Node {
 
  private:
   friend class NodeDirectory;
-  // The directory's poller: a status, or why asking failed. Returns true
-  // when the node went from up to down.
-  bool Record(const grpc::Status& status, const v1::NodeStatus* reported, int down_after);
+  // The directory's poller: the answer to an ask sent at `sent`, or why it
+  // failed. Returns true when the node went from up to down.
+  bool Record(const grpc::Status& status, const v1::NodeStatus* reported, absl::Time sent);
   void CancelCalls(const std::string& why);
 
   const std::string address_;
@@ -69,14 +75,12 @@ class Node {
   grpc::GenericStub generic_;
   std::unique_ptr<v1::Node::Stub> stub_;
   std::atomic<int> in_flight_{0};
+  const int down_after_;
+  const int64_t poll_timeout_ms_;
   mutable absl::Mutex mu_;
   v1::NodeStatus status_ ABSL_GUARDED_BY(mu_);
-  bool up_ ABSL_GUARDED_BY(mu_) = false;
-  bool ever_up_ ABSL_GUARDED_BY(mu_) = false;
-  int failures_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time down_since_ ABSL_GUARDED_BY(mu_) = absl::Now();
-  std::string down_reason_ ABSL_GUARDED_BY(mu_) = "not asked yet";
-  bool polling_ ABSL_GUARDED_BY(mu_) = false;
+  Liveness liveness_ ABSL_GUARDED_BY(mu_);
+  int asks_out_ ABSL_GUARDED_BY(mu_) = 0;  // asks sent, not answered or failed yet
   std::set<std::shared_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -772,6 +772,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
 };
 
 void Upstream::OnReadDone(bool ok) {
+  if (ok) node_->Heard();
   {
     absl::MutexLock lock(&mu_);
     read_pending_ = false;
@@ -786,7 +787,9 @@ void Upstream::OnReadDone(bool ok) {
 }
 
 void Upstream::OnReadInitialMetadataDone(bool ok) {
-  if (ok) call_->UpstreamHeaders(this);
+  if (!ok) return;
+  node_->Heard();
+  call_->UpstreamHeaders(this);
 }
 
 std::multimap<std::string, std::string> Upstream::WardenHeaders() const {

@@ -114,8 +114,7 @@ def gateway_config(pki, tokens, nodes, listen, http_listen="", paths=None, tls=F
         "http_listen": http_listen,
         "auth": {"tokens_file": paths(tokens)},
         "nodes": {"cert_file": paths(pki / "gateway.pem"), "key_file": paths(pki / "gateway.key"),
-                  "ca_file": paths(pki / "node-ca.pem"), "server_name": NODE_NAME,
-                  "poll_interval_ms": 400, "down_after": 3},
+                  "ca_file": paths(pki / "node-ca.pem"), "server_name": NODE_NAME},
         "placement": {"choices": 2, "handover_wait_ms": 30000},
     }
     if tls:
