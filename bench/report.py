@@ -120,22 +120,34 @@ def figures(results):
     fleet = s.get("fleet", {})
     rows.append(_row("Fleet (gateway + 3 nodes)", "warm session `x=1` through the gateway, p50", "ms",
                      _get(fleet, "routing", "gateway_p50_ms"), "the same straight to its node",
-                     _get(fleet, "routing", "direct_p50_ms"), note="goal: at most 0.3 ms added"))
-    burst = _get(fleet, "burst") or {}
-    rows.append(_row("Fleet (gateway + 3 nodes)",
-                     "E2B burst of %s: create + first command, median" % burst.get("sandboxes", "N"), "ms",
-                     burst.get("median_ms"), "E2B, burst of 100 (ComputeSDK, Oct 2026)", burst.get("e2b_median_ms"),
-                     note="p99 %s ms, %s failed" % (burst.get("p99_ms"), burst.get("failures"))))
-    rows.append(_row("Fleet (gateway + 3 nodes)",
-                     "E2B burst of %s: create + first command, median" % burst.get("sandboxes", "N"), "ms",
-                     burst.get("median_ms"), "Daytona, burst of 100 (ComputeSDK, Oct 2026)",
-                     burst.get("daytona_median_ms")))
+                     _get(fleet, "routing", "direct_p50_ms"),
+                     note="added %s ms (goal: at most 0.3 ms), load average %s" % (
+                         _get(fleet, "routing", "added_p50_ms"), _get(fleet, "routing", "loadavg"))))
+    for burst in (_get(fleet, "burst_100"), _get(fleet, "burst") or {}):
+        if burst is None:
+            continue
+        load = burst.get("loadavg")
+        load = load if isinstance(load, list) else [load, load]
+        rows.append(_row("Fleet (gateway + 3 nodes)",
+                         "E2B burst of %s: create + first command, median" % burst.get("sandboxes", "N"), "ms",
+                         burst.get("median_ms"), "E2B, burst of 100 (ComputeSDK, Oct 2026)", burst.get("e2b_median_ms"),
+                         note="p99 %s ms, %s failed, load average %s to %s" % (
+                             burst.get("p99_ms"), burst.get("failures"), load[0], load[-1])))
+        rows.append(_row("Fleet (gateway + 3 nodes)",
+                         "E2B burst of %s: create + first command, median" % burst.get("sandboxes", "N"), "ms",
+                         burst.get("median_ms"), "Daytona, burst of 100 (ComputeSDK, Oct 2026)",
+                         burst.get("daytona_median_ms")))
     rows.append(_row("Fleet (gateway + 3 nodes)",
                      "drain of %s idle Python sessions: last one answered from another node" %
                      _get(fleet, "drain", "sessions"), "s", _get(fleet, "drain", "last_answer_s"),
                      "goal", 5, note="%s failed" % _get(fleet, "drain", "failures")))
     rows.append(_row("Fleet (gateway + 3 nodes)", "node killed: noticed by the gateway", "s",
                      _get(fleet, "node_loss", "noticed_s"), "goal", 5))
+    decided = _get(fleet, "partition", "decided_ms")
+    rows.append(_row("Fleet (gateway + 3 nodes)", "node stopped (SIGSTOP): seen lost by a client, worst of 3", "s",
+                     _get(fleet, "partition", "max_client_saw_s"), "goal", 5,
+                     note="the gateway's decision %s ms after the node's last word" % (
+                         max(decided) if decided else None)))
     kg = s.get("kernel_gateway", {})
     for key, what in (("start_to_first_cell", "kernel start to first answered cell, p50"),
                       ("rest_round_trip", "REST round trip (GET /api/kernels/{id}), p50"),

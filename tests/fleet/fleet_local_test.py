@@ -43,8 +43,17 @@ class Fleet:
         self.shared.mkdir()
         self.ports = {n: fh.free_port() for n in ("n1", "n2", "n3")}
         self.nodes = {}
+        self.gateway = None
+        self.channel = None
         base = 7_000_000 + (os.getpid() % 512) * 4096
         self.host_ids = {"n1": base, "n2": base + 1024, "n3": base + 2048}
+        try:
+            self.start(http_port)
+        except BaseException:
+            self.close()  # what started, stops: never a node left running
+            raise
+
+    def start(self, http_port):
         for node in self.ports:
             self.start_node(node)
         self.gateway_port = fh.free_port()
@@ -100,15 +109,17 @@ class Fleet:
         return fh.log_tail(self.tmp / (name + ".log"))
 
     def close(self):
-        self.channel.close()
-        for process in list(self.nodes.values()) + [self.gateway]:
+        if self.channel:
+            self.channel.close()
+        processes = list(self.nodes.values()) + ([self.gateway] if self.gateway else [])
+        for process in processes:
             if process.poll() is None:
                 try:
                     os.kill(process.pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
                 process.terminate()
-        for process in list(self.nodes.values()) + [self.gateway]:
+        for process in processes:
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
