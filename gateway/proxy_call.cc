@@ -57,6 +57,18 @@ bool NeverReached(const grpc::Status& status, Node& node) {
          absl::StrContains(status.error_message(), "failed to connect");
 }
 
+// The node's own initial metadata (warden-*: common/call_metadata.h), once
+// it has come.
+std::multimap<std::string, std::string> WardenHeadersOf(const grpc::ClientContext& ctx) {
+  std::multimap<std::string, std::string> out;
+  for (const auto& [key, value] : ctx.GetServerInitialMetadata()) {
+    if (absl::StartsWith(absl::string_view(key.data(), key.size()), "warden-")) {
+      out.emplace(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
+    }
+  }
+  return out;
+}
+
 std::string Since(absl::Time when) {
   return absl::StrCat(absl::ToInt64Milliseconds(absl::Now() - when) / 1000.0, " s ago");
 }
@@ -415,6 +427,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   }
 
   void Attempt(const std::shared_ptr<Node>& node) {
+    if (!route_->client_streaming() && !route_->server_streaming()) return AttemptUnary(node);
     std::shared_ptr<Upstream> up;
     {
       absl::MutexLock lock(&mu_);
@@ -426,6 +439,59 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     }
     if (!up) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
     up->Start(up, ctx_->method(), ctx_->deadline(), tenant_);
+  }
+
+  // A method of one request and one answer goes to the node as one unary
+  // call: one batch out (headers, message, half-close) and one completion
+  // back (headers, answer, status), where a stream takes a reaction each.
+  void AttemptUnary(const std::shared_ptr<Node>& node) {
+    auto leg = std::make_shared<UnaryLeg>();
+    if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) leg->ctx->set_deadline(ctx_->deadline());
+    leg->ctx->AddMetadata(kTenantHeader, tenant_);
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled = cancelled_;
+      if (!cancelled) {
+        leg->request = requests_.front();
+        side_call_ = leg->ctx;
+        ++pending_;
+      }
+    }
+    if (cancelled) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
+    node->Enter(leg->ctx);
+    node->generic().UnaryCall(leg->ctx.get(), ctx_->method(), grpc::StubOptions(), &leg->request, &leg->response,
+                              [this, node, leg](grpc::Status status) {
+                                node->Leave(leg->ctx);
+                                UnaryDone(node, *leg, status);
+                              });
+  }
+
+  struct UnaryLeg {
+    std::shared_ptr<grpc::ClientContext> ctx = std::make_shared<grpc::ClientContext>();
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
+  };
+
+  void UnaryDone(const std::shared_ptr<Node>& node, UnaryLeg& leg, const grpc::Status& status) {
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      side_call_.reset();
+      --pending_;
+      cancelled = cancelled_;
+    }
+    if (status.ok() || HintOf(status)) node->Heard();
+    if (cancelled) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
+    if (aborted_) return FinishOnce(*aborted_);
+    if (!status.ok()) return Decide(status, node);
+    {
+      absl::MutexLock lock(&mu_);
+      responded_ = answered_ = held_answer_ = true;
+      answer_ = leg.response;
+      for (const auto& [key, value] : WardenHeadersOf(*leg.ctx)) ctx_->AddInitialMetadata(key, value);
+    }
+    FinishOnce(status);
   }
 
   // A node answered with an error before anything reached the client.
@@ -760,7 +826,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   std::vector<grpc::ByteBuffer> requests_ ABSL_GUARDED_BY(mu_);  // all the client sent: a new leg replays them
   bool client_done_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<Upstream> upstream_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<grpc::ClientContext> side_call_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<grpc::ClientContext> side_call_ ABSL_GUARDED_BY(mu_);  // a unary leg or a takeover
   int pending_ ABSL_GUARDED_BY(mu_) = 0;  // legs, takeovers, alarms and fan-out calls outstanding
   int fan_remaining_ ABSL_GUARDED_BY(mu_) = 0;
   bool responded_ ABSL_GUARDED_BY(mu_) = false;
@@ -792,15 +858,7 @@ void Upstream::OnReadInitialMetadataDone(bool ok) {
   call_->UpstreamHeaders(this);
 }
 
-std::multimap<std::string, std::string> Upstream::WardenHeaders() const {
-  std::multimap<std::string, std::string> out;
-  for (const auto& [key, value] : ctx_->GetServerInitialMetadata()) {
-    if (absl::StartsWith(absl::string_view(key.data(), key.size()), "warden-")) {
-      out.emplace(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
-    }
-  }
-  return out;
-}
+std::multimap<std::string, std::string> Upstream::WardenHeaders() const { return WardenHeadersOf(*ctx_); }
 
 void Upstream::OnDone(const grpc::Status& status) {
   node_->Leave(ctx_);
