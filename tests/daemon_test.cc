@@ -417,12 +417,27 @@ TEST_F(DaemonTest, WarmPoolGrowsWithDemandWithinItsBoundsAndCoolsDown) {
   };
   ASSERT_TRUE(wait_for([&] { return stats().ready == 1; }));
   EXPECT_EQ(stats().target, 1);
-  // Back to back, each one-shot drains the pool of one: the rate of
-  // acquisitions times the time a worker takes to start asks for more.
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(Execute("print(1)").stdout(), "1\n");
-  const WarmPoolStats busy = stats();
-  EXPECT_GE(busy.target, 2) << busy.acquire_per_s << " acquisitions per second";
-  EXPECT_LE(busy.target, 3);
+  // Three callers at once drain the pool of one: the rate of acquisitions
+  // times the time a worker takes to start asks for more. The target is
+  // read while they call: once they stop it cools (the rate is at most one
+  // per the time since the last acquisition), which a loaded machine's slow
+  // last call made visible when it was read only after them.
+  absl::Mutex mu;
+  WarmPoolStats busy;
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(Execute("print(1)").stdout(), "1\n");
+        const WarmPoolStats now = stats();
+        absl::MutexLock lock(&mu);
+        EXPECT_LE(now.target, 3);
+        if (now.target > busy.target) busy = now;
+      }
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  EXPECT_GE(busy.target, 2) << busy.acquire_per_s << " acquisitions per second at most";
   EXPECT_GT(busy.capacity_per_s, 0);
   EXPECT_TRUE(wait_for([&] { return stats().ready >= 2; })) << stats().ready;
   // Nobody asks any more: it cools back to its size.
