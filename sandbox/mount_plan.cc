@@ -173,6 +173,16 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
     ops.push_back(Bind(absl::StrCat("/dev/", dev), absl::StrCat("dev/", dev),
                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, /*is_file=*/true));
   }
+  if (spec.terminals) {
+    ops.push_back(Bind("/dev/tty", "dev/tty", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, /*is_file=*/true));
+    MountOp pts;
+    pts.kind = MountOp::Kind::kDevpts;
+    pts.target = "dev/pts";
+    pts.attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
+    pts.size_text = absl::StrCat(kMaxTerminals);
+    ops.push_back(pts);
+    ops.push_back(Symlink("dev/ptmx", "pts/ptmx"));
+  }
   ops.push_back(Symlink("dev/fd", "/proc/self/fd"));
   ops.push_back(Symlink("dev/stdin", "/proc/self/fd/0"));
   ops.push_back(Symlink("dev/stdout", "/proc/self/fd/1"));
@@ -225,6 +235,18 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
     }
     uint64_t attrs = bind.writable ? (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) : kReadOnlyAttrs;
     ops.push_back(Bind(bind.source, Relative(bind.target), attrs, !S_ISDIR(st.st_mode)));
+  }
+
+  for (const std::string& dir : spec.dirs) {
+    if (auto s = ValidateSandboxPath(dir); !s.ok()) return s;
+    ops.push_back(Dir(Relative(dir)));
+  }
+  for (const auto& [path, text] : spec.links) {
+    if (auto s = ValidateSandboxPath(path); !s.ok()) return s;
+    if (text.empty() || text.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("the symlink ", path, " needs a target"));
+    }
+    ops.push_back(Symlink(Relative(path), text));
   }
 
   MountOp seal;
@@ -551,6 +573,20 @@ int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_tree
         const char* keys[] = {"hidepid"};
         const char* values[] = {"invisible"};
         int mnt = NewFilesystem("proc", keys, values, 1, op.attrs);
+        if (mnt < 0) {
+          rc = mnt;
+          break;
+        }
+        rc = AttachBeneath(mnt, root, target, false);
+        close(mnt);
+        break;
+      }
+      case MountOp::Kind::kDevpts: {
+        // A fresh instance: the host's terminals are not in it, and the
+        // sandbox's are bounded (max).
+        const char* keys[] = {"ptmxmode", "mode", "max"};
+        const char* values[] = {"0666", "0620", op.size_text.c_str()};
+        int mnt = NewFilesystem("devpts", keys, values, 3, op.attrs);
         if (mnt < 0) {
           rc = mnt;
           break;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,7 +60,19 @@ struct FilesystemSpec {
   gid_t sandbox_gid = 1000;
   std::string user_name = "sandbox";
   std::string hostname = "sandbox";
+  // Terminals: a devpts of the sandbox's own at /dev/pts (at most
+  // kMaxTerminals of them at once), /dev/ptmx and the host's /dev/tty node
+  // (which opens the caller's own controlling terminal, nothing else).
+  bool terminals = false;
+  // More paths in the root, made after everything else: empty directories
+  // (the init's, readable by all), and symlinks (path -> link text), e.g. a
+  // second name for the workspace.
+  std::vector<std::string> dirs;
+  std::vector<std::pair<std::string, std::string>> links;
 };
+
+// How many terminals one sandbox's devpts holds at once.
+inline constexpr int kMaxTerminals = 64;
 
 struct MountOp {
   enum class Kind {
@@ -69,6 +82,7 @@ struct MountOp {
     kBind,       // bind host `source` recursively at target with `attrs`
     kTmpfs,      // tmpfs at target: size_bytes, mode, uid, gid, attrs
     kProc,       // proc at target, hidepid=invisible
+    kDevpts,     // a new devpts instance at target (FilesystemSpec::terminals)
     kSealRoot,   // make the root tmpfs read-only (after everything is in place)
   };
   Kind kind = Kind::kDir;

@@ -108,6 +108,21 @@ std::vector<std::string> SandboxSpec::DefaultEnvironment() {
           "LANG=C.UTF-8", "USER=sandbox", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"};
 }
 
+std::vector<std::string> MergeEnvironment(std::vector<std::string> base,
+                                          const std::vector<std::string>& overrides) {
+  for (const std::string& entry : overrides) {
+    const std::string key = entry.substr(0, entry.find('=') + 1);
+    auto same = std::find_if(base.begin(), base.end(),
+                             [&key](const std::string& e) { return e.compare(0, key.size(), key) == 0; });
+    if (same != base.end()) {
+      *same = entry;
+    } else {
+      base.push_back(entry);
+    }
+  }
+  return base;
+}
+
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions& options) {
   auto executor = std::unique_ptr<Executor>(new Executor());
   executor->options_ = options;
@@ -153,8 +168,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   // ---- Prepare everything the child needs, before it exists. ----
   const absl::Time begin = absl::Now();
   RETURN_IF_ERROR(spec.limits.Validate());
-  if (spec.argv.empty()) return absl::InvalidArgumentError("no program given");
-  ASSIGN_OR_RETURN(const std::string path, ResolveProgram(spec.argv[0]));
+  if (spec.argv.empty() && !options.machine) return absl::InvalidArgumentError("no program given");
+  std::string path;
+  if (!options.machine) {
+    ASSIGN_OR_RETURN(path, ResolveProgram(spec.argv[0]));
+  }
   RETURN_IF_ERROR(ValidateSandboxPath(spec.cwd));
   FilesystemSpec fs = spec.filesystem;
   fs.tmpfs_bytes = spec.limits.tmpfs_bytes;
@@ -177,6 +195,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   plan.init_uid = rootless_ ? fs.sandbox_uid : 0;
   plan.init_gid = rootless_ ? fs.sandbox_gid : 0;
   plan.clear_groups = !rootless_;
+  plan.machine = options.machine;
 
   const Limits& limits = spec.limits;
   const rlim_t cpu_seconds = static_cast<rlim_t>(limits.cpu_ms / 1000 + 1);

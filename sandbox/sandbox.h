@@ -49,6 +49,11 @@ struct SandboxSpec {
   static std::vector<std::string> DefaultEnvironment();
 };
 
+// `base` ("KEY=value" entries) with `overrides` applied: an entry of
+// `overrides` replaces the one of `base` with its key, or is added.
+std::vector<std::string> MergeEnvironment(std::vector<std::string> base,
+                                          const std::vector<std::string>& overrides);
+
 struct ExecutorOptions {
   CgroupOptions cgroup;
   // Without writable cgroups the executor refuses to start, unless this is
@@ -85,6 +90,10 @@ struct SpawnOptions {
   // that its limits and accounting are shared with the group's other
   // sandboxes. Null: a group of its own in the executor's subtree.
   Cgroup* parent_cgroup = nullptr;
+  // A machine (sandbox/machine.h): the sandbox runs no program of its own
+  // (spec.argv is ignored and may be empty); its init starts processes on
+  // request. The Worker reports ready once the sandbox is built.
+  bool machine = false;
 };
 
 class Executor {

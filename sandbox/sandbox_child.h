@@ -35,6 +35,8 @@ enum class ChildStage : int32_t {
   kSeccomp,
   kExec,
   kOomScore,  // after kExec only to keep the numbers of the others
+  kSpawnRequest,  // a machine's init reading a spawn request (machine.h)
+  kTerminal,      // a machine's init opening a terminal for a spawned process
 };
 const char* ChildStageName(ChildStage stage);
 
@@ -52,10 +54,67 @@ struct ControlMessage {
   int32_t value = 0;
 };
 
-// Commands on the control socket, supervisor -> init, one byte each.
+// Commands on the control socket, supervisor -> init, one byte each but
+// kSpawn, which is a SpawnRequest.
 constexpr char kGo = 'g';           // maps written, cgroup joined: build and start
 constexpr char kKillProgram = 'k';  // kill every process but the init
 constexpr char kRespawn = 'r';      // kill them, then start the program afresh
+constexpr char kSpawn = 's';        // a machine's init: start one more process
+
+// A machine's init (ChildPlan::machine) starts further processes on
+// request: the spec (SpawnSpec's layout, in a memfd) and the process's
+// stdin, stdout and stderr (and its channel socket) come with the request
+// as SCM_RIGHTS, in that order. Each such process runs the whole
+// containment sequence of the sandbox's own program (PayloadMain): its own
+// session, rlimits, no capabilities, the sandbox user, no_new_privs, its own
+// seccomp filter and listener.
+struct SpawnRequest {
+  enum Flags : uint32_t {
+    kChannel = 1 << 0,   // a fifth fd: the channel socket, fd 3 in the process
+    kTerminal = 1 << 1,  // no stdio fds: the init opens a terminal in the
+                         // sandbox's devpts, the process's controlling one
+    kInPlace = 1 << 2,   // run the fork server's program in place (a fork of
+                         // the init, which holds it warm), not execve
+  };
+  char command = kSpawn;
+  char reserved[3] = {};
+  int32_t id = 0;           // the supervisor's name for it, > 0
+  uint32_t flags = 0;
+  int32_t cpu_seconds = 0;  // RLIMIT_CPU of the process; 0: the sandbox's
+  uint16_t cols = 0, rows = 0;  // kTerminal: its size
+};
+
+// The spec of a spawned process, in a memfd the init maps privately: this
+// header, then argc + 1 and envc + 1 slots of 8 bytes (offsets from the
+// start, 0 for the terminating null; the init turns them into pointers in
+// its private copy), then the NUL-terminated strings. argv[0] is the
+// program: a path, or a name looked up in the PATH of the environment.
+struct SpawnSpec {
+  uint32_t magic = kMagic;
+  uint32_t argc = 0;
+  uint32_t envc = 0;
+  uint32_t cwd = 0;   // offset of the working directory
+  static constexpr uint32_t kMagic = 0x5761726e;  // "Warn"
+};
+
+// Reports about a spawned process, init -> supervisor (SOCK_SEQPACKET),
+// told from a ControlMessage by their type.
+struct SpawnReport {
+  enum Type : int32_t {
+    kReady = 10,   // running; carries its seccomp listener and pidfd (and a
+                   // terminal's master) by SCM_RIGHTS
+    kFailed = 11,  // stage, error: its containment sequence failed
+    kExited = 12,  // status: its wait status; cpu_us: its CPU and its
+                   // waited-for children's (wait4's rusage)
+  };
+  int32_t type = 0;
+  int32_t id = 0;
+  int32_t pid = 0;  // in the sandbox's pid namespace
+  int32_t stage = 0;
+  int32_t error = 0;
+  int32_t status = 0;
+  int64_t cpu_us = 0;
+};
 
 struct ChildRlimit {
   int resource;
@@ -98,6 +157,15 @@ struct ChildPlan {
   // (RecyclePool) instead of fresh ones: their hostname and loopback are
   // set already, and not the init's to change.
   bool namespaces_prepared = false;
+  // A machine (sandbox/machine.h): the init starts no program of its own,
+  // reports kPayloadReady (without fds) once the sandbox is built, and then
+  // starts processes on request (SpawnRequest).
+  bool machine = false;
+  // Set by a machine's init on the plan of each process it spawns, never by
+  // the supervisor: the process's id (0: the sandbox's own program), and
+  // the terminal master to send with its report (or -1).
+  int32_t spawn_id = 0;
+  int terminal_master = -1;
 };
 
 // clone3 of the sandbox's init into new user, pid, mount, net, ipc and uts

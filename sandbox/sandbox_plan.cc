@@ -101,6 +101,7 @@ ChildPlan SandboxPlan::View() {
   plan.clear_groups = clear_groups;
   plan.rlimits = rlimits.data();
   plan.n_rlimits = static_cast<int>(rlimits.size());
+  plan.machine = machine;
   return plan;
 }
 
@@ -142,6 +143,7 @@ std::string SandboxPlan::Encode() const {
     w.Number(r.soft);
     w.Number(r.hard);
   }
+  w.Number(machine);
   return w.Take();
 }
 
@@ -192,6 +194,7 @@ absl::StatusOr<SandboxPlan> SandboxPlan::Decode(absl::string_view data) {
     limit.hard = r.Number<rlim_t>();
     plan.rlimits.push_back(limit);
   }
+  plan.machine = r.Number<bool>();
   if (!r.ok()) return absl::InvalidArgumentError("sandbox plan: malformed message");
   return plan;
 }

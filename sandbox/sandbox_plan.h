@@ -35,6 +35,7 @@ struct SandboxPlan {
   gid_t init_gid = 0;
   bool clear_groups = true;
   std::vector<ChildRlimit> rlimits;
+  bool machine = false;  // ChildPlan::machine
 
   // A ChildPlan pointing into this plan; valid while the plan lives and is
   // not changed. File descriptors are left at -1 for the caller to fill in.

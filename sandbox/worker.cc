@@ -22,31 +22,6 @@
 #include "sandbox/seccomp_policy.h"
 
 namespace warden {
-namespace {
-
-// Reads one control message and up to two fds passed with it.
-bool ReceiveControl(int fd, ControlMessage* msg, UniqueFd* first, UniqueFd* second) {
-  int fds[kMaxPassedFds];
-  int n_fds = 0;
-  const ssize_t n = ReceiveWithFds(fd, msg, sizeof(*msg), MSG_DONTWAIT, fds, &n_fds);
-  if (n < 0) return false;
-  for (int i = 2; i < n_fds; ++i) close(fds[i]);
-  if (n_fds >= 1) first->Reset(fds[0]);
-  if (n_fds >= 2) second->Reset(fds[1]);
-  return n == sizeof(*msg);
-}
-
-// The pid a pidfd refers to, in our pid namespace (from its fdinfo).
-pid_t PidOfPidfd(int pidfd) {
-  std::ifstream in(absl::StrCat("/proc/self/fdinfo/", pidfd));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Pid:", 0) == 0) return static_cast<pid_t>(atoi(line.c_str() + 4));
-  }
-  return -1;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Adopt(WorkerHandles handles,
                                                       std::unique_ptr<Cgroup> cgroup,
@@ -153,7 +128,11 @@ unsigned Worker::Wait(absl::Time deadline, bool want_stdin, int extra_fd) {
     auto has = [&](int i, short mask) { return i >= 0 && (fds[i].revents & mask) != 0; };
 
     unsigned ready = 0;
-    if (has(i_ctl, POLLIN | POLLHUP | POLLERR)) HandleControl();
+    if (has(i_ctl, POLLIN | POLLHUP | POLLERR)) {
+      const absl::Time before = stage_times_.payload_ready;
+      HandleControl();
+      if (stage_times_.payload_ready != before) ready |= kReportedIn;
+    }
     if (has(i_lis, POLLIN)) {
       HandleViolation();
       if (violation_) ready |= kViolation;
@@ -176,14 +155,30 @@ unsigned Worker::Wait(absl::Time deadline, bool want_stdin, int extra_fd) {
 }
 
 void Worker::HandleControl() {
-  ControlMessage msg;
-  UniqueFd first, second;
-  while (control_ && ReceiveControl(control_.get(), &msg, &first, &second)) {
+  // A ControlMessage, or (from a machine's init) a SpawnReport.
+  alignas(8) char buffer[std::max(sizeof(ControlMessage), sizeof(SpawnReport))];
+  for (;;) {
+    if (!control_) return;
+    int fds[kMaxPassedFds];
+    int n_fds = 0;
+    const ssize_t n = ReceiveWithFds(control_.get(), buffer, sizeof(buffer), MSG_DONTWAIT, fds, &n_fds);
+    if (n <= 0) return;  // nothing more now, or the init is gone (EOF)
+    std::vector<UniqueFd> passed;
+    for (int i = 0; i < n_fds; ++i) passed.emplace_back(fds[i]);
+    if (n == static_cast<ssize_t>(sizeof(SpawnReport))) {
+      SpawnReport report;
+      memcpy(&report, buffer, sizeof(report));
+      if (spawn_reports_ && report.type >= SpawnReport::kReady) spawn_reports_(report, std::move(passed));
+      continue;
+    }
+    if (n != static_cast<ssize_t>(sizeof(ControlMessage))) continue;
+    ControlMessage msg;
+    memcpy(&msg, buffer, sizeof(msg));
     switch (msg.type) {
       case ControlMessage::kPayloadReady:
         stage_times_.payload_ready = absl::Now();
-        listener_ = std::move(first);
-        program_pidfd_ = std::move(second);
+        if (passed.size() >= 1) listener_ = std::move(passed[0]);
+        if (passed.size() >= 2) program_pidfd_ = std::move(passed[1]);
         if (program_pidfd_) program_pid_ = PidOfPidfd(program_pidfd_.get());
         break;
       case ControlMessage::kSetupFailed:
@@ -197,14 +192,13 @@ void Worker::HandleControl() {
   }
 }
 
-void Worker::HandleViolation() {
-  struct seccomp_notif_sizes sizes = {};
-  if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) return;
-  std::string buf(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)), '\0');
-  auto* notif = reinterpret_cast<struct seccomp_notif*>(buf.data());
-  if (ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, notif) != 0) return;
-  // The offending thread stays blocked until the sandbox is killed.
-  if (!violation_) violation_ = SyscallName(notif->data.nr, notif->data.arch);
+absl::Status Worker::SendSpawn(const SpawnRequest& request, const std::vector<int>& fds) const {
+  if (!control_) return absl::FailedPreconditionError("the sandbox is gone");
+  if (SendWithFds(control_.get(), &request, sizeof(request), nullptr, 0, fds.data(),
+                  static_cast<int>(fds.size())) < 0) {
+    return absl::ErrnoToStatus(errno, "sending a spawn request to the sandbox");
+  }
+  return absl::OkStatus();
 }
 
 std::string Worker::DescribeFailure(int stage, int error, int op_index) const {
@@ -213,19 +207,6 @@ std::string Worker::DescribeFailure(int stage, int error, int op_index) const {
     absl::StrAppend(&where, " (at ", mount_targets_[op_index], ")");
   }
   return absl::StrCat(where, ": ", strerror(error));
-}
-
-absl::Status Worker::Signal(int sig) {
-  if (ended() || program_pid_ <= 0) {
-    return absl::FailedPreconditionError("the sandboxed program is not running");
-  }
-  // The program called setsid(), so its pid is its process group's id; the
-  // pidfd pins the pid, so the group cannot be a recycled one while the
-  // leader lives.
-  struct pollfd p = {program_pidfd_.get(), POLLIN, 0};
-  if (poll(&p, 1, 0) == 1) return absl::FailedPreconditionError("the program has exited");
-  if (kill(-program_pid_, sig) != 0) return absl::ErrnoToStatus(errno, "kill program group");
-  return absl::OkStatus();
 }
 
 absl::Status Worker::KillProgram() {
