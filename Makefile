@@ -9,6 +9,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # execution and E2B's code-interpreter preinstall, where Debian packages it,
 # and pip for pools' wheelhouses. scripts/runtime_probe.py lists the same
 # packages with their import names; a daemon test checks the two agree.
+# The last line is what commands and terminals in a machine (an E2B
+# sandbox) use: git (sandbox.git), ps, tput.
 RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
   python3-scipy python3-sklearn python3-sympy python3-seaborn python3-statsmodels \
   python3-networkx python3-pil python3-skimage python3-imageio \
@@ -19,7 +21,8 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
   python3-reportlab python3-docx python3-pypdf python3-pypdf2 \
   python3-joblib python3-toolz python3-mpmath python3-tqdm python3-plotly \
   python3-xarray python3-nltk python3-soundfile python3-h5py python3-numexpr python3-dill \
-  python3-pip python3-wheel python3-setuptools python3-packaging
+  python3-pip python3-wheel python3-setuptools python3-packaging \
+  git procps ncurses-bin
 
 # The interpreters of the languages beyond Python, JavaScript and bash
 # (docs/kernel-protocol.md): TypeScript is Debian's compiler run by the
@@ -37,7 +40,7 @@ LANGUAGE_PACKAGES := node-typescript r-base-core python3-rpy2 default-jdk-headle
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
-  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpython3-dev libboost-dev \
+  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)

@@ -48,7 +48,7 @@ absl::StatusOr<v1::ExecuteResponse> EnginePort::Execute(const std::string& sessi
 }
 
 absl::Status EnginePort::WriteFile(const std::string& session_id, const std::string& path, const std::string& data) {
-  return engine_.WriteFile(tenant_, session_id, path, data);
+  return engine_.WriteFile(tenant_, session_id, path, data).status();
 }
 
 absl::StatusOr<std::string> EnginePort::ReadFile(const std::string& session_id, const std::string& path) {
@@ -59,8 +59,8 @@ absl::StatusOr<std::vector<std::string>> EnginePort::ListFiles(const std::string
   auto entries = engine_.ListFiles(tenant_, session_id, "");
   if (!entries.ok()) return entries.status();
   std::vector<std::string> files;
-  for (const WorkspaceEntry& e : *entries) {
-    if (e.type == WorkspaceEntry::Type::kFile && e.path.find("__pycache__") == std::string::npos) {
+  for (const WorkspaceListing& e : *entries) {
+    if (e.type == 'f' && e.path.find("__pycache__") == std::string::npos) {
       files.push_back(e.path);
     }
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "sandbox/status_macros.h"
 
 namespace warden {
 namespace {
@@ -33,37 +34,39 @@ bool Drain(int fd, int64_t cap, int64_t* taken, Emit&& emit) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Command>> Command::Start(Executor& executor, const CommandSpec& spec) {
+absl::StatusOr<std::unique_ptr<Command>> Command::Start(const CommandSpec& spec) {
+  if (spec.machine == nullptr) return absl::InvalidArgumentError("a command runs in a machine");
   if (spec.argv.empty()) return absl::InvalidArgumentError("a command needs a program to run");
   if (spec.wall_ms < 0 || spec.cpu_ms < 0 || spec.output_bytes <= 0) {
     return absl::InvalidArgumentError("a command's wall_ms and cpu_ms must not be negative");
   }
-  SandboxSpec sandbox;
-  sandbox.argv = spec.argv;
-  for (const std::string& kv : spec.env) {
-    if (kv.find('=') == std::string::npos || kv.find('\0') != std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("environment entry '", kv, "' must have the form KEY=value"));
-    }
-    sandbox.env.push_back(kv);
-  }
-  sandbox.cwd = spec.cwd.empty() ? "/workspace" : spec.cwd;
-  sandbox.limits = spec.limits;
-  if (spec.cpu_ms > 0) sandbox.limits.cpu_ms = spec.cpu_ms;
-  sandbox.filesystem.binds = spec.binds;
-  sandbox.filesystem.workspace_source = spec.workspace_dir;
-  for (const std::string& alias : spec.workspace_aliases) {
-    sandbox.filesystem.binds.push_back({spec.workspace_dir, alias, true});
-  }
+  ProcessSpec process;
+  process.argv = spec.argv;
+  process.env = spec.env;
+  process.cwd = spec.cwd.empty() ? "/" : spec.cwd;
+  process.cpu_ms = spec.cpu_ms;
+  process.terminal = spec.terminal;
   auto command = std::unique_ptr<Command>(new Command(spec));
   command->wake_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!command->wake_) return absl::ErrnoToStatus(errno, "eventfd");
-  auto worker = executor.Spawn(sandbox, SpawnOptions{.identity_slot = spec.identity_slot,
-                                                     .parent_cgroup = spec.parent_cgroup.get()});
-  if (!worker.ok()) return worker.status();
-  if (!spec.stdin_open) (*worker)->CloseStdin();
-  command->started_ = (*worker)->started();
-  command->supervisor_ = std::thread(&Command::Supervise, command.get(), *std::move(worker));
+  ASSIGN_OR_RETURN(std::unique_ptr<MachineProcess> started, spec.machine->Spawn(process));
+  // Its pid names it: wait until it reported in. Whatever it wrote
+  // meanwhile stays in the pipes for the supervising thread.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (started->sandbox_pid() == 0) {
+    const unsigned ready = started->Wait(deadline);
+    if (started->sandbox_pid() != 0) break;
+    if (ready & Program::kEnded) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the command could not start: ",
+          started->setup_error().value_or(spec.machine->Alive() ? "it ended at once" : "the machine is gone")));
+    }
+    if (ready & Program::kTimedOut) return absl::DeadlineExceededError("the command did not start within 30 s");
+  }
+  command->pid_ = started->sandbox_pid();
+  if (!spec.stdin_open && !spec.terminal) started->CloseStdin();
+  command->started_ = started->started();
+  command->supervisor_ = std::thread(&Command::Supervise, command.get(), std::move(started));
   return command;
 }
 
@@ -114,7 +117,7 @@ absl::Status Command::WriteStdin(const std::string& data) {
   {
     absl::MutexLock lock(&mu_);
     if (ended_) return absl::FailedPreconditionError("the command has ended");
-    if (!spec_.stdin_open || stdin_close_) {
+    if ((!spec_.stdin_open && !spec_.terminal) || stdin_close_) {
       return absl::FailedPreconditionError(
           "the command's stdin is closed; start it with stdin open to send it input");
     }
@@ -137,6 +140,17 @@ absl::Status Command::CloseStdin() {
   return absl::OkStatus();
 }
 
+absl::Status Command::Resize(uint16_t cols, uint16_t rows) {
+  if (!spec_.terminal) return absl::FailedPreconditionError("the command has no terminal; start it with one");
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return absl::FailedPreconditionError("the command has ended");
+    resize_ = {cols, rows};
+  }
+  Wake();
+  return absl::OkStatus();
+}
+
 absl::Status Command::Signal(int sig) {
   {
     absl::MutexLock lock(&mu_);
@@ -147,44 +161,31 @@ absl::Status Command::Signal(int sig) {
   return absl::OkStatus();
 }
 
-void Command::Supervise(std::unique_ptr<Worker> worker) {
-  enum class Stop { kNone, kWall, kCpu, kOutput, kKilled };
+void Command::Supervise(std::unique_ptr<MachineProcess> worker) {
+  enum class Stop { kNone, kWall, kOutput, kKilled };
   Stop stop = Stop::kNone;
   const absl::Time wall_deadline =
       spec_.wall_ms > 0 ? started_ + absl::Milliseconds(spec_.wall_ms) : absl::InfiniteFuture();
-  const int64_t cpu_limit_ns = (spec_.cpu_ms > 0 ? spec_.cpu_ms : spec_.limits.cpu_ms) * 1'000'000;
-  absl::Time next_cpu_check = started_;
+  const CgroupUsage before = worker->Usage().value_or(CgroupUsage{});
   int64_t out_taken = 0, err_taken = 0;
   std::string pending;  // stdin taken from stdin_pending_, not yet written
   size_t offset = 0;
   bool closing = false;
-  std::vector<int> deferred;  // signals sent before the program reported in
   auto emit = [this](CommandEvent::Kind kind) {
     return [this, kind](std::string data) { Push(CommandEvent{kind, std::move(data), {}}); };
   };
 
   while (stop == Stop::kNone) {
-    const absl::Time now = absl::Now();
-    if (now >= wall_deadline) {
+    if (absl::Now() >= wall_deadline) {
       stop = Stop::kWall;
       break;
-    }
-    if (worker->has_cgroup() && now >= next_cpu_check) {
-      if (auto usage = worker->Usage()) {
-        if (usage->cpu_usage_ns >= cpu_limit_ns) {
-          stop = Stop::kCpu;
-          break;
-        }
-        const int64_t remaining_ns = cpu_limit_ns - usage->cpu_usage_ns;
-        next_cpu_check = now + std::max(absl::Milliseconds(2),
-                                        absl::Nanoseconds(remaining_ns * 100 / spec_.limits.cpu_percent));
-      }
     }
     // Requests from other threads. The wake-up is consumed before they are
     // looked at, so one that comes in meanwhile wakes the Wait below.
     uint64_t drained;
     (void)!read(wake_.get(), &drained, sizeof(drained));
     std::vector<int> signals;
+    std::optional<std::pair<uint16_t, uint16_t>> resize;
     {
       absl::MutexLock lock(&mu_);
       if (stop_) {
@@ -198,53 +199,60 @@ void Command::Supervise(std::unique_ptr<Worker> worker) {
       }
       closing = stdin_close_;
       signals.swap(signals_);
+      resize.swap(resize_);
     }
-    // SIGKILL takes everything in the sandbox, through its init, which works
-    // even before the program has reported in. Other signals wait for that.
-    signals.insert(signals.begin(), deferred.begin(), deferred.end());
-    deferred.clear();
     for (int sig : signals) {
       if (sig == SIGKILL) {
         (void)worker->KillProgram();
-      } else if (absl::IsFailedPrecondition(worker->Signal(sig)) && !worker->ended()) {
-        deferred.push_back(sig);
+      } else {
+        (void)worker->Signal(sig);
       }
     }
-    if (worker->stdin_fd() >= 0 && closing && offset >= pending.size()) worker->CloseStdin();
+    if (resize) (void)worker->Resize(resize->first, resize->second);
+    if (!spec_.terminal && worker->stdin_fd() >= 0 && closing && offset >= pending.size()) {
+      worker->CloseStdin();
+    }
 
     const bool have_pending = worker->stdin_fd() >= 0 && offset < pending.size();
-    absl::Time deadline = worker->has_cgroup() ? std::min(wall_deadline, next_cpu_check) : wall_deadline;
-    // A deferred signal is retried shortly: the program reports in within
-    // milliseconds of starting.
-    if (!deferred.empty()) deadline = std::min(deadline, absl::Now() + absl::Milliseconds(5));
-    const unsigned ready = worker->Wait(deadline, have_pending, wake_.get());
-    if ((ready & Worker::kStdout) &&
+    const unsigned ready = worker->Wait(wall_deadline, have_pending, wake_.get());
+    if ((ready & Program::kStdout) &&
         !Drain(worker->stdout_fd(), spec_.output_bytes, &out_taken, emit(CommandEvent::Kind::kStdout))) {
       stop = Stop::kOutput;
     }
-    if ((ready & Worker::kStderr) &&
+    if ((ready & Program::kStderr) &&
         !Drain(worker->stderr_fd(), spec_.output_bytes, &err_taken, emit(CommandEvent::Kind::kStderr))) {
       stop = Stop::kOutput;
     }
-    if (ready & (Worker::kEnded | Worker::kViolation)) break;
-    if (ready & Worker::kStdinWritable) {
+    if (ready & (Program::kEnded | Program::kViolation)) break;
+    if (ready & Program::kStdinWritable) {
       ssize_t n = write(worker->stdin_fd(), pending.data() + offset, pending.size() - offset);
       if (n > 0) offset += static_cast<size_t>(n);
-      if (n < 0 && errno != EAGAIN && errno != EINTR) worker->CloseStdin();  // reader gone
+      if (n < 0 && errno != EAGAIN && errno != EINTR && !spec_.terminal) worker->CloseStdin();  // reader gone
     }
   }
   const absl::Time end = absl::Now();
 
-  // Everything left in the sandbox dies with the command's main process.
-  worker->Kill();
+  // A limit, a violation or a kill ends the command's process group; what
+  // it left running elsewhere after a normal end stays, as on any machine.
+  if (stop != Stop::kNone || worker->violation()) {
+    (void)worker->KillProgram();
+    const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
+    while (!worker->ended() && !(worker->Wait(reap_deadline) & Program::kTimedOut)) {
+      if (!Drain(worker->stdout_fd(), spec_.output_bytes, &out_taken, emit(CommandEvent::Kind::kStdout)) ||
+          !Drain(worker->stderr_fd(), spec_.output_bytes, &err_taken, emit(CommandEvent::Kind::kStderr))) {
+        if (stop == Stop::kNone) stop = Stop::kOutput;
+      }
+    }
+  }
+  // What the process wrote before it ended is in the pipes by now.
   if (!Drain(worker->stdout_fd(), spec_.output_bytes, &out_taken, emit(CommandEvent::Kind::kStdout)) ||
       !Drain(worker->stderr_fd(), spec_.output_bytes, &err_taken, emit(CommandEvent::Kind::kStderr))) {
     if (stop == Stop::kNone) stop = Stop::kOutput;
   }
-  const CgroupUsage usage = worker->Usage().value_or(CgroupUsage{});
+  const CgroupUsage usage = worker->Usage().value_or(before);
   CommandEnd r;
   r.wall_ms = absl::ToInt64Milliseconds(end - started_);
-  r.cpu_ms = usage.cpu_usage_ns / 1'000'000;
+  r.cpu_ms = worker->cpu_us() / 1000;
   r.peak_memory_bytes = usage.peak_memory_bytes;
   r.violation = worker->violation();
   const int status = worker->main_status();
@@ -252,16 +260,17 @@ void Command::Supervise(std::unique_ptr<Worker> worker) {
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   }
+  const bool oom = usage.oom_kills > before.oom_kills && r.signal == SIGKILL;
   if (worker->setup_error()) {
     r.outcome = Outcome::kSetupError;
     r.message = *worker->setup_error();
   } else if (r.violation) {
     r.outcome = Outcome::kViolation;
+    r.message = absl::StrCat("the command made a forbidden system call (", *r.violation,
+                             "), so its process group was killed");
   } else if (stop == Stop::kOutput) {
     r.outcome = Outcome::kOutputLimit;
     r.message = absl::StrCat("the command wrote more than ", spec_.output_bytes, " bytes to a stream");
-  } else if (stop == Stop::kCpu) {
-    r.outcome = Outcome::kCpuTimeout;
   } else if (stop == Stop::kWall) {
     r.outcome = Outcome::kWallTimeout;
     r.message = absl::StrCat("the command ran past its ", spec_.wall_ms, " ms");
@@ -269,15 +278,18 @@ void Command::Supervise(std::unique_ptr<Worker> worker) {
     r.outcome = Outcome::kSignaled;
     r.signal = SIGKILL;
     r.message = "the session ended";
-  } else if (usage.oom_kills > 0) {
+  } else if (oom) {
     r.outcome = Outcome::kMemoryLimit;
+    r.message = "the session ran out of memory and the command was killed";
   } else if (worker->main_exited() && WIFEXITED(status)) {
     r.outcome = r.exit_code == 0 ? Outcome::kOk : Outcome::kNonzeroExit;
   } else if (worker->main_exited() && WIFSIGNALED(status)) {
     r.outcome = r.signal == SIGXCPU ? Outcome::kCpuTimeout : Outcome::kSignaled;
+    if (r.signal == SIGXCPU) r.message = absl::StrCat("the command used its ", spec_.cpu_ms, " ms of CPU time");
   } else {
-    r.outcome = Outcome::kInternal;
-    r.message = "the sandbox's init exited before the command ended";
+    r.outcome = Outcome::kSignaled;
+    r.signal = SIGKILL;
+    r.message = absl::StrCat("the session's machine went: ", spec_.machine->lost_reason());
   }
   worker.reset();
   Push(CommandEvent{CommandEvent::Kind::kEnd, {}, r});

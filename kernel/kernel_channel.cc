@@ -104,8 +104,15 @@ absl::StatusOr<std::optional<KernelMessage>> KernelChannel::Next() {
   return msg;
 }
 
-std::string KernelChannel::EncodeExecute(int id, absl::string_view code) {
-  return absl::StrCat("execute ", id, " ", code.size(), "\n", code);
+std::string KernelChannel::EncodeExecute(int id, absl::string_view code, const std::vector<std::string>& env) {
+  std::string out;
+  if (!env.empty()) {
+    std::string body;
+    for (const std::string& entry : env) absl::StrAppend(&body, entry.size(), ":", entry);
+    absl::StrAppend(&out, "env ", id, " ", body.size(), "\n", body);
+  }
+  absl::StrAppend(&out, "execute ", id, " ", code.size(), "\n", code);
+  return out;
 }
 
 namespace {

@@ -52,7 +52,10 @@ class KernelChannel {
   // The next complete message, or nullopt until more bytes arrive.
   absl::StatusOr<std::optional<KernelMessage>> Next();
 
-  static std::string EncodeExecute(int id, absl::string_view code);
+  // An `execute` frame, preceded by an `env` frame when the cell has
+  // variables of its own ("KEY=value"; docs/kernel-protocol.md).
+  static std::string EncodeExecute(int id, absl::string_view code,
+                                   const std::vector<std::string>& env = {});
   // A snapshot or restore request: the archive's path and the workspace's,
   // both as the kernel sees them.
   static std::string EncodeSnapshot(int id, absl::string_view archive, absl::string_view workspace);

@@ -53,8 +53,14 @@ const char* KernelSubdirectory(Language language) {
   return "python";
 }
 
-std::vector<std::string> KernelArgv(Language language) {
-  const std::string dir = kKernelMountPoint;
+std::string KernelMountPoint(Language language, bool machine) {
+  // Python's directory (also R's, whose kernel is a Python program) stays
+  // where the zygote's kernel believes it is.
+  if (!machine || absl::string_view(KernelSubdirectory(language)) == "python") return kKernelMountPoint;
+  return absl::StrCat("/opt/warden/kernels/", KernelSubdirectory(language));
+}
+
+std::vector<std::string> KernelArgv(Language language, const std::string& dir) {
   switch (language) {
     case Language::kPython:
       // -u: unbuffered fds 1/2 so output streams; -E: ignore PYTHON* variables.

@@ -34,7 +34,13 @@ inline constexpr char kWheelhouseMountPoint[] = "/opt/warden/wheelhouse";
 
 // The language's kernel subdirectory of the kernels dir ("python", ...).
 const char* KernelSubdirectory(Language language);
-// argv that starts the kernel inside the sandbox.
-std::vector<std::string> KernelArgv(Language language);
+// Where the language's kernel directory is bound: kKernelMountPoint in a
+// sandbox of its own; in a machine, which holds every language's kernel,
+// Python's there too (where the zygote's kernel believes it is) and the
+// others' in /opt/warden/kernels/<subdirectory>.
+std::string KernelMountPoint(Language language, bool machine);
+// argv that starts the kernel inside the sandbox, from `dir` (its
+// KernelMountPoint).
+std::vector<std::string> KernelArgv(Language language, const std::string& dir = kKernelMountPoint);
 
 }  // namespace warden

@@ -58,7 +58,7 @@ absl::Status WriteAll(int fd, const std::string& data, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-std::string DescribeExit(const Worker& worker) {
+std::string DescribeExit(const Program& worker) {
   if (worker.setup_error()) return *worker.setup_error();
   if (!worker.main_exited()) return "its sandbox died";
   const int status = worker.main_status();
@@ -91,6 +91,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(Executor& executor,
   if (!session->wake_) return absl::ErrnoToStatus(errno, "eventfd");
   RETURN_IF_ERROR(session->StartWorker(/*fresh_sandbox=*/true));
   return session;
+}
+
+pid_t Session::kernel_pid() const {
+  absl::MutexLock lock(&mu_);
+  return worker_ ? worker_->sandbox_pid() : 0;
 }
 
 absl::StatusOr<WorkerHandles> Session::DuplicateHandles() const {
@@ -137,11 +142,27 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Adopt(Executor& executor,
 
 absl::Status Session::StartWorker(bool fresh_sandbox) {
   absl::MutexLock lock(&mu_);
-  if (fresh_sandbox || !worker_) {
-    SandboxSpec spec;
-    spec.argv = KernelArgv(options_.language);
-    spec.env = PythonKernelEnvironment();  // what the other kernels need too
+  if (options_.machine && (fresh_sandbox || !worker_)) {
+    // One more process of the running machine.
+    ProcessSpec spec;
+    const bool in_place = options_.language == Language::kPython && options_.machine->can_run_in_place();
+    spec.argv = KernelArgv(options_.language, KernelMountPoint(options_.language, /*machine=*/true));
+    spec.in_place = in_place;
+    spec.env = PythonKernelEnvironment();
     if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
+    if (!options_.wheelhouse.empty()) spec.env.push_back(absl::StrCat("PIP_FIND_LINKS=", kWheelhouseMountPoint));
+    spec.env = MergeEnvironment(spec.env, options_.env);
+    spec.cwd = options_.cwd.empty() ? options_.workspace : options_.cwd;
+    spec.channel = true;
+    worker_.reset();  // the old kernel, if any, dies first
+    ASSIGN_OR_RETURN(worker_, options_.machine->Spawn(spec));
+    fcntl(worker_->channel_fd(), F_SETFL, O_NONBLOCK);
+  } else if (fresh_sandbox || !worker_) {
+    SandboxSpec spec;
+    spec.argv = KernelArgv(options_.language, kKernelMountPoint);
+    spec.env = MergeEnvironment(PythonKernelEnvironment(), options_.env);  // what the other kernels need too
+    if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
+    if (!options_.cwd.empty()) spec.cwd = options_.cwd;
     spec.limits = options_.limits;
     spec.filesystem.binds = options_.binds;
     spec.filesystem.binds.push_back(
@@ -153,16 +174,10 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
       spec.filesystem.binds.push_back({options_.wheelhouse, kWheelhouseMountPoint, false});
       spec.env.push_back(absl::StrCat("PIP_FIND_LINKS=", kWheelhouseMountPoint));
     }
-    spec.filesystem.workspace_source = options_.workspace_dir;
-    for (const std::string& alias : options_.workspace_aliases) {
-      spec.filesystem.binds.push_back({options_.workspace_dir, alias, true});
-    }
     worker_.reset();  // the old sandbox, if any, dies first
     ForkServer* fork_server =
         options_.language == Language::kPython ? options_.fork_server : nullptr;
-    SpawnOptions spawn{.channel = true, .fork_server = fork_server,
-                       .identity_slot = options_.identity_slot,
-                       .parent_cgroup = options_.parent_cgroup.get()};
+    SpawnOptions spawn{.channel = true, .fork_server = fork_server};
     auto spawned = executor_.Spawn(spec, spawn);
     if (fork_server != nullptr && absl::IsUnavailable(spawned.status())) {
       // The zygote is gone: the interpreter starts anew, in the same kind of sandbox.
@@ -178,7 +193,7 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     if (!worker_->ended()) {
       RETURN_IF_ERROR(worker_->KillProgram());
       const absl::Time deadline = absl::Now() + absl::Seconds(5);
-      while (!worker_->ended() && !(worker_->Wait(deadline) & Worker::kTimedOut)) {
+      while (!worker_->ended() && !(worker_->Wait(deadline) & Program::kTimedOut)) {
         ReadAvailable(worker_->stdout_fd(), [](const char*, size_t) {});
         ReadAvailable(worker_->stderr_fd(), [](const char*, size_t) {});
         ReadAvailable(worker_->channel_fd(), [](const char*, size_t) {});
@@ -189,6 +204,7 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
       ReadAvailable(fd, [](const char*, size_t) {});
     }
     RETURN_IF_ERROR(worker_->Respawn());
+    if (worker_->channel_fd() >= 0) fcntl(worker_->channel_fd(), F_SETFL, O_NONBLOCK);
   }
   channel_.Reset();
   RETURN_IF_ERROR(AwaitReady());
@@ -204,7 +220,7 @@ Session::StartTimes Session::start_times() const {
 // Waits for the kernel's ready message; what it prints meanwhile is kept
 // only to explain a failure.
 absl::Status Session::AwaitReady() {
-  Worker& worker = *worker_;
+  Program& worker = *worker_;
   const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.start_timeout_ms);
   std::string diagnostics;
   auto keep = [&diagnostics](const char* data, size_t n) {
@@ -212,9 +228,9 @@ absl::Status Session::AwaitReady() {
   };
   for (;;) {
     const unsigned ready = worker.Wait(deadline);
-    if (ready & Worker::kStdout) ReadAvailable(worker.stdout_fd(), keep);
-    if (ready & Worker::kStderr) ReadAvailable(worker.stderr_fd(), keep);
-    if (ready & Worker::kChannel) {
+    if (ready & Program::kStdout) ReadAvailable(worker.stdout_fd(), keep);
+    if (ready & Program::kStderr) ReadAvailable(worker.stderr_fd(), keep);
+    if (ready & Program::kChannel) {
       ReadAvailable(worker.channel_fd(), [this](const char* d, size_t n) { channel_.Feed(d, n); });
       auto message = channel_.Next();
       if (!message.ok()) return message.status();
@@ -226,7 +242,7 @@ absl::Status Session::AwaitReady() {
         return absl::OkStatus();
       }
     }
-    if (ready & (Worker::kEnded | Worker::kViolation)) {
+    if (ready & (Program::kEnded | Program::kViolation)) {
       ReadAvailable(worker.stderr_fd(), keep);
       std::string why = worker.violation() ? "it made a forbidden system call: " + *worker.violation()
                                            : DescribeExit(worker);
@@ -234,7 +250,7 @@ absl::Status Session::AwaitReady() {
           "the ", LanguageName(options_.language), " kernel failed to start: ", why,
           diagnostics.empty() ? "" : "; it said: ", diagnostics));
     }
-    if (ready & Worker::kTimedOut) {
+    if (ready & Program::kTimedOut) {
       return absl::DeadlineExceededError(absl::StrCat(
           "the ", LanguageName(options_.language), " kernel was not ready within ",
           options_.start_timeout_ms, " ms", diagnostics.empty() ? "" : "; it said: ", diagnostics));
@@ -295,8 +311,9 @@ absl::Status Session::Interrupt() {
 }
 
 CellResult Session::Execute(const std::string& code, const CellLimits& limits,
-                            const EventCallback& on_event, const std::atomic<bool>* cancelled) {
-  return RunCell(code, limits, on_event, cancelled, std::nullopt);
+                            const EventCallback& on_event, const std::atomic<bool>* cancelled,
+                            const std::vector<std::string>& env) {
+  return RunCell(code, limits, on_event, cancelled, std::nullopt, env);
 }
 
 std::optional<CellResult> Session::ResumeCell(const CellLimits& limits) {
@@ -311,9 +328,9 @@ std::optional<CellResult> Session::ResumeCell(const CellLimits& limits) {
 
 CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
                             const EventCallback& on_event, const std::atomic<bool>* cancelled,
-                            std::optional<int> resume) {
+                            std::optional<int> resume, const std::vector<std::string>& env) {
   CellResult r;
-  Worker* worker = nullptr;
+  Program* worker = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (lost_) {
@@ -399,7 +416,7 @@ CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
     // The predecessor sent it; what it wrote while no one read comes first.
     out_sink(pending_stdout_.data(), pending_stdout_.size());
     err_sink(pending_stderr_.data(), pending_stderr_.size());
-  } else if (auto s = WriteAll(worker->channel_fd(), KernelChannel::EncodeExecute(id, code), wall_deadline);
+  } else if (auto s = WriteAll(worker->channel_fd(), KernelChannel::EncodeExecute(id, code, env), wall_deadline);
              !s.ok()) {
     lost = absl::StrCat("could not send the cell to the kernel: ", s.message());
   }
@@ -439,9 +456,9 @@ CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
     const bool buffered = std::exchange(drain_buffered, false);
     const unsigned ready =
         worker->Wait(buffered ? absl::InfinitePast() : wake, false, wake_.get()) |
-        (buffered ? Worker::kChannel : 0u);
+        (buffered ? Program::kChannel : 0u);
 
-    if (ready & Worker::kExtra) {
+    if (ready & Program::kExtra) {
       uint64_t count;
       (void)!read(wake_.get(), &count, sizeof(count));
       bool requested;
@@ -451,15 +468,15 @@ CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
       }
       if (requested && next_signal == absl::InfiniteFuture()) interrupt_now();
     }
-    if (ready & Worker::kStdout) ReadAvailable(worker->stdout_fd(), out_sink);
-    if (ready & Worker::kStderr) ReadAvailable(worker->stderr_fd(), err_sink);
-    if (ready & Worker::kViolation) {
+    if (ready & Program::kStdout) ReadAvailable(worker->stdout_fd(), out_sink);
+    if (ready & Program::kStderr) ReadAvailable(worker->stderr_fd(), err_sink);
+    if (ready & Program::kViolation) {
       r.violation = worker->violation();
       lost = absl::StrCat("the cell made a forbidden system call (", *r.violation,
                           "), so the kernel was killed");
       break;
     }
-    if (ready & Worker::kChannel) {
+    if (ready & Program::kChannel) {
       bool open = ReadAvailable(worker->channel_fd(),
                                 [this](const char* d, size_t n) { channel_.Feed(d, n); });
       for (;;) {
@@ -504,7 +521,7 @@ CellResult Session::RunCell(const std::string& code, const CellLimits& limits,
       }
       if (!open && !done && !lost) lost = "the kernel closed its channel";
     }
-    if (!done && !lost && (ready & Worker::kEnded)) {
+    if (!done && !lost && (ready & Program::kEnded)) {
       lost = absl::StrCat("the kernel died: ", DescribeExit(*worker));
       if (worker->main_exited()) {
         const int status = worker->main_status();
@@ -556,7 +573,7 @@ absl::Status Session::Restart(bool clear_workspace) {
     absl::MutexLock lock(&mu_);
     if (busy_) return absl::FailedPreconditionError("a cell is running: interrupt it first");
   }
-  if (clear_workspace && !options_.workspace_dir.empty()) {
+  if (clear_workspace && options_.machine) {
     return absl::FailedPreconditionError(
         "this session's workspace is shared with its other contexts and commands; remove the "
         "files instead of clearing the workspace");
@@ -577,12 +594,13 @@ absl::Status Session::Restart(bool clear_workspace) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Session::OpenedWorkspace> Session::OpenWorkspace(const char* dir) const {
+absl::StatusOr<Session::OpenedWorkspace> Session::OpenWorkspace(const std::string& dir) const {
   absl::MutexLock lock(&mu_);
   if (!worker_) return absl::FailedPreconditionError("the session has no sandbox");
   // Opened as root (through the init's /proc/<pid>/root); everything
-  // beneath it is then resolved as the sandbox's user (ScopedFsIds).
-  const std::string path = worker_->RootPath() + dir;
+  // beneath it is then resolved as the sandbox's user (ScopedFsIds). The
+  // path is the real one, never through a link the sandbox could change.
+  const std::string path = worker_->RootPath() + (dir.empty() ? options_.workspace : dir);
   UniqueFd fd(open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
     return absl::FailedPreconditionError(
@@ -634,7 +652,7 @@ constexpr char kArchiveName[] = ".warden-snapshot";
 
 absl::StatusOr<KernelMessage> Session::Request(const std::string& frame, int id,
                                                absl::Time deadline) {
-  Worker* worker = nullptr;
+  Program* worker = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (lost_) return absl::FailedPreconditionError(absl::StrCat("the session is lost: ", *lost_));
@@ -655,9 +673,9 @@ absl::StatusOr<KernelMessage> Session::Request(const std::string& frame, int id,
   auto discard = [](const char*, size_t) {};
   for (;;) {
     const unsigned ready = worker->Wait(deadline);
-    if (ready & Worker::kStdout) ReadAvailable(worker->stdout_fd(), discard);
-    if (ready & Worker::kStderr) ReadAvailable(worker->stderr_fd(), discard);
-    if (ready & Worker::kChannel) {
+    if (ready & Program::kStdout) ReadAvailable(worker->stdout_fd(), discard);
+    if (ready & Program::kStderr) ReadAvailable(worker->stderr_fd(), discard);
+    if (ready & Program::kChannel) {
       const bool open = ReadAvailable(worker->channel_fd(),
                                       [this](const char* d, size_t n) { channel_.Feed(d, n); });
       for (;;) {
@@ -679,14 +697,14 @@ absl::StatusOr<KernelMessage> Session::Request(const std::string& frame, int id,
         return finish(absl::InternalError("the kernel closed its channel"));
       }
     }
-    if (ready & (Worker::kEnded | Worker::kViolation)) {
+    if (ready & (Program::kEnded | Program::kViolation)) {
       const std::string why = worker->violation()
                                   ? "it made a forbidden system call: " + *worker->violation()
                                   : DescribeExit(*worker);
       MarkLost(absl::StrCat("the kernel died: ", why));
       return finish(absl::InternalError(absl::StrCat("the kernel died: ", why)));
     }
-    if (ready & Worker::kTimedOut) {
+    if (ready & Program::kTimedOut) {
       // The kernel may still answer later; its answer is then ignored (ids).
       return finish(absl::DeadlineExceededError("the kernel did not answer in time"));
     }
@@ -703,7 +721,7 @@ absl::StatusOr<SessionSnapshot> Session::Snapshot(absl::Time deadline) {
   const int id = next_cell_id_++;
   const std::string archive = absl::StrCat(kArchiveDir, "/", kArchiveName);
   ASSIGN_OR_RETURN(KernelMessage answer,
-                   Request(KernelChannel::EncodeSnapshot(id, archive, "/workspace"), id, deadline));
+                   Request(KernelChannel::EncodeSnapshot(id, archive, options_.workspace), id, deadline));
   ASSIGN_OR_RETURN(OpenedWorkspace tmp, OpenWorkspace(kArchiveDir));
   ScopedFsIds as_sandbox_user(tmp.uid, tmp.gid);
   // Kept open, unlinked: read later straight from the sandbox's tmpfs.
@@ -752,7 +770,7 @@ absl::StatusOr<std::map<std::string, std::string>> Session::Restore(const Snapsh
   const int id = next_cell_id_++;
   ASSIGN_OR_RETURN(KernelMessage answer,
                    Request(KernelChannel::EncodeRestore(
-                               id, absl::StrCat(kArchiveDir, "/", kArchiveName), "/workspace"),
+                               id, absl::StrCat(kArchiveDir, "/", kArchiveName), options_.workspace),
                            id, deadline));
   CloseLater(std::move(copy));
   if (!answer.failure.empty()) {

@@ -31,6 +31,7 @@
 #include "kernel/language.h"
 #include "kernel/snapshot_archive.h"
 #include "sandbox/limits.h"
+#include "sandbox/machine.h"
 #include "sandbox/result.h"
 #include "sandbox/sandbox.h"
 
@@ -60,17 +61,19 @@ struct SessionOptions {
   // owned; warden-python-zygote), whose interpreter already holds the
   // kernel and its warm modules, instead of starting the interpreter anew.
   ForkServer* fork_server = nullptr;
-  // A workspace shared with other sandboxes (kernel/shared_workspace.h):
-  // this host directory is bound as /workspace, and at each of
-  // `workspace_aliases` too (E2B's /home/user), and the sandbox runs as the
-  // identity slot's host ids. Empty: a private tmpfs, as usual.
-  std::string workspace_dir;
-  std::vector<std::string> workspace_aliases;
-  std::optional<uint64_t> identity_slot;
-  // The cgroup of the session this interpreter is one process of
-  // (Executor::CreateGroup): its sandbox's cgroup is nested in it, so the
-  // session's limits hold for all its processes together. Null: its own.
-  std::shared_ptr<Cgroup> parent_cgroup;
+  // A process of this machine (sandbox/machine.h) instead of a sandbox of
+  // its own: the kernel is spawned in the running machine, with its files,
+  // processes and cgroup (`limits`, `binds` and `wheelhouse` are then the
+  // machine's, fixed when it started). Null: a sandbox of its own.
+  std::shared_ptr<Machine> machine;
+  // Where the workspace is inside the sandbox (a machine's is its user's
+  // home, e.g. /home/user), and the kernel's working directory (empty: the
+  // workspace).
+  std::string workspace = "/workspace";
+  std::string cwd;
+  // More environment for the kernel ("KEY=value"), over its own: E2B's
+  // sandbox-wide envs.
+  std::vector<std::string> env;
 
   static Limits DefaultSessionLimits();
   static std::string DefaultKernelsDir();
@@ -160,6 +163,9 @@ class Session {
     std::string pending_stdout, pending_stderr, pending_channel;
   };
   absl::StatusOr<WorkerHandles> DuplicateHandles() const;
+  // The kernel's pid in its sandbox (0 until it started, and for a kernel
+  // that is its sandbox's own program).
+  pid_t kernel_pid() const;
   Handover Describe() const;
   // A session around a sandbox a predecessor started (Worker::Adopt), as
   // Describe() saw it. Its kernel may still be running a cell the
@@ -172,9 +178,11 @@ class Session {
   // `cancelled` (may be null) closes the gap before the cell counts as
   // running, when Interrupt() would still be a no-op: a caller that sets it
   // and then calls Interrupt() stops the cell whenever it does so.
+  // `env` ("KEY=value") holds for this cell only, over the kernel's own.
   CellResult Execute(const std::string& code, const CellLimits& limits,
                      const EventCallback& on_event = nullptr,
-                     const std::atomic<bool>* cancelled = nullptr);
+                     const std::atomic<bool>* cancelled = nullptr,
+                     const std::vector<std::string>& env = {});
   // After Adopt of a session whose cell was running: waits for that cell
   // to end (within `limits`, counted from now) and returns what it
   // produced since the predecessor stopped reading, buffered output first.
@@ -216,7 +224,7 @@ class Session {
   // When the last start of this session's sandbox passed each stage, and
   // when its kernel said it was ready (the bench's per-stage breakdown).
   struct StartTimes {
-    Worker::StageTimes sandbox;
+    Program::StageTimes sandbox;
     absl::Time kernel_ready;
   };
   StartTimes start_times() const;
@@ -238,7 +246,8 @@ class Session {
   absl::Status RenewWake();
   // Execute, or with `resume` the wait for a cell already sent (ResumeCell).
   CellResult RunCell(const std::string& code, const CellLimits& limits, const EventCallback& on_event,
-                     const std::atomic<bool>* cancelled, std::optional<int> resume);
+                     const std::atomic<bool>* cancelled, std::optional<int> resume,
+                     const std::vector<std::string>& env = {});
   absl::Status AwaitReady();
   void MarkLost(const std::string& reason);
   struct OpenedWorkspace {
@@ -246,8 +255,8 @@ class Session {
     uid_t uid;  // the program's host ids
     gid_t gid;
   };
-  // `dir` is "/workspace" or "/tmp", as the sandbox sees it.
-  absl::StatusOr<OpenedWorkspace> OpenWorkspace(const char* dir = "/workspace") const;
+  // `dir` is the workspace (empty) or "/tmp", as the sandbox sees it.
+  absl::StatusOr<OpenedWorkspace> OpenWorkspace(const std::string& dir = "") const;
   // Sends one snapshot/restore frame and waits for the kernel's answer,
   // discarding what it prints meanwhile.
   absl::StatusOr<KernelMessage> Request(const std::string& frame, int id, absl::Time deadline);
@@ -256,7 +265,7 @@ class Session {
   const SessionOptions options_;
   // Owned by the thread running Execute/Restart; guarded for Interrupt().
   mutable absl::Mutex mu_;
-  std::unique_ptr<Worker> worker_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Program> worker_ ABSL_GUARDED_BY(mu_);
   StartTimes start_times_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool interrupt_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,21 +5,70 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 
 namespace warden {
 namespace {
 
-constexpr uint64_t kResolve =
+constexpr uint64_t kResolveBeneath =
     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+constexpr uint64_t kResolveInRoot = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+constexpr char kMetadataPrefix[] = "user.e2b.";
+
+// The path of entry `name` in the directory `dir_fd`, through our own
+// /proc/self/fd: for the *xattr calls, which take no directory fd. `name`
+// is one component, and the l* calls never follow it.
+std::string EntryPath(int dir_fd, const std::string& name) {
+  return absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+}
+
+// The entry's user.e2b.* extended attributes (none on a filesystem without
+// them, or for a symlink).
+FileMetadata ReadMetadata(int dir_fd, const std::string& name) {
+  FileMetadata out;
+  const std::string path = EntryPath(dir_fd, name);
+  char names[4096];
+  const ssize_t n = llistxattr(path.c_str(), names, sizeof(names));
+  for (ssize_t i = 0; n > 0 && i < n;) {
+    const std::string key(names + i);
+    i += static_cast<ssize_t>(key.size()) + 1;
+    if (!absl::StartsWith(key, kMetadataPrefix)) continue;
+    char value[65536];
+    const ssize_t v = lgetxattr(path.c_str(), key.c_str(), value, sizeof(value));
+    if (v >= 0) out[key.substr(sizeof(kMetadataPrefix) - 1)] = std::string(value, static_cast<size_t>(v));
+  }
+  return out;
+}
+
+absl::Status ReplaceMetadata(int fd, const std::string& path, const FileMetadata& metadata) {
+  char names[4096];
+  const ssize_t n = flistxattr(fd, names, sizeof(names));
+  for (ssize_t i = 0; n > 0 && i < n;) {
+    const std::string key(names + i);
+    i += static_cast<ssize_t>(key.size()) + 1;
+    if (absl::StartsWith(key, kMetadataPrefix)) fremovexattr(fd, key.c_str());
+  }
+  for (const auto& [key, value] : metadata) {
+    const std::string name = absl::StrCat(kMetadataPrefix, key);
+    if (fsetxattr(fd, name.c_str(), value.data(), value.size(), 0) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("keeping metadata '", key, "' with '", path,
+                                                     "' (its filesystem may not take extended attributes)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status PathError(int err, const std::string& path, absl::string_view verb) {
   if (err == ELOOP || err == EXDEV) {
@@ -47,19 +96,42 @@ char TypeOf(mode_t mode) {
 
 WorkspaceListing ListingOf(const std::string& path, const struct stat& st) {
   const char type = TypeOf(st.st_mode);
-  return {path, type, type == 'f' ? static_cast<int64_t>(st.st_size) : 0,
-          static_cast<uint32_t>(st.st_mode & 07777), UnixMillis(st.st_mtim), ""};
+  WorkspaceListing out;
+  out.path = path;
+  out.type = type;
+  out.size = type == 'f' || type == 'd' ? static_cast<int64_t>(st.st_size) : 0;
+  out.mode = static_cast<uint32_t>(st.st_mode & 07777);
+  out.modified_unix_ms = UnixMillis(st.st_mtim);
+  out.uid = st.st_uid;
+  out.gid = st.st_gid;
+  return out;
+}
+
+// The listing of entry `name` of directory `dir_fd` (opened without
+// following it), with its link target and metadata; `path` names it.
+std::optional<WorkspaceListing> Describe(int dir_fd, const std::string& name, const std::string& path) {
+  struct stat st;
+  if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  WorkspaceListing out = ListingOf(path, st);
+  if (out.type == 'l') {
+    char target[4096];
+    ssize_t n = readlinkat(dir_fd, name.c_str(), target, sizeof(target));
+    if (n > 0) out.symlink_target.assign(target, static_cast<size_t>(n));
+  } else if (out.type == 'f' || out.type == 'd') {
+    out.metadata = ReadMetadata(dir_fd, name);
+  }
+  return out;
 }
 
 // Creates the missing parents of `path`, one component at a time, each
 // beneath the last.
-absl::Status MakeParents(int root_fd, const std::string& path) {
+absl::Status MakeParents(int root_fd, const std::string& path, Resolve resolve) {
   std::vector<std::string> parts = absl::StrSplit(path, '/');
   std::string parent_path, prefix;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     parent_path = prefix;
     prefix = prefix.empty() ? parts[i] : absl::StrCat(prefix, "/", parts[i]);
-    auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+    auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY, 0, resolve);
     if (!parent.ok()) return parent.status();
     if (mkdirat(parent->get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) {
       return PathError(errno, prefix, "create directory");
@@ -145,11 +217,12 @@ absl::Status ValidateWorkspacePath(const std::string& path, bool allow_root) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<UniqueFd> OpenBeneath(int root_fd, const std::string& path, int flags, mode_t mode) {
+absl::StatusOr<UniqueFd> OpenBeneath(int root_fd, const std::string& path, int flags, mode_t mode,
+                                     Resolve resolve) {
   struct open_how how = {};
-  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | (resolve == Resolve::kBeneath ? O_NOFOLLOW : 0));
   how.mode = (flags & O_CREAT) ? mode : 0;
-  how.resolve = kResolve;
+  how.resolve = resolve == Resolve::kBeneath ? kResolveBeneath : kResolveInRoot;
   const char* p = path.empty() ? "." : path.c_str();
   int fd;
   do {
@@ -159,20 +232,38 @@ absl::StatusOr<UniqueFd> OpenBeneath(int root_fd, const std::string& path, int f
   return UniqueFd(fd);
 }
 
+absl::Status ValidateFileMetadata(const FileMetadata& metadata) {
+  for (const auto& [key, value] : metadata) {
+    if (key.empty() || key.size() > 200 || key.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata key '", key, "' must be 1-200 bytes without '/' or NUL"));
+    }
+    if (value.size() > 65536) {
+      return absl::InvalidArgumentError(absl::StrCat("metadata '", key, "' is over 64 KiB"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std::string& data,
-                                int64_t max_bytes) {
+                                int64_t max_bytes, Resolve resolve, const FileMetadata& metadata) {
   if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
+  if (auto s = ValidateFileMetadata(metadata); !s.ok()) return s;
   if (static_cast<int64_t>(data.size()) > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("the file is ", data.size(),
                                                    " bytes; the cap is ", max_bytes));
   }
-  if (auto s = MakeParents(root_fd, path); !s.ok()) return s;
-  auto fd = OpenBeneath(root_fd, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (auto s = MakeParents(root_fd, path, resolve); !s.ok()) return s;
+  // Opened without O_TRUNC first: a FIFO or device in its place is refused
+  // before anything is written to it.
+  auto fd = OpenBeneath(root_fd, path, O_WRONLY | O_CREAT | O_NONBLOCK, 0644, resolve);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
   }
+  if (ftruncate(fd->get(), 0) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("truncate '", path, "'"));
+  if (auto s = ReplaceMetadata(fd->get(), path, metadata); !s.ok()) return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = write(fd->get(), data.data() + done, data.size() - done);
@@ -190,14 +281,21 @@ absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std:
 }
 
 absl::StatusOr<std::string> ReadWorkspaceFile(int root_fd, const std::string& path,
-                                              int64_t max_bytes) {
+                                              int64_t max_bytes, Resolve resolve) {
   if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
-  auto fd = OpenBeneath(root_fd, path, O_RDONLY | O_NONBLOCK);
-  if (!fd.ok()) return fd.status();
+  // O_PATH first: nothing is opened for reading (a FIFO, a device, a
+  // terminal) until it is known to be a regular file.
+  auto where = OpenBeneath(root_fd, path, O_PATH, 0, resolve);
+  if (!where.ok()) return where.status();
   struct stat st;
-  if (fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  // (O_PATH | O_NOFOLLOW opens a symlink itself: it is not followed.)
+  if (fstat(where->get(), &st) == 0 && S_ISLNK(st.st_mode)) return PathError(ELOOP, path, "read");
+  if (fstat(where->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
   }
+  UniqueFd opened(open(absl::StrCat("/proc/self/fd/", where->get()).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!opened) return PathError(errno, path, "open");
+  absl::StatusOr<UniqueFd> fd = std::move(opened);
   if (st.st_size > max_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("'", path, "' is ", st.st_size, " bytes; the cap is ", max_bytes));
@@ -221,30 +319,39 @@ absl::StatusOr<std::string> ReadWorkspaceFile(int root_fd, const std::string& pa
 }
 
 absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const std::string& dir,
-                                                            size_t max_entries, int max_depth) {
+                                                            size_t max_entries, int max_depth,
+                                                            Resolve resolve) {
   if (auto s = ValidateWorkspacePath(dir, /*allow_root=*/true); !s.ok()) return s;
   std::vector<WorkspaceListing> out;
   std::function<absl::Status(const std::string&, int)> walk = [&](const std::string& rel,
                                                                    int depth) -> absl::Status {
     if (depth > 64 || (max_depth > 0 && depth >= max_depth)) return absl::OkStatus();
-    auto fd = OpenBeneath(root_fd, rel, O_RDONLY | O_DIRECTORY);
+    auto fd = OpenBeneath(root_fd, rel, O_RDONLY | O_DIRECTORY, 0, resolve);
     if (!fd.ok()) return fd.status();
     DIR* d = fdopendir(fd->Release());
     if (d == nullptr) return absl::ErrnoToStatus(errno, "fdopendir");
-    std::vector<std::string> subdirs;
+    std::vector<std::string> names;
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
       if (name == "." || name == "..") continue;
-      if (out.size() >= max_entries) break;
-      struct stat st;
-      if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    std::vector<WorkspaceListing> here;
+    for (const std::string& name : names) {
+      if (out.size() + here.size() >= max_entries) break;
       const std::string child = rel.empty() ? name : absl::StrCat(rel, "/", name);
-      out.push_back(ListingOf(child, st));
-      if (out.back().type == 'd') subdirs.push_back(child);
+      if (auto entry = Describe(dirfd(d), name, child)) here.push_back(std::move(*entry));
     }
     closedir(d);
-    for (const std::string& sub : subdirs) {
-      if (auto s = walk(sub, depth + 1); !s.ok() && !absl::IsNotFound(s)) return s;
+    for (WorkspaceListing& entry : here) {
+      const bool is_dir = entry.type == 'd';
+      const std::string child = entry.path;
+      out.push_back(std::move(entry));
+      if (!is_dir) continue;
+      if (auto s = walk(child, depth + 1); !s.ok() && !absl::IsNotFound(s) && !absl::IsPermissionDenied(s)) {
+        return s;
+      }
     }
     return absl::OkStatus();
   };
@@ -252,7 +359,7 @@ absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const s
   return out;
 }
 
-absl::StatusOr<WorkspaceListing> StatWorkspacePath(int root_fd, const std::string& path) {
+absl::StatusOr<WorkspaceListing> StatWorkspacePath(int root_fd, const std::string& path, Resolve resolve) {
   if (auto s = ValidateWorkspacePath(path, /*allow_root=*/true); !s.ok()) return s;
   struct stat st;
   if (path.empty()) {
@@ -260,43 +367,41 @@ absl::StatusOr<WorkspaceListing> StatWorkspacePath(int root_fd, const std::strin
     return ListingOf(path, st);
   }
   const auto [parent_path, name] = SplitParent(path);
-  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY, 0, resolve);
   if (!parent.ok()) return parent.status();
-  if (fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return PathError(errno, path, "stat");
-  }
-  WorkspaceListing out = ListingOf(path, st);
-  if (out.type == 'l') {
-    char target[4096];
-    ssize_t n = readlinkat(parent->get(), name.c_str(), target, sizeof(target));
-    if (n > 0) out.symlink_target.assign(target, static_cast<size_t>(n));
-  }
-  return out;
+  std::optional<WorkspaceListing> out = Describe(parent->get(), name, path);
+  if (!out) return PathError(errno, path, "stat");
+  return *std::move(out);
 }
 
-absl::StatusOr<WorkspaceListing> MakeWorkspaceDirectory(int root_fd, const std::string& path) {
+absl::StatusOr<WorkspaceListing> MakeWorkspaceDirectory(int root_fd, const std::string& path,
+                                                        Resolve resolve) {
   if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
-  if (auto s = MakeParents(root_fd, path); !s.ok()) return s;
+  if (auto s = MakeParents(root_fd, path, resolve); !s.ok()) return s;
   const auto [parent_path, name] = SplitParent(path);
-  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY, 0, resolve);
   if (!parent.ok()) return parent.status();
   if (mkdirat(parent->get(), name.c_str(), 0755) != 0) {
     if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat("'", path, "' already exists"));
     return PathError(errno, path, "create directory");
   }
-  return StatWorkspacePath(root_fd, path);
+  return StatWorkspacePath(root_fd, path, resolve);
 }
 
 absl::StatusOr<WorkspaceListing> MoveWorkspacePath(int root_fd, const std::string& from,
-                                                   const std::string& to) {
+                                                   const std::string& to, Resolve resolve) {
   if (auto s = ValidateWorkspacePath(from); !s.ok()) return s;
   if (auto s = ValidateWorkspacePath(to); !s.ok()) return s;
-  if (auto s = MakeParents(root_fd, to); !s.ok()) return s;
   const auto [from_parent_path, from_name] = SplitParent(from);
   const auto [to_parent_path, to_name] = SplitParent(to);
-  auto from_parent = OpenBeneath(root_fd, from_parent_path, O_PATH | O_DIRECTORY);
+  auto from_parent = OpenBeneath(root_fd, from_parent_path, O_PATH | O_DIRECTORY, 0, resolve);
   if (!from_parent.ok()) return from_parent.status();
-  auto to_parent = OpenBeneath(root_fd, to_parent_path, O_PATH | O_DIRECTORY);
+  struct stat moved;
+  if (fstatat(from_parent->get(), from_name.c_str(), &moved, AT_SYMLINK_NOFOLLOW) != 0) {
+    return PathError(errno, from, "move");
+  }
+  if (auto s = MakeParents(root_fd, to, resolve); !s.ok()) return s;
+  auto to_parent = OpenBeneath(root_fd, to_parent_path, O_PATH | O_DIRECTORY, 0, resolve);
   if (!to_parent.ok()) return to_parent.status();
   // renameat(2) acts on the last components themselves, never following them.
   if (renameat(from_parent->get(), from_name.c_str(), to_parent->get(), to_name.c_str()) != 0) {
@@ -310,26 +415,30 @@ absl::StatusOr<WorkspaceListing> MoveWorkspacePath(int root_fd, const std::strin
     }
     return PathError(errno, from, "move");
   }
-  return StatWorkspacePath(root_fd, to);
+  return StatWorkspacePath(root_fd, to, resolve);
 }
 
-absl::Status RemoveWorkspacePath(int root_fd, const std::string& path) {
+absl::Status RemoveWorkspacePath(int root_fd, const std::string& path, Resolve resolve) {
   if (path.empty()) {
     return absl::InvalidArgumentError("refusing to remove the workspace itself: remove the files in it");
   }
   if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
   const auto [parent_path, name] = SplitParent(path);
-  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY);
+  auto parent = OpenBeneath(root_fd, parent_path, O_PATH | O_DIRECTORY, 0, resolve);
   if (!parent.ok()) return parent.status();
   // unlinkat(2) never follows a symlink: a link is removed, not its target.
   if (unlinkat(parent->get(), name.c_str(), 0) == 0) return absl::OkStatus();
   if (errno != EISDIR) return PathError(errno, path, "remove");
-  struct stat root;
-  if (fstat(root_fd, &root) != 0) return absl::ErrnoToStatus(errno, "stat the workspace");
+  // The tree is removed within its own filesystem: a mount inside it
+  // (which the workspace, for kBeneath, cannot hold) is left alone.
+  struct stat top;
+  if (fstatat(parent->get(), name.c_str(), &top, AT_SYMLINK_NOFOLLOW) != 0) {
+    return PathError(errno, path, "remove");
+  }
   // O_PATH fds cannot be read: the tree is walked from a readable parent.
-  auto readable = OpenBeneath(root_fd, parent_path, O_RDONLY | O_DIRECTORY);
+  auto readable = OpenBeneath(root_fd, parent_path, O_RDONLY | O_DIRECTORY, 0, resolve);
   if (!readable.ok()) return readable.status();
-  return RemoveTree(readable->get(), name, root.st_dev, 0);
+  return RemoveTree(readable->get(), name, top.st_dev, 0);
 }
 
 }  // namespace warden

@@ -147,7 +147,11 @@ class MachineProcess final : public Program {
  private:
   friend class Machine;
   MachineProcess(std::shared_ptr<Machine> machine, ProcessSpec spec)
-      : machine_(std::move(machine)), spec_(std::move(spec)) {}
+      : machine_(std::move(machine)), spec_(std::move(spec)) {
+    // Every process of a machine runs as its one user.
+    program_host_uid_ = machine_->program_host_uid();
+    program_host_gid_ = machine_->program_host_gid();
+  }
   // Takes what the dispatcher recorded for the process.
   void Take();
 

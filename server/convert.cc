@@ -159,10 +159,22 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->mutable_limits()->set_cpu_ms(entry.cell_defaults.cpu_ms);
   out->mutable_limits()->set_memory_mb(entry.memory_mb);
   out->mutable_limits()->set_output_bytes(entry.cell_defaults.output_bytes);
-  out->set_shared_workspace(entry.workspace != nullptr);
+  out->set_shared_workspace(entry.machine != nullptr);
   if (std::optional<CellResult> cell = entry.detached_cell()) {
     FillResponse(*cell, entry.id, out->mutable_detached_cell());
   }
+}
+
+void FillFileInfo(const WorkspaceListing& e, v1::FileInfo* info) {
+  info->set_path(e.path);
+  info->set_size(e.size);
+  info->set_type(e.type == 'f' ? "file" : e.type == 'd' ? "directory" : e.type == 'l' ? "symlink" : "other");
+  info->set_mode(e.mode);
+  info->set_modified_unix_ms(e.modified_unix_ms);
+  info->set_symlink_target(e.symlink_target);
+  info->mutable_metadata()->insert(e.metadata.begin(), e.metadata.end());
+  info->set_owner(e.owner);
+  info->set_group(e.group);
 }
 
 void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out) {
@@ -194,6 +206,7 @@ void FillContext(const ManagedSession& context, v1::Context* out) {
   out->set_created_unix_ms(absl::ToUnixMillis(context.created));
   out->set_lost_reason(context.session->lost_reason());
   if (auto usage = context.session->Usage()) out->set_memory_bytes(usage->peak_memory_bytes);
+  out->set_cwd(context.cwd.empty() ? context.workspace_path : context.cwd);
 }
 
 void FillCommand(const ManagedCommand& command, v1::CommandInfo* out) {
@@ -201,7 +214,8 @@ void FillCommand(const ManagedCommand& command, v1::CommandInfo* out) {
   out->set_command_id(command.id);
   out->set_tag(command.tag);
   for (const std::string& arg : spec.argv) out->add_argv(arg);
-  out->set_cwd(spec.cwd.empty() ? "/workspace" : spec.cwd);
+  out->set_cwd(spec.cwd);
+  out->set_terminal(spec.terminal.has_value());
   out->set_running(!command.command->ended());
   out->set_started_unix_ms(absl::ToUnixMillis(command.command->started()));
   for (const std::string& kv : spec.env) {

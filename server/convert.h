@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/support/status.h"
 #include "kernel/session.h"
+#include "kernel/workspace.h"
 #include "server/session_manager.h"
 #include "server/snapshot_store.h"
 #include "warden/v1/executor.pb.h"
@@ -29,6 +30,7 @@ void FillResponse(const CellResult& cell, const std::string& session_id, v1::Exe
 int64_t PeakMemoryBytes(const ManagedSession& entry);
 void FillSession(const ManagedSession& entry, v1::Session* out);
 void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out);
+void FillFileInfo(const WorkspaceListing& entry, v1::FileInfo* out);
 v1::SessionState StateOf(const ManagedSession& entry);
 void FillContext(const ManagedSession& context, v1::Context* out);
 void FillCommand(const ManagedCommand& command, v1::CommandInfo* out);

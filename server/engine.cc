@@ -1,13 +1,17 @@
 #include "server/engine.h"
 
+#include <fcntl.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernel/workspace.h"
+#include "server/path_watch.h"
 #include "sandbox/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -55,13 +59,39 @@ void Retire(ManagedSession& entry) {
   for (auto& [id, command] : entry.commands) {
     if (!command->command->ended()) (void)command->command->Signal(SIGKILL);
   }
-  // All the session's processes end now and its cgroups go, however long
-  // calls in flight keep the objects that ran them.
+  // All the machine's processes end now and the session's cgroups go,
+  // however long calls in flight keep the objects that ran them.
+  if (entry.machine != nullptr) entry.machine->Kill();
   if (entry.cgroup != nullptr) {
     if (absl::Status s = entry.cgroup->Destroy(); !s.ok()) {
       spdlog::warn("session {}: removing its cgroup: {}", entry.id, s.ToString());
     }
   }
+}
+
+// The environment a machine's processes start with: the sandboxes' own,
+// at home in `home`, then the session's own `env`.
+std::vector<std::string> MachineEnvironment(const std::string& home, const std::vector<std::string>& env) {
+  std::vector<std::string> base = SandboxSpec::DefaultEnvironment();
+  base = MergeEnvironment(std::move(base), {
+      absl::StrCat("PATH=", kToolsMountPoint, ":/usr/local/bin:/usr/bin:/bin:", home, "/.local/bin"),
+      "HOME=" + home, "USER=user", "LOGNAME=user", "SHELL=/bin/bash",
+      // Warden's pip (docs/runtime.md) installs into the user's site, from
+      // a wheelhouse, never from an index.
+      "PYTHONUSERBASE=" + home + "/.local", "PIP_USER=1", "PIP_NO_INDEX=1",
+      "PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1"});
+  return MergeEnvironment(std::move(base), env);
+}
+
+absl::Status ValidateEnvironment(const std::vector<std::string>& env) {
+  for (const std::string& kv : env) {
+    const size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos || kv.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment variable '", kv.substr(0, eq), "' needs a name without '=' or NUL"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RestartEntry(ManagedSession& entry, bool clear_workspace) {
@@ -78,6 +108,7 @@ void Cancellation::Cancel() {
   cancelled_ = true;
   if (session_) (void)session_->Interrupt();
   if (command_) command_->WakeReaders();
+  if (hook_) hook_();
 }
 
 bool Cancellation::cancelled() const { return cancelled_.load(); }
@@ -92,10 +123,16 @@ void Cancellation::Attach(Command* command) {
   command_ = command;
 }
 
+void Cancellation::Attach(std::function<void()> hook) {
+  absl::MutexLock lock(&mu_);
+  hook_ = std::move(hook);
+}
+
 void Cancellation::Detach() {
   absl::MutexLock lock(&mu_);
   session_ = nullptr;
   command_ = nullptr;
+  hook_ = nullptr;
 }
 
 std::vector<std::string> WarmModules(const DaemonOptions& options, Language language) {
@@ -353,6 +390,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
   Session* session = nullptr;
   CellLimits limits;
   Language language = call.language.value_or(Language::kPython);
+  RETURN_IF_ERROR(ValidateEnvironment(call.env));
   if (!call.session_id.empty()) {
     if (!call.files.empty()) {
       return absl::InvalidArgumentError("files go to a session with UploadFile, not with Execute");
@@ -403,7 +441,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
     out.cell.message = "cancelled before it started";
   } else {
     out.cell = session->Execute(call.code, limits, on_event,
-                                cancellation ? cancellation->flag() : nullptr);
+                                cancellation ? cancellation->flag() : nullptr, call.env);
   }
   if (cancellation) cancellation->Detach();
   if (one_shot && out.cell.outcome == Outcome::kSessionLost) {
@@ -452,17 +490,21 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   defaults.cpu_ms = cell.cpu_ms;
   defaults.output_bytes = cell.output_bytes;
 
-  if (!call.shared_workspace && !call.workspace_aliases.empty()) {
-    return absl::InvalidArgumentError("workspace_aliases need shared_workspace");
+  if (!call.shared_workspace && (!call.workspace_aliases.empty() || !call.workspace_path.empty() ||
+                                 !call.env.empty())) {
+    return absl::InvalidArgumentError("workspace_aliases, workspace_path and env need shared_workspace");
   }
   if (!call.shared_workspace && call.on_expiry != CreateSessionCall::OnExpiry::kClose) {
     return absl::InvalidArgumentError("only a session with shared_workspace can pause at its TTL's end");
   }
+  RETURN_IF_ERROR(ValidateEnvironment(call.env));
+  const std::string workspace_path = call.workspace_path.empty() ? "/workspace" : call.workspace_path;
+  if (call.shared_workspace) RETURN_IF_ERROR(ValidateSandboxPath(workspace_path));
   if (call.workspace_aliases.size() > 4) return absl::InvalidArgumentError("at most 4 workspace aliases");
   for (const std::string& alias : call.workspace_aliases) {
-    if (alias.size() < 2 || alias[0] != '/' || alias.find("..") != std::string::npos) {
+    if (!ValidateSandboxPath(alias).ok() || alias == workspace_path) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "workspace alias '", alias, "' must be an absolute path inside the sandbox, like /home/user"));
+          "workspace alias '", alias, "' must be an absolute path inside the sandbox, like /workspace"));
     }
   }
 
@@ -473,12 +515,16 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   MakeRoomForALiveSession(nullptr);
   absl::StatusOr<std::unique_ptr<Session>> started;
   if (call.shared_workspace) {
-    started = StartWithSharedWorkspace(*entry, language, call.workspace_aliases);
+    entry->workspace_path = workspace_path;
+    entry->workspace_aliases = call.workspace_aliases;
+    entry->env = MachineEnvironment(workspace_path, call.env);
+    started = StartWithSharedWorkspace(*entry, language);
   } else {
     started = StartSession(language, call.limits.memory_mb,
                            absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
   }
   if (!started.ok()) {
+    if (entry->machine) entry->machine->Kill();
     sessions_.Unreserve(call.tenant);
     return started.status();
   }
@@ -574,108 +620,222 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartSession(const std
   return entry;
 }
 
-absl::Status Engine::WriteFile(const std::string& tenant, const std::string& id,
-                               const std::string& path, const std::string& data) {
-  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return entry->session->WriteFile(path, data);
+absl::Status Engine::InFiles(ManagedSession& entry, const std::string& path, const FileOp& op) {
+  entry.Touch();
+  RETURN_IF_ERROR(WakeForFiles(entry));
+  if (entry.machine == nullptr) {
+    // A workspace of its own: nothing outside it, nothing through a link.
+    return entry.session->InWorkspace([&](int root) {
+      return op(root, path, Resolve::kBeneath, [](WorkspaceListing& e) { e.owner = e.group = "sandbox"; });
+    });
+  }
+  // A machine: its whole filesystem, from its root, as its user would.
+  const Machine& machine = *entry.machine;
+  UniqueFd root(open(machine.RootPath().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root || !machine.Alive()) {
+    return absl::FailedPreconditionError("the session's sandbox is gone, and its files with it");
+  }
+  const std::string home = entry.workspace_path.substr(1);
+  const bool absolute = !path.empty() && path[0] == '/';
+  std::string rel;
+  if (absolute) {
+    rel = path.substr(1);
+  } else {
+    rel = path.empty() ? home : absl::StrCat(home, "/", path);
+  }
+  const uid_t user = machine.program_host_uid();
+  const gid_t group = machine.program_host_gid();
+  auto present = [absolute, home, user, group](WorkspaceListing& e) {
+    if (absolute) {
+      e.path = "/" + e.path;
+    } else if (e.path == home) {
+      e.path = "";
+    } else {
+      e.path = absl::StartsWith(e.path, home + "/") ? e.path.substr(home.size() + 1) : "/" + e.path;
+    }
+    e.owner = e.uid == user ? "user" : "root";
+    e.group = e.gid == group ? "user" : "root";
+  };
+  ScopedFsIds as_sandbox_user(user, group);
+  return op(root.get(), rel, Resolve::kInRoot, present);
 }
 
-absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const std::string& id,
-                                             const std::string& path) {
+absl::StatusOr<WorkspaceListing> Engine::WriteFile(const std::string& tenant, const std::string& id,
+                                                   const std::string& path, const std::string& data,
+                                                   const FileMetadata& metadata) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return entry->session->ReadFile(path);
-}
-
-absl::StatusOr<std::vector<WorkspaceEntry>> Engine::ListFiles(const std::string& tenant,
-                                                              const std::string& id,
-                                                              const std::string& path, int max_depth) {
-  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return entry->session->ListFiles(path, max_depth);
-}
-
-namespace {
-
-// Runs a kernel/workspace.h path operation in the session's workspace.
-absl::StatusOr<WorkspaceListing> InWorkspace(Session& session,
-                                             const std::function<absl::StatusOr<WorkspaceListing>(int)>& op) {
+  if (!metadata.empty() && entry->machine == nullptr) {
+    return absl::InvalidArgumentError("file metadata needs a session with a shared workspace");
+  }
   absl::StatusOr<WorkspaceListing> out = absl::InternalError("not run");
-  RETURN_IF_ERROR(session.InWorkspace([&](int root_fd) {
-    out = op(root_fd);
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto& present) {
+    RETURN_IF_ERROR(WriteWorkspaceFile(root, rel, data, options_.limits.max_file_bytes, resolve, metadata));
+    out = StatWorkspacePath(root, rel, resolve);
+    if (out.ok()) present(*out);
     return absl::OkStatus();
   }));
   return out;
 }
 
-}  // namespace
+absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const std::string& id,
+                                             const std::string& path) {
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
+  absl::StatusOr<std::string> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto&) {
+    out = ReadWorkspaceFile(root, rel, options_.limits.max_file_bytes, resolve);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<WorkspaceListing>> Engine::ListFiles(const std::string& tenant,
+                                                                const std::string& id,
+                                                                const std::string& path, int max_depth) {
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
+  absl::StatusOr<std::vector<WorkspaceListing>> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto& present) {
+    out = ListWorkspace(root, rel, 10'000, max_depth, resolve);
+    if (out.ok()) {
+      for (WorkspaceListing& e : *out) present(e);
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
 
 absl::StatusOr<WorkspaceListing> Engine::StatPath(const std::string& tenant, const std::string& id,
                                                   const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return InWorkspace(*entry->session, [&](int root) { return StatWorkspacePath(root, path); });
+  absl::StatusOr<WorkspaceListing> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto& present) {
+    out = StatWorkspacePath(root, rel, resolve);
+    if (out.ok()) present(*out);
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 absl::StatusOr<WorkspaceListing> Engine::MakeDirectory(const std::string& tenant, const std::string& id,
                                                        const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return InWorkspace(*entry->session, [&](int root) { return MakeWorkspaceDirectory(root, path); });
+  absl::StatusOr<WorkspaceListing> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto& present) {
+    out = MakeWorkspaceDirectory(root, rel, resolve);
+    if (out.ok()) present(*out);
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 absl::StatusOr<WorkspaceListing> Engine::MovePath(const std::string& tenant, const std::string& id,
                                                   const std::string& from, const std::string& to) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return InWorkspace(*entry->session, [&](int root) { return MoveWorkspacePath(root, from, to); });
+  absl::StatusOr<WorkspaceListing> out = absl::InternalError("not run");
+  // Both paths from the same root: `to` is made relative to it the way
+  // `from` is (a machine's root, or the workspace).
+  std::string to_rel = to;
+  if (entry->machine != nullptr) {
+    to_rel = !to.empty() && to[0] == '/' ? to.substr(1)
+                                         : absl::StrCat(entry->workspace_path.substr(1), to.empty() ? "" : "/", to);
+  }
+  RETURN_IF_ERROR(InFiles(*entry, from, [&](int root, const std::string& rel, Resolve resolve, const auto& present) {
+    out = MoveWorkspacePath(root, rel, to_rel, resolve);
+    if (out.ok()) {
+      present(*out);
+      // Named as the caller named its new place.
+      if ((!to.empty() && to[0] == '/') != (!from.empty() && from[0] == '/')) out->path = to;
+    }
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 absl::Status Engine::RemovePath(const std::string& tenant, const std::string& id, const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  entry->Touch();
-  RETURN_IF_ERROR(WakeForFiles(*entry));
-  return entry->session->InWorkspace([&](int root) { return RemoveWorkspacePath(root, path); });
+  absl::Status out = absl::InternalError("not run");
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto&) {
+    out = RemoveWorkspacePath(root, rel, resolve);
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Engine::StartWithSharedWorkspace(
-    ManagedSession& entry, Language language, const std::vector<std::string>& aliases) {
-  ASSIGN_OR_RETURN(auto workspace, SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),
-                                                           options_.limits.tmpfs_mb << 20));
-  // One cgroup for all the session's processes: its limits hold for them together.
-  const Limits& limits = pools_.at({language, options_.limits.defaults.memory_mb})->options().limits;
-  ASSIGN_OR_RETURN(entry.cgroup, executor_.CreateGroup({entry.memory_mb << 20, limits.pids, limits.cpu_percent}));
-  entry.workspace = std::move(workspace);
-  entry.workspace_aliases = aliases;
+absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& entry, Language language) {
+  const int64_t default_mb = options_.limits.defaults.memory_mb;
+  const SessionOptions& python = pools_.at({Language::kPython, default_mb})->options();
+  SandboxSpec spec;
+  spec.limits = pools_.at({language, default_mb})->options().limits;
+  spec.limits.memory_bytes = entry.memory_mb << 20;
+  // The workspace is a directory of the host's (a size-limited tmpfs),
+  // bound into the machine: it outlives the machine's processes.
+  ASSIGN_OR_RETURN(entry.workspace, SharedWorkspace::Create(executor_, SharedWorkspace::DefaultParent(),
+                                                            options_.limits.tmpfs_mb << 20));
   if (!entry.workspace->size_limited()) {
     spdlog::warn("shared workspace {} is a plain directory (wardend may not mount a tmpfs): "
                  "its size is bounded by the host's disk only", entry.workspace->path());
   }
-  return StartSharedSession(entry, language);
+  // The session's cgroup carries its limits; the machine's nests in it.
+  ASSIGN_OR_RETURN(entry.cgroup, executor_.CreateGroup({entry.memory_mb << 20, spec.limits.pids,
+                                                        spec.limits.cpu_percent}));
+  FilesystemSpec& fs = spec.filesystem;
+  fs.workspace = entry.workspace_path;
+  fs.workspace_source = entry.workspace->path();
+  fs.user_name = "user";
+  fs.terminals = true;
+  fs.dirs = {"/root"};
+  for (const std::string& alias : entry.workspace_aliases) {
+    // Relative, so the host never resolves it into its own tree.
+    std::string link;
+    for (size_t i = 1; i < static_cast<size_t>(std::count(alias.begin(), alias.end(), '/')); ++i) link += "../";
+    fs.links.push_back({alias, link + entry.workspace_path.substr(1)});
+  }
+  fs.binds = python.binds;
+  // Every language's kernel, so any of them can be a context (each kernel
+  // directory once: some languages share one).
+  std::set<std::string> kernel_dirs;
+  for (Language l : kAllLanguages) {
+    if (!kernel_dirs.insert(KernelSubdirectory(l)).second) continue;
+    fs.binds.push_back({absl::StrCat(python.kernels_dir, "/", KernelSubdirectory(l)),
+                        KernelMountPoint(l, /*machine=*/true), false});
+  }
+  fs.binds.push_back({absl::StrCat(python.kernels_dir, "/", kToolsSubdirectory), kToolsMountPoint, false});
+  if (const std::string watch = HostWatchProgram(); !watch.empty()) {
+    fs.binds.push_back({watch, kWatchProgramInSandbox, false});
+  }
+  if (!python.wheelhouse.empty()) fs.binds.push_back({python.wheelhouse, kWheelhouseMountPoint, false});
+  // Cloned from the Python zygote when there is one: its interpreter then
+  // runs Python contexts in place, warm.
+  SpawnOptions spawn{.fork_server = python_zygote_, .identity_slot = entry.workspace->identity_slot(),
+                     .parent_cgroup = entry.cgroup.get()};
+  auto machine = Machine::Start(executor_, spec, spawn);
+  if (python_zygote_ != nullptr && absl::IsUnavailable(machine.status())) {
+    spawn.fork_server = nullptr;
+    machine = Machine::Start(executor_, spec, spawn);
+  }
+  return machine;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartWithSharedWorkspace(ManagedSession& entry,
+                                                                         Language language) {
+  ASSIGN_OR_RETURN(entry.machine, StartMachine(entry, language));
+  return StartSharedSession(entry, language, "");
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const ManagedSession& owner,
-                                                                    Language language) {
+                                                                    Language language, const std::string& cwd) {
   SessionOptions options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
-  options.limits.memory_bytes = owner.memory_mb << 20;
-  options.workspace_dir = owner.workspace->path();
-  options.workspace_aliases = owner.workspace_aliases;
-  options.identity_slot = owner.workspace->identity_slot();
-  options.parent_cgroup = owner.cgroup;
+  options.machine = owner.machine;
+  options.workspace = owner.workspace_path;
+  options.cwd = cwd;
+  options.env = owner.env;
+  options.fork_server = nullptr;
   return Session::Start(executor_, options);
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SharedSession(const std::string& tenant,
                                                                       const std::string& id) const {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  if (!entry->workspace) {
+  if (!entry->machine) {
     return absl::FailedPreconditionError(absl::StrCat(
         "session ", id, " has no shared workspace; create it with shared_workspace to give it "
         "contexts and commands"));
@@ -698,8 +858,10 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::Context(const ManagedSes
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateContext(const std::string& tenant,
                                                                       const std::string& session_id,
-                                                                      std::optional<Language> language) {
+                                                                      std::optional<Language> language,
+                                                                      const std::string& cwd) {
   ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  if (!cwd.empty()) RETURN_IF_ERROR(ValidateSandboxPath(cwd));
   {
     absl::MutexLock lock(&owner->parts_mu);
     if (owner->contexts.size() + 1 >= kMaxContexts) {
@@ -717,7 +879,9 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateContext(const std:
   context->idle_timeout = owner->idle_timeout;
   context->cell_defaults = owner->cell_defaults;
   context->memory_mb = owner->memory_mb;
-  ASSIGN_OR_RETURN(context->session, StartSharedSession(*owner, context->language));
+  context->cwd = cwd;
+  context->workspace_path = owner->workspace_path;
+  ASSIGN_OR_RETURN(context->session, StartSharedSession(*owner, context->language, cwd));
   context->Touch();
   absl::MutexLock lock(&owner->parts_mu);
   owner->contexts[context->id] = context;
@@ -851,26 +1015,26 @@ absl::StatusOr<std::shared_ptr<ManagedCommand>> Engine::StartCommand(const RunCo
                                                        live, " commands, its maximum; kill one first"));
     }
   }
-  const SessionOptions& session = pools_.at({owner->language, options_.limits.defaults.memory_mb})->options();
+  RETURN_IF_ERROR(ValidateEnvironment(call.env));
+  if (!call.cwd.empty() && call.cwd[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("the command's cwd '", call.cwd, "' must be an absolute path"));
+  }
   CommandSpec spec;
+  spec.machine = owner->machine;
   spec.argv = call.argv;
-  spec.env = call.env;
-  spec.cwd = call.cwd;
-  spec.limits = session.limits;
-  spec.limits.memory_bytes = owner->memory_mb << 20;
+  spec.env = MergeEnvironment(owner->env, call.env);
+  spec.cwd = call.cwd.empty() ? owner->workspace_path : call.cwd;
   spec.wall_ms = call.wall_ms;
   spec.output_bytes = options_.limits.max.output_bytes;
   spec.stdin_open = call.stdin_open;
-  spec.workspace_dir = owner->workspace->path();
-  spec.workspace_aliases = owner->workspace_aliases;
-  spec.identity_slot = owner->workspace->identity_slot();
-  spec.binds = session.binds;
-  spec.parent_cgroup = owner->cgroup;
+  spec.terminal = call.terminal;
   auto managed = std::make_shared<ManagedCommand>();
   managed->tag = call.tag;
-  ASSIGN_OR_RETURN(managed->command, Command::Start(executor_, spec));
+  ASSIGN_OR_RETURN(managed->command, Command::Start(spec));
+  managed->id = managed->command->pid();
   absl::MutexLock lock(&owner->parts_mu);
-  managed->id = owner->next_command_id++;
+  // A pid names one process at a time: an ended command whose pid came back
+  // round is forgotten.
   owner->commands[managed->id] = managed;
   for (auto it = owner->commands.begin(); owner->commands.size() > kKeptCommands && it != owner->commands.end();) {
     it = it->second->command->ended() ? owner->commands.erase(it) : std::next(it);
@@ -900,6 +1064,21 @@ absl::StatusOr<std::vector<std::shared_ptr<ManagedCommand>>> Engine::ListCommand
   absl::MutexLock lock(&owner->parts_mu);
   for (const auto& [id, command] : owner->commands) out.push_back(command);
   return out;
+}
+
+absl::StatusOr<Engine::WatchTarget> Engine::WatchTargetOf(const std::string& tenant,
+                                                          const std::string& session_id,
+                                                          const std::string& path) {
+  ASSIGN_OR_RETURN(auto owner, SharedSession(tenant, session_id));
+  std::string dir = path;
+  if (dir.empty() || dir[0] != '/') dir = dir.empty() ? owner->workspace_path : absl::StrCat(owner->workspace_path, "/", dir);
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  // It must be a directory the sandbox's user can see.
+  ASSIGN_OR_RETURN(WorkspaceListing listing, StatPath(tenant, session_id, dir));
+  if (listing.type != 'd') {
+    return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a directory: watch a directory"));
+  }
+  return WatchTarget{owner->machine, dir};
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SetSessionTtl(const std::string& tenant,

@@ -40,6 +40,8 @@ class Cancellation {
   // follower attaches the command, whose waiting readers Cancel wakes.
   void Attach(Session* session);
   void Attach(Command* command);
+  // Anything else that waits: `hook` is called (once) by Cancel.
+  void Attach(std::function<void()> hook);
   void Detach();
   // For Session::Execute, which reads it after marking the cell busy.
   const std::atomic<bool>* flag() const { return &cancelled_; }
@@ -48,6 +50,7 @@ class Cancellation {
   mutable absl::Mutex mu_;
   Session* session_ ABSL_GUARDED_BY(mu_) = nullptr;
   Command* command_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> cancelled_{false};
 };
 
@@ -57,6 +60,7 @@ struct ExecuteCall {
   std::optional<Language> language;  // one-shot; default python
   std::string session_id;            // empty: one-shot
   std::string context_id;            // a context of the session; empty: its own interpreter
+  std::vector<std::string> env;      // "KEY=value" for this cell only (a machine's sessions)
   CellLimitsOptions limits;          // 0: the default (the session's, or the server's)
   std::vector<std::pair<std::string, std::string>> files;  // one-shot: path, content
   // The client's: waiting for a turn or a worker ends here at the latest.
@@ -79,12 +83,16 @@ struct CreateSessionCall {
   int64_t ttl_seconds = 0;
   int64_t idle_timeout_seconds = 0;
   std::map<std::string, std::string> labels;
-  // Contexts and commands: the session's workspace is a directory they all
-  // share, also bound at each of `workspace_aliases` (e.g. /home/user).
+  // Contexts and commands: the session is one machine (sandbox/machine.h)
+  // whose workspace is at `workspace_path` (empty: /workspace), its user's
+  // home, with symlinks to it at each of `workspace_aliases`; `env`
+  // ("KEY=value") is every process's and cell's.
   bool shared_workspace = false;
   // What the TTL's end does to a session with a shared workspace.
   enum class OnExpiry { kClose, kPause, kPauseFilesystem } on_expiry = OnExpiry::kClose;
   std::vector<std::string> workspace_aliases;
+  std::string workspace_path;
+  std::vector<std::string> env;
 };
 
 struct RunCommandCall {
@@ -92,10 +100,11 @@ struct RunCommandCall {
   std::string session_id;
   std::vector<std::string> argv;  // e.g. {"/bin/bash", "-l", "-c", "ls"}
   std::vector<std::string> env;   // "KEY=value"
-  std::string cwd;                // empty: /workspace
+  std::string cwd;                // empty: the workspace
   bool stdin_open = false;
   int64_t wall_ms = 0;            // 0: until it ends or is killed
   std::string tag;
+  std::optional<std::pair<uint16_t, uint16_t>> terminal;  // columns, rows
 };
 
 // Counters the metrics endpoint and tests read.
@@ -145,14 +154,17 @@ class Engine {
   absl::StatusOr<std::shared_ptr<ManagedSession>> RestartSession(const std::string& tenant,
                                                                  const std::string& id,
                                                                  bool clear_workspace);
-  absl::Status WriteFile(const std::string& tenant, const std::string& id, const std::string& path,
-                         const std::string& data);
+  // Files of a session, as its sandbox's user: paths relative to the
+  // workspace, or (a machine's) absolute anywhere in its sandbox; what
+  // comes back names them the same way (kernel/workspace.h).
+  absl::StatusOr<WorkspaceListing> WriteFile(const std::string& tenant, const std::string& id,
+                                             const std::string& path, const std::string& data,
+                                             const FileMetadata& metadata = {});
   absl::StatusOr<std::string> ReadFile(const std::string& tenant, const std::string& id,
                                        const std::string& path);
-  absl::StatusOr<std::vector<WorkspaceEntry>> ListFiles(const std::string& tenant,
-                                                        const std::string& id,
-                                                        const std::string& path, int max_depth = 0);
-  // Paths in the workspace (kernel/workspace.h), as the sandbox's user.
+  absl::StatusOr<std::vector<WorkspaceListing>> ListFiles(const std::string& tenant,
+                                                          const std::string& id,
+                                                          const std::string& path, int max_depth = 0);
   absl::StatusOr<WorkspaceListing> StatPath(const std::string& tenant, const std::string& id,
                                             const std::string& path);
   absl::StatusOr<WorkspaceListing> MakeDirectory(const std::string& tenant, const std::string& id,
@@ -166,7 +178,8 @@ class Engine {
   // session's; it is listed first and cannot be removed.
   absl::StatusOr<std::shared_ptr<ManagedSession>> CreateContext(const std::string& tenant,
                                                                 const std::string& session_id,
-                                                                std::optional<Language> language);
+                                                                std::optional<Language> language,
+                                                                const std::string& cwd = "");
   absl::StatusOr<std::vector<std::shared_ptr<ManagedSession>>> ListContexts(
       const std::string& tenant, const std::string& session_id) const;
   absl::StatusOr<std::shared_ptr<ManagedSession>> RestartContext(const std::string& tenant,
@@ -181,6 +194,14 @@ class Engine {
                                                              const std::string& session_id, int id) const;
   absl::StatusOr<std::vector<std::shared_ptr<ManagedCommand>>> ListCommands(
       const std::string& tenant, const std::string& session_id) const;
+  // The session's sandbox, for a watch on its files (server/path_watch.h),
+  // and the directory named as the path calls name it.
+  struct WatchTarget {
+    std::shared_ptr<Machine> machine;
+    std::string dir;  // absolute, inside the sandbox
+  };
+  absl::StatusOr<WatchTarget> WatchTargetOf(const std::string& tenant, const std::string& session_id,
+                                            const std::string& path);
 
   // The session now ends `ttl_seconds` from now (at most the server's maximum).
   absl::StatusOr<std::shared_ptr<ManagedSession>> SetSessionTtl(const std::string& tenant,
@@ -302,16 +323,16 @@ class Engine {
   absl::StatusOr<SessionSnapshot> Capture(ManagedSession& entry, absl::Time deadline);
   // Starts `entry` (filled in but for its session) from the warm pool with
   // `archive` restored into it, and registers it. With `shared_workspace`,
-  // the session gets a shared workspace of its own (bound at `aliases`
-  // too), into which the archive's files are restored.
+  // the session is a machine of its own (StartWithSharedWorkspace, from
+  // `entry`'s workspace_path, aliases and env), into whose workspace the
+  // archive's files are restored.
   absl::StatusOr<std::shared_ptr<ManagedSession>> StartFromArchive(
       std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
-      std::map<std::string, std::string>* left_out, bool shared_workspace = false,
-      const std::vector<std::string>& aliases = {});
-  // Gives `entry` a shared workspace, bound at `aliases` too, and the cgroup
-  // all its processes share, then starts its interpreter in them.
-  absl::StatusOr<std::unique_ptr<Session>> StartWithSharedWorkspace(ManagedSession& entry, Language language,
-                                                                    const std::vector<std::string>& aliases);
+      std::map<std::string, std::string>* left_out, bool shared_workspace = false);
+  // Starts the machine of `entry` (its workspace_path, aliases and env set),
+  // with its workspace and the cgroup all its processes share, then its
+  // interpreter in it.
+  absl::StatusOr<std::unique_ptr<Session>> StartWithSharedWorkspace(ManagedSession& entry, Language language);
   // The session, which must have a shared workspace, and the context named.
   absl::StatusOr<std::shared_ptr<ManagedSession>> SharedSession(const std::string& tenant,
                                                                 const std::string& id) const;
@@ -337,7 +358,17 @@ class Engine {
   absl::StatusOr<std::shared_ptr<ManagedSession>> Context(const ManagedSession& session,
                                                           const std::string& context_id) const;
   absl::StatusOr<std::unique_ptr<Session>> StartSharedSession(const ManagedSession& owner,
-                                                              Language language);
+                                                              Language language, const std::string& cwd);
+  // Starts the machine of a session with a shared workspace.
+  // (its workspace, cgroup and machine, set in `entry`).
+  absl::StatusOr<std::shared_ptr<Machine>> StartMachine(ManagedSession& entry, Language language);
+  // Runs `op` on the session's files as its sandbox's user: `op` gets the
+  // root fd, the path beneath it, and how to resolve it; `present` turns an
+  // entry found beneath the root into the caller's terms (its path named
+  // the way the caller names paths, its owner's names).
+  using FileOp = std::function<absl::Status(int root, const std::string& rel, Resolve resolve,
+                                            const std::function<void(WorkspaceListing&)>& present)>;
+  absl::Status InFiles(ManagedSession& entry, const std::string& path, const FileOp& op);
 
   const DaemonOptions options_;
   Executor& executor_;

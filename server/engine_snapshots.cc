@@ -24,7 +24,7 @@ absl::Status CheckSnapshottable(const ManagedSession& entry) { return entry.Chec
 // (its workspace is the shared one); the session's other interpreters and
 // its commands are not, and start afresh (or not at all) from it.
 void NoteUncaptured(const ManagedSession& entry, std::map<std::string, std::string>* left_out) {
-  if (!entry.workspace) return;
+  if (!entry.machine) return;
   absl::MutexLock lock(&entry.parts_mu);
   for (const auto& [id, context] : entry.contexts) {
     (*left_out)[absl::StrCat("context ", id)] =
@@ -72,8 +72,10 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
                         .memory_mb = entry->memory_mb,
                         .left_out = snapshot->left_out,
                         .name = name,
-                        .shared_workspace = entry->workspace != nullptr,
-                        .workspace_aliases = entry->workspace_aliases};
+                        .shared_workspace = entry->machine != nullptr,
+                        .workspace_aliases = entry->workspace_aliases,
+                        .workspace_path = entry->workspace_path,
+                        .env = entry->env};
   NoteUncaptured(*entry, &record.left_out);
   auto stored = snapshots_.Put(std::move(record), snapshot->archive);
   CloseLater(std::move(snapshot->archive.fd));
@@ -85,12 +87,11 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
     std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
-    std::map<std::string, std::string>* left_out, bool shared_workspace,
-    const std::vector<std::string>& aliases) {
+    std::map<std::string, std::string>* left_out, bool shared_workspace) {
   RETURN_IF_ERROR(CheckTakingWork());
   RETURN_IF_ERROR(sessions_.Reserve(entry->tenant));
   auto started = shared_workspace
-                     ? StartWithSharedWorkspace(*entry, entry->language, aliases)
+                     ? StartWithSharedWorkspace(*entry, entry->language)
                      : StartSession(entry->language, entry->memory_mb,
                                     absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
   if (!started.ok()) {
@@ -130,9 +131,11 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
   entry->set_expires(entry->created + absl::Seconds(ttl_seconds ? ttl_seconds : so.default_ttl_seconds));
   entry->idle_timeout = absl::Seconds(so.default_idle_timeout_seconds);
   entry->cell_defaults = options_.limits.defaults;
+  entry->workspace_path = record.workspace_path.empty() ? "/workspace" : record.workspace_path;
+  entry->workspace_aliases = record.workspace_aliases;
+  entry->env = record.env;
   std::map<std::string, std::string> failed;
-  auto started =
-      StartFromArchive(std::move(entry), archive, &failed, record.shared_workspace, record.workspace_aliases);
+  auto started = StartFromArchive(std::move(entry), archive, &failed, record.shared_workspace);
   CloseLater(std::move(archive.fd));
   ASSIGN_OR_RETURN(auto restored, std::move(started));
   spdlog::info("snapshot {} restored as session {} for tenant {}{}{}", snapshot_id, restored->id,
@@ -172,10 +175,13 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   entry->set_expires(entry->created + (source->expires() - source->created));  // the source's TTL, afresh
   entry->idle_timeout = source->idle_timeout;
   entry->cell_defaults = source->cell_defaults;
+  entry->workspace_path = source->workspace_path;
+  entry->workspace_aliases = source->workspace_aliases;
+  entry->env = source->env;
   Fork fork{nullptr, snapshot->left_out};
   NoteUncaptured(*source, &fork.left_out);
-  auto started = StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out,
-                                  source->workspace != nullptr, source->workspace_aliases);
+  auto started =
+      StartFromArchive(std::move(entry), snapshot->archive, &fork.left_out, source->machine != nullptr);
   CloseLater(std::move(snapshot->archive.fd));  // frees the source's copy off the caller's time
   ASSIGN_OR_RETURN(fork.session, std::move(started));
   spdlog::info("session {} forked from {} for tenant {} in {} ms{}{}", fork.session->id, id, tenant,
@@ -198,7 +204,7 @@ void Engine::HibernateIdle() {
 }
 
 bool Engine::TryHibernate(ManagedSession& entry) {
-  if (entry.workspace || entry.language != Language::kPython) return false;
+  if (entry.machine || entry.language != Language::kPython) return false;
   // Refused before and not used since: its state has not changed.
   if (entry.hibernation_refused > entry.last_used()) return false;
   if (!entry.Begin(absl::Now()).ok()) return false;  // busy, or closed meanwhile

@@ -1,5 +1,7 @@
 #include "server/executor_service.h"
 
+#include "server/path_watch.h"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -185,11 +187,10 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
         return;
       }
       tasks_.Run([this] {
-        absl::Status status = engine_.WriteFile(tenant_, header_.session_id(), header_.path(), data_);
-        response_->set_path(header_.path());
-        response_->set_size(static_cast<int64_t>(data_.size()));
-        response_->set_type("file");
-        Finish(ToGrpc(status));
+        FileMetadata metadata(header_.metadata().begin(), header_.metadata().end());
+        auto written = engine_.WriteFile(tenant_, header_.session_id(), header_.path(), data_, metadata);
+        if (written.ok()) FillFileInfo(*written, response_);
+        Finish(ToGrpc(written.status()));
       });
       return;
     }
@@ -332,6 +333,8 @@ absl::StatusOr<ExecuteCall> ExecutorService::ToCall(grpc::CallbackServerContext*
   call.language = *language;
   call.session_id = request.session_id();
   call.context_id = request.context_id();
+  for (const auto& [k, v] : request.env()) call.env.push_back(k + "=" + v);
+  std::sort(call.env.begin(), call.env.end());
   call.limits.wall_ms = request.limits().wall_ms();
   call.limits.cpu_ms = request.limits().cpu_ms();
   call.limits.memory_mb = request.limits().memory_mb();
@@ -407,6 +410,9 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
     case v1::ON_EXPIRY_PAUSE_FILESYSTEM: call.on_expiry = CreateSessionCall::OnExpiry::kPauseFilesystem; break;
     default: break;
   }
+  call.workspace_path = request->workspace_path();
+  for (const auto& [k, v] : request->env()) call.env.push_back(k + "=" + v);
+  std::sort(call.env.begin(), call.env.end());
   auto* reactor = ctx->DefaultReactor();
   tasks_.Run([this, reactor, response, call = std::move(call)] {
     auto entry = engine_.CreateSession(call);
@@ -524,33 +530,11 @@ grpc::ServerUnaryReactor* ExecutorService::ListFiles(grpc::CallbackServerContext
   }
   auto entries = engine_.ListFiles(*tenant, request->session_id(), request->path(), request->depth());
   if (entries.ok()) {
-    for (const WorkspaceEntry& e : *entries) {
-      v1::FileInfo* info = response->add_files();
-      info->set_path(e.path);
-      info->set_size(e.size);
-      info->set_type(e.type == WorkspaceEntry::Type::kFile        ? "file"
-                     : e.type == WorkspaceEntry::Type::kDirectory ? "directory"
-                     : e.type == WorkspaceEntry::Type::kSymlink   ? "symlink"
-                                                                  : "other");
-      info->set_mode(e.mode);
-      info->set_modified_unix_ms(e.modified_unix_ms);
-    }
+    for (const WorkspaceListing& e : *entries) FillFileInfo(e, response->add_files());
   }
   return FinishNow(ctx, entries.status());
 }
 
-namespace {
-
-void FillFileInfo(const WorkspaceListing& e, v1::FileInfo* info) {
-  info->set_path(e.path);
-  info->set_size(e.size);
-  info->set_type(e.type == 'f' ? "file" : e.type == 'd' ? "directory" : e.type == 'l' ? "symlink" : "other");
-  info->set_mode(e.mode);
-  info->set_modified_unix_ms(e.modified_unix_ms);
-  info->set_symlink_target(e.symlink_target);
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* ExecutorService::StatPath(grpc::CallbackServerContext* ctx,
                                                     const v1::StatPathRequest* request, v1::FileInfo* response) {
@@ -640,8 +624,9 @@ grpc::ServerUnaryReactor* ExecutorService::CreateContext(grpc::CallbackServerCon
   auto language = FromProto(request->language());
   if (!language.ok()) return FinishNow(ctx, language.status());
   auto* reactor = ctx->DefaultReactor();
-  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(), language = *language] {
-    auto context = engine_.CreateContext(tenant, id, language);
+  tasks_.Run([this, reactor, response, tenant = *tenant, id = request->session_id(), language = *language,
+              cwd = request->cwd()] {
+    auto context = engine_.CreateContext(tenant, id, language, cwd);
     if (context.ok()) FillContext(**context, response);
     reactor->Finish(ToGrpc(context.status()));
   });
@@ -707,6 +692,12 @@ grpc::ServerWriteReactor<v1::CommandEvent>* ExecutorService::RunCommand(grpc::Ca
   call.stdin_open = request->stdin();
   call.wall_ms = request->timeout_ms();
   call.tag = request->tag();
+  if (request->has_terminal()) {
+    const auto clamp = [](uint32_t v, uint16_t fallback) {
+      return v == 0 ? fallback : static_cast<uint16_t>(std::min<uint32_t>(v, 4096));
+    };
+    call.terminal = {{clamp(request->terminal().cols(), 80), clamp(request->terminal().rows(), 24)}};
+  }
   tasks_.Run([this, writer, cancellation, call = std::move(call), background = request->background()] {
     auto managed = engine_.StartCommand(call);
     if (!managed.ok()) {
@@ -778,6 +769,36 @@ grpc::ServerUnaryReactor* ExecutorService::ListCommands(grpc::CallbackServerCont
     for (const auto& command : *commands) FillCommand(*command, response->add_commands());
   }
   return FinishNow(ctx, commands.status());
+}
+
+grpc::ServerUnaryReactor* ExecutorService::ResizeTerminal(grpc::CallbackServerContext* ctx,
+                                                          const v1::ResizeTerminalRequest* request,
+                                                          v1::ResizeTerminalResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  const uint32_t cols = request->size().cols(), rows = request->size().rows();
+  if (cols == 0 || rows == 0 || cols > 4096 || rows > 4096) {
+    return FinishNow(ctx, absl::InvalidArgumentError("a terminal's size is 1-4096 columns and rows"));
+  }
+  auto managed = engine_.GetCommand(*tenant, request->session_id(), request->command_id());
+  if (!managed.ok()) return FinishNow(ctx, managed.status());
+  return FinishNow(ctx, (*managed)->command->Resize(static_cast<uint16_t>(cols), static_cast<uint16_t>(rows)));
+}
+
+grpc::ServerWriteReactor<v1::WatchEvent>* ExecutorService::WatchPath(grpc::CallbackServerContext* ctx,
+                                                                    const v1::WatchPathRequest* request) {
+  auto cancellation = std::make_shared<Cancellation>();
+  auto* writer = new QueuedWriter<v1::WatchEvent>(cancellation);
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) {
+    writer->Close(ToGrpc(tenant.status()));
+    return writer;
+  }
+  tasks_.Run([this, writer, cancellation, tenant = *tenant, request = *request] {
+    writer->Close(ToGrpc(WatchSessionPath(engine_, tenant, request, *cancellation,
+                                          [writer](v1::WatchEvent event) { writer->Push(std::move(event)); })));
+  });
+  return writer;
 }
 
 grpc::ServerUnaryReactor* ExecutorService::SnapshotSession(grpc::CallbackServerContext* ctx,

@@ -130,6 +130,11 @@ class ExecutorService final : public v1::Executor::CallbackService {
   grpc::ServerUnaryReactor* ListCommands(grpc::CallbackServerContext* ctx,
                                          const v1::ListCommandsRequest* request,
                                          v1::ListCommandsResponse* response) override;
+  grpc::ServerUnaryReactor* ResizeTerminal(grpc::CallbackServerContext* ctx,
+                                           const v1::ResizeTerminalRequest* request,
+                                           v1::ResizeTerminalResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchEvent>* WatchPath(grpc::CallbackServerContext* ctx,
+                                                      const v1::WatchPathRequest* request) override;
   grpc::ServerUnaryReactor* SnapshotSession(grpc::CallbackServerContext* ctx,
                                             const v1::SnapshotSessionRequest* request,
                                             v1::Snapshot* response) override;

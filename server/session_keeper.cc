@@ -360,7 +360,7 @@ absl::Status SessionKeeper::Persist(const ManagedSession& entry) {
 void SessionKeeper::OnRegistered(const ManagedSession& entry) {
   // A session with a shared workspace has further sandboxes (contexts,
   // commands) the keeper does not hold: it ends with this wardend.
-  if (entry.workspace != nullptr || entry.session == nullptr) return;
+  if (entry.machine != nullptr || entry.session == nullptr) return;
   absl::StatusOr<WorkerHandles> handles = entry.session->DuplicateHandles();
   absl::Status s = handles.status();
   if (s.ok()) s = Persist(entry);
@@ -377,7 +377,7 @@ void SessionKeeper::OnRemoved(const ManagedSession& entry) {
 
 void SessionKeeper::PersistAll(const std::vector<std::shared_ptr<ManagedSession>>& sessions) {
   for (const auto& entry : sessions) {
-    if (entry->workspace != nullptr) continue;
+    if (entry->machine != nullptr) continue;
     if (absl::Status s = Persist(*entry); !s.ok()) {
       spdlog::warn("session {}: {}", entry->id, std::string(s.message()));
     }

@@ -22,6 +22,7 @@
 #include "kernel/command.h"
 #include "kernel/session.h"
 #include "kernel/shared_workspace.h"
+#include "sandbox/machine.h"
 #include "server/options.h"
 
 namespace warden {
@@ -29,14 +30,20 @@ namespace warden {
 struct ManagedCommand;
 
 struct ManagedSession {
-  // Set when the session holds several processes: the directory its
-  // contexts and commands share. Declared first, so it goes last.
+  // A session with a shared workspace is one machine (sandbox/machine.h):
+  // its interpreter, contexts, commands and terminals are processes in it,
+  // sharing its files, process table and cgroup (the session's limits for
+  // all of them together). Null otherwise. Declared first, so they go last:
+  // the workspace (a directory of the host's, the machine's workspace), the
+  // session's cgroup (its limits; the machine's nests in it; null in
+  // degraded mode) and the machine.
   std::unique_ptr<SharedWorkspace> workspace;
-  std::vector<std::string> workspace_aliases;  // where else it is bound (E2B's /home/user)
-  // With a workspace: the cgroup every context and command of the session
-  // is nested in, carrying the session's limits for all of them together
-  // (null in degraded mode). Shared with their sandboxes' options.
+  std::vector<std::string> workspace_aliases;  // symlinks to it in the machine
   std::shared_ptr<Cgroup> cgroup;
+  std::shared_ptr<Machine> machine;
+  std::string workspace_path;    // with a machine: its workspace, its user's home
+  std::vector<std::string> env;  // with a machine: what its processes start with
+  std::string cwd;               // a context's working directory (empty: the workspace)
 
   std::string id;
   std::string tenant;
@@ -48,14 +55,13 @@ struct ManagedSession {
   int64_t memory_mb = 0;
   std::unique_ptr<Session> session;  // set once, before the entry is shared
 
-  // A session with a shared workspace: its further interpreters ("contexts",
-  // each an entry of its own with a session and a cell queue, never
-  // registered with the SessionManager) and the commands run beside them.
+  // A machine: its further interpreters ("contexts", each an entry of its
+  // own with a session and a cell queue, never registered with the
+  // SessionManager) and the commands run beside them, by process id.
   // The context whose id is this session's own is `session` itself.
   mutable absl::Mutex parts_mu;
   std::map<std::string, std::shared_ptr<ManagedSession>> contexts ABSL_GUARDED_BY(parts_mu);
   std::map<int, std::shared_ptr<ManagedCommand>> commands ABSL_GUARDED_BY(parts_mu);
-  int next_command_id ABSL_GUARDED_BY(parts_mu) = 1;
 
   // Hibernation (Engine): while `session` is released, the snapshot that
   // holds its state. Read and written only by whoever holds the session's
@@ -172,7 +178,8 @@ struct ManagedSession {
   std::optional<CellResult> detached_cell_ ABSL_GUARDED_BY(mu);
 };
 
-// A command run in a session, by its id there (E2B's pid).
+// A command run in a session, by its id there: its pid in the machine
+// (E2B's pid).
 struct ManagedCommand {
   int id = 0;
   std::string tag;  // the caller's name for it (E2B's tag); may be empty

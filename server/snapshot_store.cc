@@ -121,7 +121,9 @@ json ToJson(const SnapshotRecord& r) {
               {"session_meta", r.session_meta},
               {"name", r.name},
               {"shared_workspace", r.shared_workspace},
-              {"workspace_aliases", r.workspace_aliases}};
+              {"workspace_aliases", r.workspace_aliases},
+              {"workspace_path", r.workspace_path},
+              {"env", r.env}};
 }
 
 absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::string& tenant) {
@@ -144,6 +146,8 @@ absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::stri
   r.name = j.value("name", "");
   r.shared_workspace = j.value("shared_workspace", false);
   r.workspace_aliases = j.value("workspace_aliases", std::vector<std::string>{});
+  r.workspace_path = j.value("workspace_path", "");
+  r.env = j.value("env", std::vector<std::string>{});
   return r;
 }
 

@@ -40,10 +40,14 @@ struct SnapshotRecord {
   // state to live on elsewhere (server/session_ledger.h); opaque here.
   std::string session_meta;
   std::string name;  // the caller's, optional (E2B's snapshot names)
-  // Taken from a session with a shared workspace: restored as one, with
-  // the workspace (the kernel's archive holds its files) at these aliases too.
+  // Taken from a session with a shared workspace: restored as one machine,
+  // with its workspace (the kernel's archive holds its files) at
+  // `workspace_path`, these aliases to it, and its sandbox-wide environment
+  // ("KEY=value").
   bool shared_workspace = false;
   std::vector<std::string> workspace_aliases;
+  std::string workspace_path;
+  std::vector<std::string> env;
 };
 
 class SnapshotStore {

@@ -455,7 +455,8 @@ TEST_F(SnapshotTest, ASharedWorkspaceSessionSnapshotsRestoresAndForksAsOne) {
   EXPECT_EQ(snapshot.left_out().count("context " + context.id()), 1u) << snapshot.DebugString();
 
   v1::Session restored;
-  ASSERT_TRUE(Restore(snapshot.snapshot_id(), &restored).ok());
+  grpc::Status restoring = Restore(snapshot.snapshot_id(), &restored);
+  ASSERT_TRUE(restoring.ok()) << restoring.error_message();
   EXPECT_TRUE(restored.shared_workspace());
   EXPECT_EQ(Run(restored.id(), "(x + 1, open('/home/user/kept.txt').read(), open('kept.txt').read())"),
             "(42, 'kept', 'kept')");

@@ -118,6 +118,7 @@ __warden_last=0       # the last cell's status: $? when the next one starts
 __warden_abort=       # exit code set by exit/errexit before aborting a cell
 __warden_opts=        # the cell's -e/-u/-x, switched off while the kernel runs
 __warden_code=
+__warden_saved=()     # a cell's own variables' earlier values (KEY=value, or KEY if unset)
 # Put around the cell's code. eval numbers lines from 0 here: the leading
 # newline makes the first line 1. With -x, set -x/+x go inside the eval (the
 # +x quietly, recording $? and whether -x is still on), so that xtrace shows
@@ -193,10 +194,36 @@ __warden_finish() {
   fi
   if [[ $__warden_s != 0 && $__warden_status == ok ]]; then __warden_status=error; fi
   __warden_last=$__warden_s
+  if (( ${#__warden_saved[@]} )); then
+    local __warden_e
+    for __warden_e in "${__warden_saved[@]}"; do
+      if [[ $__warden_e == *=* ]]; then builtin export "$__warden_e"; else builtin unset "$__warden_e"; fi
+    done
+    __warden_saved=()
+  fi
   local __warden_done="{\"type\":\"done\",\"id\":$__warden_id,\"execution_count\":$__warden_count,\"status\":\"$__warden_status\",\"exit_code\":$__warden_s}"
   __warden_id=
   # One write for the cell's frames.
   builtin printf '%s' "$__warden_frames${#__warden_done}"$'\n'"$__warden_done" >&254
+}
+
+# Exports a cell's own variables (`<length>:<KEY=value>` entries), keeping
+# what they were in __warden_saved for __warden_finish to put back.
+__warden_envset() {
+  local LC_ALL=C __warden_raw=$1 __warden_len __warden_entry __warden_k
+  while [[ -n $__warden_raw ]]; do
+    __warden_len=${__warden_raw%%:*}
+    __warden_raw=${__warden_raw#*:}
+    __warden_entry=${__warden_raw:0:__warden_len}
+    __warden_raw=${__warden_raw:__warden_len}
+    __warden_k=${__warden_entry%%=*}
+    if [[ -v $__warden_k ]]; then
+      __warden_saved+=("$__warden_k=${!__warden_k}")
+    else
+      __warden_saved+=("$__warden_k")
+    fi
+    builtin export "$__warden_entry"
+  done
 }
 
 # Called after each cell that ran to its end.
@@ -226,8 +253,20 @@ __warden_next() {
     __warden_quiet
     __warden_finish "$__warden_s" aborted
   fi
-  local __warden_h __warden_n
+  local __warden_h __warden_n __warden_envraw=
   LC_ALL=C IFS= builtin read -r -u 254 __warden_h || builtin exit 0
+  if [[ $__warden_h == "env "* ]]; then
+    # `env <id> <nbytes>`: variables for the cell that follows only.
+    __warden_n=${__warden_h##* }
+    if [[ -z $__warden_n || $__warden_n == *[!0-9]* ]]; then
+      builtin printf 'warden kernel: protocol error: bad header\n' >&2
+      builtin exit 2
+    fi
+    if (( __warden_n > 0 )); then
+      LC_ALL=C IFS= builtin read -r -N "$__warden_n" -u 254 __warden_envraw || builtin exit 0
+    fi
+    LC_ALL=C IFS= builtin read -r -u 254 __warden_h || builtin exit 0
+  fi
   __warden_n=${__warden_h##* }
   __warden_h=${__warden_h% *}
   __warden_id=${__warden_h#execute }
@@ -240,6 +279,7 @@ __warden_next() {
   if (( __warden_n > 0 )); then
     LC_ALL=C IFS= builtin read -r -N "$__warden_n" -u 254 __warden_code || builtin exit 0
   fi
+  [[ -n $__warden_envraw ]] && __warden_envset "$__warden_envraw"
   __warden_count=$(( __warden_count + 1 ))
   builtin trap '__warden_err' ERR
   builtin trap - INT
@@ -255,7 +295,7 @@ __warden_next() {
 }
 
 readonly -f exit __warden_abort_cell __warden_err __warden_ret __warden_quiet \
-  __warden_finish __warden_done __warden_next
+  __warden_finish __warden_done __warden_next __warden_envset
 readonly __warden_xpre __warden_xpost __warden_pid
 
 # The serving loop (see the top of the file). `__warden_ret && :` gives the

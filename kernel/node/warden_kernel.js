@@ -165,12 +165,18 @@ channel.on('data', (chunk) => {
         break;
       }
       const line = take(nl + 1).toString('latin1', 0, nl);
-      const m = /^execute (\d+) (\d+)$/.exec(line);
+      const m = /^(execute|env) (\d+) (\d+)$/.exec(line);
       if (!m) protocolError('bad header ' + jsonStringify(line));
-      header = { id: Number(m[1]), size: Number(m[2]) };
+      header = { verb: m[1], id: Number(m[2]), size: Number(m[3]) };
     }
     if (pendingBytes < header.size) break;
-    queue.push({ id: header.id, code: take(header.size).toString('utf8') });
+    if (header.verb === 'env') {
+      cellEnv = { id: header.id, vars: parseEnv(take(header.size)) };
+    } else {
+      const env = cellEnv && cellEnv.id === header.id ? cellEnv.vars : null;
+      cellEnv = null;
+      queue.push({ id: header.id, code: take(header.size).toString('utf8'), env });
+    }
     header = null;
   }
   if (!current) runNext();
@@ -180,6 +186,24 @@ channel.on('error', (err) => {
   stderrWrite(`warden kernel: channel error: ${err.message}\n`);
   realExit(1);
 });
+
+// `env <id> <nbytes>`, before the `execute` of the same id: variables for
+// that cell only, each as `<length>:<KEY=value>`.
+let cellEnv = null;
+function parseEnv(bytes) {
+  const vars = [];
+  let i = 0;
+  while (i < bytes.length) {
+    const colon = bytes.indexOf(58, i);
+    if (colon < 0) protocolError('bad env frame');
+    const n = Number(bytes.toString('latin1', i, colon));
+    const entry = bytes.toString('utf8', colon + 1, colon + 1 + n);
+    const eq = entry.indexOf('=');
+    vars.push([entry.slice(0, eq), entry.slice(eq + 1)]);
+    i = colon + 1 + n;
+  }
+  return vars;
+}
 
 function protocolError(what) {
   stderrWrite(`warden kernel: protocol error: ${what}\n`);
@@ -469,9 +493,14 @@ function transpile(code) {
   return out.outputText.replace(/^export \{\};?\s*$/m, '');
 }
 
-function startCell({ id, code }) {
+function startCell({ id, code, env }) {
   const count = ++executionCount;
-  const cell = { id, count, settled: false, code, frames: [] };
+  const cell = { id, count, settled: false, code, frames: [], saved: null };
+  if (env) {
+    // Set for this cell; finish() puts back what was there.
+    cell.saved = env.map(([k]) => [k, Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined]);
+    for (const [k, v] of env) process.env[k] = v;
+  }
   current = cell;
   try {
     code = transpile(code);
@@ -562,6 +591,12 @@ function onEvaluated(cell, err, res) {
 
 function finish(cell, status) {
   cell.settled = true;
+  if (cell.saved) {
+    for (const [k, v] of cell.saved) {
+      if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+    cell.saved = null;
+  }
   cell.frames.push(frame({ type: 'done', id: cell.id, execution_count: cell.count, status }));
   const out = cell.frames.length === 1 ? cell.frames[0] : BufferConcat(cell.frames);
   afterOutputFlushed(() => {

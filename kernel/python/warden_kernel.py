@@ -67,7 +67,7 @@ REPR_METHODS = (
 BINARY_MIME = ("image/png", "image/jpeg")
 
 
-VERBS = (b"execute", b"snapshot", b"restore")
+VERBS = (b"execute", b"env", b"snapshot", b"restore")
 
 
 class ProtocolError(Exception):
@@ -116,6 +116,19 @@ def call_user(fn, *args):
 
 # --------------------------------------------------------------------------
 # The channel
+
+
+def parse_env(body):
+    """An `env` frame's body: `<length>:<KEY=value>` entries, the variables
+    of the `execute` of the same id (for that cell only)."""
+    env, i = {}, 0
+    while i < len(body):
+        colon = body.index(b":", i)
+        n = int(body[i:colon])
+        key, _, value = body[colon + 1:colon + 1 + n].partition(b"=")
+        env[os.fsdecode(key)] = os.fsdecode(value)
+        i = colon + 1 + n
+    return env
 
 
 class Channel:
@@ -1097,6 +1110,7 @@ def main():
     version = "%d.%d.%d" % sys.version_info[:3]
     channel.send({"type": "ready", "language": "python", "version": version,
                   "warm": warm, "warm_errors": warm_errors})
+    cell_env = None
     while True:
         try:
             request = channel.read_request()
@@ -1106,8 +1120,22 @@ def main():
         if request is None:
             return 0
         verb, request_id, body = request
-        if verb == b"execute":
-            KERNEL.run_cell(request_id, body)
+        if verb == b"env":
+            cell_env = (request_id, parse_env(body))
+        elif verb == b"execute":
+            env = cell_env[1] if cell_env and cell_env[0] == request_id else None
+            cell_env = None
+            saved = {key: os.environ.get(key) for key in env} if env else None
+            if env:
+                os.environ.update(env)
+            try:
+                KERNEL.run_cell(request_id, body)
+            finally:
+                for key, value in (saved or {}).items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
         else:
             KERNEL.snapshot_request(verb, request_id, body)
 
