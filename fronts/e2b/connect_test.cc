@@ -125,15 +125,16 @@ TEST(ConnectErrorTest, MapsCodesAndShapesErrorsForUnaryAndStreams) {
   EXPECT_EQ((*ok_end)[0].payload, "{}");
 }
 
-TEST(HomePathTest, MapsHomeToTheWorkspaceAndRefusesOtherRoots) {
+TEST(HomePathTest, MapsHomeToTheWorkspaceAndKeepsOtherAbsolutePaths) {
   EXPECT_EQ(*WorkspacePath("/home/user/a/b.txt", ""), "a/b.txt");
   EXPECT_EQ(*WorkspacePath("/home/user", ""), "");
   EXPECT_EQ(*WorkspacePath("/home/user/", ""), "");
   EXPECT_EQ(*WorkspacePath("a.txt", ""), "a.txt");
-  EXPECT_TRUE(absl::IsInvalidArgument(WorkspacePath("/etc/passwd", "").status()));
+  EXPECT_EQ(*WorkspacePath("/tmp/repo/", ""), "/tmp/repo");
   EXPECT_TRUE(absl::IsInvalidArgument(WorkspacePath("", "give a path").status()));
   EXPECT_EQ(HomePath(""), "/home/user");
   EXPECT_EQ(HomePath("a/b"), "/home/user/a/b");
+  EXPECT_EQ(HomePath("/tmp/x"), "/tmp/x");
 }
 
 }  // namespace

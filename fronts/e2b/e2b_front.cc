@@ -26,6 +26,7 @@
 #include "fronts/e2b/envd_front.h"
 #include "fronts/e2b/execution_lines.h"
 #include "fronts/e2b/file_signature.h"
+#include "fronts/e2b/gzip.h"
 #include "fronts/e2b/home_path.h"
 #include "fronts/e2b/multipart.h"
 #include "fronts/e2b/stream_events.h"
@@ -33,6 +34,7 @@
 #include "fronts/http/exchange.h"
 #include "fronts/http/status.h"
 #include "fronts/http/upstream.h"
+#include "spdlog/spdlog.h"
 
 namespace warden::e2b {
 namespace {
@@ -40,6 +42,9 @@ namespace {
 using nlohmann::json;
 
 constexpr absl::Duration kCallTimeout = absl::Minutes(2);
+constexpr char kNoInternet[] =
+    "allow_internet_access was asked for, but Warden's sandboxes have no network yet: this one has "
+    "none, and connections from inside fail at once";
 constexpr char kPathHint[] = "give the file's path in ?path=";
 
 std::string RandomHex(size_t bytes) {
@@ -63,6 +68,7 @@ struct Record {
   std::string template_id;
   json metadata = json::object();
   bool auto_resume = false;  // a request to the paused sandbox resumes it (lifecycle.autoResume)
+  bool internet_asked = false;  // allow_internet_access was true: served as no network
   absl::Mutex mu;
   std::map<v1::Language, std::string> default_contexts ABSL_GUARDED_BY(mu);  // beyond python
   // The last metrics sample: when, and the CPU time used by then (ns).
@@ -164,7 +170,12 @@ json SandboxJson(const v1::Session& session, const Record* record, const E2bOpti
               {"memoryMB", session.limits().memory_mb()},
               {"diskSizeMB", 0},
               {"state", session.state() == v1::SESSION_STATE_PAUSED ? "paused" : "running"},
-              {"metadata", record ? record->metadata : json::object()}};
+              {"metadata", record ? record->metadata : json::object()},
+              {"allowInternetAccess", false}};
+  if (record != nullptr && record->internet_asked) {
+    out["warden"] = {{"network", "none"},
+                     {"note", kNoInternet}};
+  }
   return out;
 }
 
@@ -184,15 +195,11 @@ class Front {
           "template '", template_id, "' does not exist here: Warden serves the template '",
           options_.template_id, "' (Python, JavaScript and bash; numpy, pandas and matplotlib) only"));
     }
+    // Served as no network (the SDKs ask for it by default): said in the
+    // log, in GET /sandboxes/{id}, and by every connection attempt inside,
+    // which fails at once (the sandbox's network namespace has loopback only).
     ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", false));
-    if (internet) {
-      return absl::InvalidArgumentError(
-          "Warden's sandboxes have no internet access; create the sandbox without allow_internet_access");
-    }
-    if (body.contains("envVars") && body["envVars"].is_object() && !body["envVars"].empty()) {
-      return absl::InvalidArgumentError(
-          "sandbox-wide environment variables (envs) are not supported by Warden; set them in your code");
-    }
+    ASSIGN_OR_RETURN(auto env, EnvVars(body, "envVars"));
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
     // lifecycle: {onTimeout: 'pause', keepMemory?, autoResume?} arrives as
     // autoPause, autoPauseMemory and autoResume: {enabled}.
@@ -204,7 +211,9 @@ class Front {
     }
     create.set_language(v1::LANGUAGE_PYTHON);
     create.set_shared_workspace(true);
-    create.add_workspace_aliases(kHome);
+    create.set_workspace_path(kHome);
+    create.add_workspace_aliases("/workspace");
+    create.mutable_env()->insert(env.begin(), env.end());
     create.set_ttl_seconds(timeout);
     create.set_idle_timeout_seconds(timeout);  // E2B has only the TTL
     (*create.mutable_labels())["e2b.template"] = options_.template_id;
@@ -215,6 +224,8 @@ class Front {
     if (body.contains("autoResume") && body["autoResume"].is_object()) {
       record->auto_resume = body["autoResume"].value("enabled", false);
     }
+    record->internet_asked = internet;
+    if (internet) spdlog::info("E2B sandbox {}: {}", session.id(), kNoInternet);
     return exchange.Send(http::Response::Json(201, Created(session, *record)));
   }
 
@@ -375,7 +386,11 @@ class Front {
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
     // A paused sandbox is resumed by connecting to it.
     if (absl::Status resumed = Resume(request.token, request.Param("id")); !resumed.ok()) return resumed;
-    ASSIGN_OR_RETURN(v1::Session session, Extend(request, timeout));
+    // Connecting extends a sandbox's life, never shortens it (as E2B does).
+    ASSIGN_OR_RETURN(v1::Session session, Session(request));
+    if (absl::FromUnixMillis(session.expires_unix_ms()) < absl::Now() + absl::Seconds(timeout)) {
+      ASSIGN_OR_RETURN(session, Extend(request, timeout));
+    }
     std::shared_ptr<Record> record = sandboxes_.Get(session.id());
     if (!record || record->token != request.token) {
       // Reached through another key (same tenant) or created elsewhere:
@@ -385,6 +400,7 @@ class Front {
       fresh->access_token = RandomHex(16);
       fresh->template_id = record ? record->template_id : options_.template_id;
       if (record) fresh->metadata = record->metadata;
+      if (record) fresh->internet_asked = record->internet_asked;
       sandboxes_.Put(session.id(), fresh);
       record = fresh;
     }
@@ -474,11 +490,9 @@ class Front {
     if (!body.contains("code") || !body["code"].is_string()) {
       return absl::InvalidArgumentError("the body needs \"code\": the code to run, as a string");
     }
-    if (body.contains("env_vars") && body["env_vars"].is_object() && !body["env_vars"].empty()) {
-      return absl::InvalidArgumentError(
-          "per-execution environment variables (envs) are not supported by Warden; set them in your code");
-    }
+    ASSIGN_OR_RETURN(auto env, EnvVars(body, "env_vars"));
     v1::ExecuteRequest execute;
+    execute.mutable_env()->insert(env.begin(), env.end());
     execute.set_session_id(sandbox.id);
     execute.set_code(body["code"].get<std::string>());
     ASSIGN_OR_RETURN(std::string context_id, Field(body, "context_id", std::string()));
@@ -545,13 +559,13 @@ class Front {
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(v1::Language language, LanguageOf(body.contains("language") ? body["language"] : json()));
     ASSIGN_OR_RETURN(std::string cwd, Field(body, "cwd", std::string()));
-    if (!cwd.empty() && cwd != kHome && cwd != "/workspace") {
-      return absl::InvalidArgumentError(absl::StrCat("a context's working directory is ", kHome,
-                                                     " (the workspace) in Warden; leave cwd out"));
+    if (!cwd.empty() && cwd[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat("cwd '", cwd, "' must be an absolute path, like ", kHome));
     }
     v1::CreateContextRequest create;
     create.set_session_id(sandbox.id);
     create.set_language(language);
+    create.set_cwd(cwd == kHome ? std::string() : cwd);
     v1::Context context;
     RETURN_IF_ERROR(FromGrpc(executor_->CreateContext(
         http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), create, &context)));
@@ -631,27 +645,46 @@ class Front {
 
   absl::Status WriteFile(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(auto sandbox, FileSandbox(request, "write"));
+    // Metadata comes as X-Metadata-<key> headers (header names are
+    // case-insensitive: keys come out lower case, as E2B's envd has them).
+    std::map<std::string, std::string> metadata;
+    for (const auto& field : request.raw) {
+      const std::string name = absl::AsciiStrToLower(std::string(field.name_string()));
+      if (absl::StartsWith(name, "x-metadata-") && name.size() > 11) {
+        metadata[name.substr(11)] = std::string(field.value());
+      }
+    }
+    const std::string* body = &request.body();
+    std::string inflated;
+    const std::string encoding = absl::AsciiStrToLower(request.Header("Content-Encoding"));
+    if (!encoding.empty() && encoding != "identity") {
+      if (encoding != "gzip") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Content-Encoding '", encoding, "' is not supported: send the file as is, or gzip'ed"));
+      }
+      ASSIGN_OR_RETURN(inflated, Gunzip(request.body(), options_.max_body_bytes));
+      body = &inflated;
+    }
     std::vector<FormPart> files;
     const std::string content_type = request.Header("Content-Type");
     if (absl::StartsWithIgnoreCase(content_type, "application/octet-stream")) {
-      if (!request.Header("Content-Encoding").empty()) {
-        return absl::InvalidArgumentError("compressed uploads are not supported by Warden; send the file as is");
-      }
-      files.push_back({"file", "", request.body()});
+      files.push_back({"file", "", *body});
     } else {
       ASSIGN_OR_RETURN(std::string boundary, MultipartBoundary(content_type));
-      ASSIGN_OR_RETURN(files, ParseMultipart(request.body(), boundary));
+      ASSIGN_OR_RETURN(files, ParseMultipart(*body, boundary));
     }
     json out = json::array();
     for (const FormPart& file : files) {
       if (file.name != "file") continue;
       const std::string asked = !request.Query("path").empty() ? request.Query("path") : file.filename;
       ASSIGN_OR_RETURN(std::string path, WorkspacePath(asked, kPathHint));
-      RETURN_IF_ERROR(Upload(sandbox, path, file.content));
-      const size_t slash = path.rfind('/');
-      out.push_back({{"name", slash == std::string::npos ? path : path.substr(slash + 1)},
-                     {"path", absl::StrCat(kHome, "/", path)},
-                     {"type", "file"}});
+      ASSIGN_OR_RETURN(v1::FileInfo info, Upload(sandbox, path, file.content, metadata));
+      const std::string shown = HomePath(info.path());
+      json entry = {{"name", shown.substr(shown.rfind('/') + 1)}, {"path", shown}, {"type", "file"}};
+      if (!info.metadata().empty()) {
+        entry["metadata"] = json(std::map<std::string, std::string>(info.metadata().begin(), info.metadata().end()));
+      }
+      out.push_back(std::move(entry));
     }
     if (out.empty()) return absl::InvalidArgumentError("the upload holds no \"file\" field");
     return exchange.Send(http::Response::Json(200, out));
@@ -774,7 +807,8 @@ class Front {
   }
 
   static json ContextJson(const v1::Context& context) {
-    return {{"id", context.id()}, {"language", LanguageName(context.language())}, {"cwd", kHome}};
+    return {{"id", context.id()}, {"language", LanguageName(context.language())},
+            {"cwd", context.cwd().empty() ? std::string(kHome) : context.cwd()}};
   }
 
   absl::StatusOr<v1::Session> Session(const http::Request& request) {
@@ -815,13 +849,15 @@ class Front {
     return context.id();
   }
 
-  absl::Status Upload(const SandboxRef& sandbox, const std::string& path, const std::string& content) {
+  absl::StatusOr<v1::FileInfo> Upload(const SandboxRef& sandbox, const std::string& path, const std::string& content,
+                                      const std::map<std::string, std::string>& metadata) {
     auto ctx = http::UpstreamContext(sandbox.record->token, kCallTimeout);
     v1::FileInfo info;
     auto writer = executor_->UploadFile(ctx.get(), &info);
     v1::UploadFileRequest header;
     header.mutable_header()->set_session_id(sandbox.id);
     header.mutable_header()->set_path(path);
+    header.mutable_header()->mutable_metadata()->insert(metadata.begin(), metadata.end());
     header.mutable_header()->set_size(static_cast<int64_t>(content.size()));
     bool ok = writer->Write(header);
     constexpr size_t kChunk = 1 << 20;
@@ -831,7 +867,26 @@ class Front {
       ok = writer->Write(chunk);
     }
     writer->WritesDone();
-    return http::FromGrpc(writer->Finish());
+    RETURN_IF_ERROR(http::FromGrpc(writer->Finish()));
+    return info;
+  }
+
+  // A JSON object of environment variables (E2B's envs), checked.
+  static absl::StatusOr<std::map<std::string, std::string>> EnvVars(const json& body, const char* key) {
+    std::map<std::string, std::string> out;
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return out;
+    if (!it->is_object()) return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be an object"));
+    for (const auto& [name, value] : it->items()) {
+      if (!value.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, " must be a string"));
+      }
+      if (name.empty() || name.find_first_of(std::string("=\0", 2)) != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not an environment variable's name"));
+      }
+      out[name] = value.get<std::string>();
+    }
+    return out;
   }
 
   v1::Executor::StubInterface* const executor_;

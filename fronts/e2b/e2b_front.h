@@ -39,7 +39,7 @@ struct E2bOptions {
   // The one template Warden serves; others are refused, naming it.
   std::string template_id = "code-interpreter-v1";
   // The envd version reported to SDKs: the features they may use.
-  std::string envd_version = "0.5.7";
+  std::string envd_version = "0.6.4";
   int64_t default_timeout_seconds = 300;  // E2B's default sandbox lifetime
   // How often a quiet /execute stream gets a keepalive line (E2B's server
   // sends one every 5 s): a client that left is noticed at the next one.

@@ -1,5 +1,7 @@
 #include "fronts/e2b/envd_front.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <climits>
 #include <deque>
@@ -88,11 +90,18 @@ filesystem::EntryInfo EntryOf(const v1::FileInfo& file) {
   entry.set_size(file.size());
   entry.set_mode(file.mode());
   entry.set_permissions(Permissions(file));
-  entry.set_owner("user");
-  entry.set_group("user");
+  entry.set_owner(file.owner().empty() ? "user" : file.owner());
+  entry.set_group(file.group().empty() ? "user" : file.group());
+  entry.mutable_metadata()->insert(file.metadata().begin(), file.metadata().end());
   entry.mutable_modified_time()->set_seconds(file.modified_unix_ms() / 1000);
   entry.mutable_modified_time()->set_nanos(static_cast<int32_t>(file.modified_unix_ms() % 1000) * 1'000'000);
-  if (file.type() == "symlink") entry.set_symlink_target(file.symlink_target());
+  if (file.type() == "symlink") {
+    // As envd reports it: absolute, a relative target taken from the link's
+    // own directory.
+    std::string target = file.symlink_target();
+    if (!absl::StartsWith(target, "/")) target = absl::StrCat(path.substr(0, path.rfind('/')), "/", target);
+    entry.set_symlink_target(target);
+  }
   return entry;
 }
 
@@ -129,10 +138,6 @@ class EnvdFront {
     ASSIGN_OR_RETURN(EnvdSandbox sandbox, find_sandbox_(request));
     process::StartRequest start;
     RETURN_IF_ERROR(DecodeRequest(call, request.body(), &start));
-    if (start.has_pty()) {
-      return absl::UnimplementedError(
-          "terminals (sandbox.pty) are not supported by Warden; run the command with commands.run");
-    }
     if (start.process().cmd().empty()) return absl::InvalidArgumentError("process.cmd is empty: name the program");
     v1::RunCommandRequest run;
     run.set_session_id(sandbox.id);
@@ -143,10 +148,15 @@ class EnvdFront {
     run.set_stdin(start.stdin());
     run.set_tag(start.tag());
     run.set_background(true);  // envd's processes outlive their stream
+    if (start.has_pty()) {
+      run.mutable_terminal()->set_cols(start.pty().size().cols());
+      run.mutable_terminal()->set_rows(start.pty().size().rows());
+    }
     if (call.timeout != absl::InfiniteDuration()) run.set_timeout_ms(absl::ToInt64Milliseconds(call.timeout));
-    return Stream<process::StartResponse>(request, exchange, call, sandbox, [this, run](grpc::ClientContext* ctx) {
-      return executor_->RunCommand(ctx, run);
-    });
+    return Stream<process::StartResponse>(request, exchange, call, sandbox, start.has_pty(),
+                                          [this, run](grpc::ClientContext* ctx) {
+                                            return executor_->RunCommand(ctx, run);
+                                          });
   }
 
   absl::Status Connect(http::Request& request, http::Exchange& exchange) {
@@ -158,7 +168,12 @@ class EnvdFront {
     follow.set_session_id(sandbox.id);
     ASSIGN_OR_RETURN(int32_t id, CommandId(sandbox, connect.process()));
     follow.set_command_id(id);
-    return Stream<process::ConnectResponse>(request, exchange, call, sandbox,
+    bool terminal = false;
+    ASSIGN_OR_RETURN(v1::ListCommandsResponse commands, Commands(sandbox));
+    for (const v1::CommandInfo& command : commands.commands()) {
+      if (command.command_id() == id) terminal = command.terminal();
+    }
+    return Stream<process::ConnectResponse>(request, exchange, call, sandbox, terminal,
                                             [this, follow](grpc::ClientContext* ctx) {
                                               return executor_->ConnectCommand(ctx, follow);
                                             });
@@ -171,6 +186,7 @@ class EnvdFront {
       process::ProcessInfo* info = out->add_processes();
       info->set_pid(static_cast<uint32_t>(command.command_id()));
       if (!command.tag().empty()) info->set_tag(command.tag());
+      // (A terminal's process is listed like any other, as envd does.)
       process::ProcessConfig* config = info->mutable_config();
       if (!command.argv().empty()) config->set_cmd(command.argv(0));
       for (int i = 1; i < command.argv_size(); ++i) config->add_args(command.argv(i));
@@ -182,14 +198,11 @@ class EnvdFront {
 
   absl::Status SendInput(const EnvdSandbox& sandbox, const process::SendInputRequest& in,
                          process::SendInputResponse*) {
-    if (in.input().has_pty()) {
-      return absl::UnimplementedError("terminals (sandbox.pty) are not supported by Warden; send stdin instead");
-    }
     v1::SendCommandInputRequest input;
     input.set_session_id(sandbox.id);
     ASSIGN_OR_RETURN(int32_t id, CommandId(sandbox, in.process()));
     input.set_command_id(id);
-    input.set_data(in.input().stdin());
+    input.set_data(in.input().has_pty() ? in.input().pty() : in.input().stdin());
     v1::SendCommandInputResponse sent;
     return http::FromGrpc(executor_->SendCommandInput(Context(sandbox).get(), input, &sent));
   }
@@ -217,6 +230,19 @@ class EnvdFront {
     signal.set_signal(static_cast<int32_t>(in.signal()));  // the enum's numbers are the signals'
     v1::SignalCommandResponse signaled;
     return http::FromGrpc(executor_->SignalCommand(Context(sandbox).get(), signal, &signaled));
+  }
+
+  // A terminal's new size.
+  absl::Status Update(const EnvdSandbox& sandbox, const process::UpdateRequest& in, process::UpdateResponse*) {
+    if (!in.has_pty()) return absl::OkStatus();  // nothing else to change
+    v1::ResizeTerminalRequest resize;
+    resize.set_session_id(sandbox.id);
+    ASSIGN_OR_RETURN(int32_t id, CommandId(sandbox, in.process()));
+    resize.set_command_id(id);
+    resize.mutable_size()->set_cols(in.pty().size().cols());
+    resize.mutable_size()->set_rows(in.pty().size().rows());
+    v1::ResizeTerminalResponse resized;
+    return http::FromGrpc(executor_->ResizeTerminal(Context(sandbox).get(), resize, &resized));
   }
 
   // ---- filesystem.Filesystem ----
@@ -276,7 +302,61 @@ class EnvdFront {
     ASSIGN_OR_RETURN(std::string path, WorkspacePath(in.path(), "give the path to remove"));
     remove.set_path(path);
     v1::RemovePathResponse removed;
-    return http::FromGrpc(executor_->RemovePath(Context(sandbox).get(), remove, &removed));
+    absl::Status status = http::FromGrpc(executor_->RemovePath(Context(sandbox).get(), remove, &removed));
+    if (absl::IsNotFound(status)) return absl::OkStatus();  // gone already, as envd answers
+    return status;
+  }
+
+  // WatchDir: a stream of the directory's changes (WatchPath), each with
+  // its entry when asked for, until the client stops it.
+  absl::Status WatchDir(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(ConnectCall call, ParseConnectCall(request, /*streaming=*/true));
+    ASSIGN_OR_RETURN(EnvdSandbox sandbox, find_sandbox_(request));
+    filesystem::WatchDirRequest in;
+    RETURN_IF_ERROR(DecodeRequest(call, request.body(), &in));
+    v1::WatchPathRequest watch;
+    watch.set_session_id(sandbox.id);
+    ASSIGN_OR_RETURN(std::string path, WorkspacePath(in.path(), "give the directory's path, e.g. /home/user"));
+    watch.set_path(path);
+    watch.set_recursive(in.recursive());
+    StreamEvents<v1::WatchEvent> events(http::UpstreamContext(sandbox.token), [this, watch](grpc::ClientContext* ctx) {
+      return executor_->WatchPath(ctx, watch);
+    });
+    v1::WatchEvent event;
+    StreamEvents<v1::WatchEvent>::Next next = events.Wait(absl::Now() + options_.call_timeout, &event);
+    if (next == StreamEvents<v1::WatchEvent>::Next::kEnd) return http::FromGrpc(events.status());
+    if (next == StreamEvents<v1::WatchEvent>::Next::kQuiet) {
+      return absl::DeadlineExceededError("the watch did not start in time; try again");
+    }
+    const absl::Duration keepalive = KeepaliveInterval(request);
+    const absl::Time end = call.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + call.timeout;
+    ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, StreamType(call)));
+    absl::Status end_status;
+    for (;;) {
+      filesystem::WatchDirResponse out;
+      if (next == StreamEvents<v1::WatchEvent>::Next::kQuiet) {
+        if (absl::Now() >= end) break;
+        out.mutable_keepalive();
+      } else if (next == StreamEvents<v1::WatchEvent>::Next::kEnd) {
+        end_status = http::FromGrpc(events.status());
+        if (!end_status.ok() && SandboxGone(sandbox)) {
+          stream->Abort();  // as a dropped connection: the SDKs then ask /health
+          return absl::OkStatus();
+        }
+        break;
+      } else if (event.started()) {
+        out.mutable_start();
+      } else {
+        filesystem::FilesystemEvent* e = out.mutable_filesystem();
+        e->set_name(event.name());
+        e->set_type(static_cast<filesystem::EventType>(event.type()));  // the same numbers
+        if (in.include_entry() && event.has_entry()) *e->mutable_entry() = EntryOf(event.entry());
+      }
+      if (!stream->Write(EncodeMessage(call, out)).ok()) return absl::OkStatus();  // gone
+      next = events.Wait(std::min(absl::Now() + keepalive, end), &event);
+    }
+    (void)stream->Write(EndOfStream(end_status));
+    return stream->Finish();
   }
 
  private:
@@ -309,6 +389,18 @@ class EnvdFront {
         absl::StrCat("sandbox ", sandbox.id, " has no running process tagged '", selector.tag(), "'"));
   }
 
+  static const char* StreamType(const ConnectCall& call) {
+    return call.encoding == ConnectEncoding::kJson ? "application/connect+json" : "application/connect+proto";
+  }
+
+  // Whether the sandbox has ended (killed, or its timeout passed).
+  bool SandboxGone(const EnvdSandbox& sandbox) const {
+    v1::GetSessionRequest get;
+    get.set_session_id(sandbox.id);
+    v1::Session session;
+    return executor_->GetSession(Context(sandbox).get(), get, &session).error_code() == grpc::StatusCode::NOT_FOUND;
+  }
+
   absl::Duration KeepaliveInterval(const http::Request& request) const {
     int64_t seconds = 0;
     if (!absl::SimpleAtoi(request.Header("Keepalive-Ping-Interval"), &seconds) || seconds <= 0) {
@@ -321,7 +413,7 @@ class EnvdFront {
   // ConnectResponse): start, data, keepalives while it is quiet, end.
   template <class Response>
   absl::Status Stream(const http::Request& request, http::Exchange& exchange, const ConnectCall& call,
-                      const EnvdSandbox& sandbox, const CommandEvents::Open& open) {
+                      const EnvdSandbox& sandbox, bool terminal, const CommandEvents::Open& open) {
     CommandEvents events(http::UpstreamContext(sandbox.token), open);
     v1::CommandEvent event;
     // Refused before it started (unknown pid, bad cwd, limits): a plain error.
@@ -331,9 +423,7 @@ class EnvdFront {
       return absl::DeadlineExceededError("the command did not start in time; try again");
     }
     const absl::Duration keepalive = KeepaliveInterval(request);
-    const std::string type =
-        call.encoding == ConnectEncoding::kJson ? "application/connect+json" : "application/connect+proto";
-    ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, type));
+    ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, StreamType(call)));
     absl::Status end_status;
     for (;;) {
       Response out;
@@ -346,11 +436,20 @@ class EnvdFront {
         break;
       } else if (event.has_started()) {
         e->mutable_start()->set_pid(static_cast<uint32_t>(event.started()));
+      } else if (event.has_stdout() && terminal) {
+        e->mutable_data()->set_pty(event.stdout());
       } else if (event.has_stdout()) {
         e->mutable_data()->set_stdout(event.stdout());
       } else if (event.has_stderr()) {
         e->mutable_data()->set_stderr(event.stderr());
       } else if (event.has_end()) {
+        if (event.end().outcome() == v1::OUTCOME_SIGNALED && event.end().signal() == SIGKILL &&
+            SandboxGone(sandbox)) {
+          // Killed with its sandbox: the stream ends as a dropped connection
+          // does, and the SDKs, asking /health, say the sandbox is gone.
+          stream->Abort();
+          return absl::OkStatus();
+        }
         if (event.end().outcome() == v1::OUTCOME_WALL_TIMEOUT && call.timeout != absl::InfiniteDuration()) {
           // What envd's clients see when timeoutMs passes.
           end_status = absl::DeadlineExceededError(absl::StrCat(
@@ -407,8 +506,7 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
   add(process, "SendInput", f.Unary(&EnvdFront::SendInput));
   add(process, "SendSignal", f.Unary(&EnvdFront::SendSignal));
   add(process, "CloseStdin", f.Unary(&EnvdFront::CloseStdin));
-  add(process, "Update", EnvdFront::Refuse(absl::UnimplementedError(
-                             "terminals (sandbox.pty) are not supported by Warden; use commands.run")));
+  add(process, "Update", f.Unary(&EnvdFront::Update));
   add(process, "StreamInput", EnvdFront::Refuse(absl::UnimplementedError(
                                   "streamed input is not supported by Warden; send stdin with commands.sendStdin")));
   const std::string files = "filesystem.Filesystem";
@@ -417,10 +515,12 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
   add(files, "MakeDir", f.Unary(&EnvdFront::MakeDir));
   add(files, "Move", f.Unary(&EnvdFront::Move));
   add(files, "Remove", f.Unary(&EnvdFront::Remove));
-  const absl::Status no_watch = absl::UnimplementedError(
-      "watching directories (files.watchDir) is not supported by Warden; poll with files.list");
-  for (const char* watch : {"WatchDir", "CreateWatcher", "GetWatcherEvents", "RemoveWatcher"}) {
-    add(files, watch, EnvdFront::Refuse(no_watch));
+  add(files, "WatchDir", stream(&EnvdFront::WatchDir));
+  const absl::Status no_watchers = absl::UnimplementedError(
+      "polled watchers (CreateWatcher) are not served by Warden; watch with the streaming WatchDir "
+      "(files.watchDir in the JavaScript SDK)");
+  for (const char* watch : {"CreateWatcher", "GetWatcherEvents", "RemoveWatcher"}) {
+    add(files, watch, EnvdFront::Refuse(no_watchers));
   }
   router.Claim(protocol, absl::StrCat("/", process));
   router.Claim(protocol, absl::StrCat("/", files));

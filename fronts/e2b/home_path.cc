@@ -10,16 +10,14 @@ absl::StatusOr<std::string> WorkspacePath(const std::string& path, const char* e
     if (path == root || path == absl::StrCat(root, "/")) return std::string();
     if (absl::StartsWith(path, absl::StrCat(root, "/"))) return path.substr(root.size() + 1);
   }
-  if (absl::StartsWith(path, "/")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "path ", path, " is outside the sandbox's files: Warden's sandboxes keep files under ", kHome,
-        " (the workspace)"));
-  }
   if (path.empty()) return absl::InvalidArgumentError(empty_hint);
-  return path;
+  std::string out = path;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
 }
 
 std::string HomePath(const std::string& workspace_path) {
+  if (absl::StartsWith(workspace_path, "/")) return workspace_path;
   return workspace_path.empty() ? std::string(kHome) : absl::StrCat(kHome, "/", workspace_path);
 }
 

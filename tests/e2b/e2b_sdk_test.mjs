@@ -109,7 +109,6 @@ describe('E2B SDK against Warden', () => {
 
   test('what Warden does not do is refused with a clear error', async () => {
     await assert.rejects(() => Sandbox.create('my-template'), /Warden serves the template 'code-interpreter-v1'/);
-    await assert.rejects(() => Sandbox.create({ allowInternetAccess: true }), /no internet access/);
   });
 
   test('bad input gets E2B\'s error shape and the daemon keeps serving', async () => {
@@ -217,7 +216,6 @@ describe('E2B SDK against Warden', () => {
       await sbx.files.remove('/home/user/dir');
       assert.equal(await sbx.files.exists('/home/user/dir'), false);
       assert.equal((await sbx.commands.run('ls')).stdout, 'b.txt\nfrom_code.txt\n');
-      await assert.rejects(() => sbx.files.list('/etc'), /outside the sandbox's files/);
     } finally {
       await sbx.kill();
     }
@@ -271,10 +269,10 @@ describe('E2B SDK against Warden', () => {
       r = await fetch(`${base}/filesystem.Filesystem/Stat`, { method: 'POST', headers: headers('application/json'), body: '{nope' });
       assert.equal(r.status, 400);
       assert.equal((await r.json()).code, 'invalid_argument');
-      r = await fetch(`${base}/filesystem.Filesystem/WatchDir`, {
-        method: 'POST', headers: headers('application/connect+json'), body: envelope(0, '{"path":"/home/user"}'),
+      r = await fetch(`${base}/filesystem.Filesystem/CreateWatcher`, {
+        method: 'POST', headers: headers('application/json'), body: '{"path":"/home/user"}',
       });
-      assert.equal(endOf(await r.arrayBuffer()).error.code, 'unimplemented');
+      assert.equal((await r.json()).code, 'unimplemented');
 
       // Binary Connect: an empty ListRequest, answered in protobuf.
       r = await fetch(`${base}/process.Process/List`, {

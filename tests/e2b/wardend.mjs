@@ -2,7 +2,7 @@
 // would: a tokens file with one E2B-shaped key, and the HTTP front on a
 // loopback port. startWardend() sets E2B_API_URL, E2B_SANDBOX_URL and
 // E2B_API_KEY (the whole configuration an SDK user gives) and returns
-// {base, key, stop}.
+// {base, key, log(), stop()}.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,8 +33,9 @@ function waitForPort(child, deadlineMs) {
   });
 }
 
-// `idBase` keeps each test file's sandboxes on host ids of their own.
-export async function startWardend({ idBase }) {
+// `idBase` keeps each test file's sandboxes on host ids of their own;
+// `config` is merged into wardend's configuration.
+export async function startWardend({ idBase, config: extra = {} }) {
   const tmp = mkdtempSync(join(tmpdir(), 'warden-e2b-'));
   const tokens = join(tmp, 'tokens.json');
   writeFileSync(tokens, JSON.stringify({ tokens: [{ token: KEY, tenant: 'e2b-test' }] }), { mode: 0o600 });
@@ -42,10 +43,14 @@ export async function startWardend({ idBase }) {
   writeFileSync(config, JSON.stringify({
     auth: { tokens_file: tokens },
     executor: { host_id_base: idBase + (process.pid % 4096) * 1024, host_id_count: 1024 },
+    ...extra,
   }));
   const daemon = spawn(join(binDir, 'wardend'),
     ['--config', config, '--listen', `unix:${join(tmp, 'w.sock')}`, '--http-listen', '127.0.0.1:0'],
     { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  daemon.stdout.on('data', (d) => { log += d; });
+  daemon.stderr.on('data', (d) => { log += d; });
   const port = await waitForPort(daemon, 60_000);
   const base = `http://127.0.0.1:${port}`;
   process.env.E2B_API_URL = base;
@@ -59,13 +64,13 @@ export async function startWardend({ idBase }) {
     }
     rmSync(tmp, { recursive: true, force: true });
   };
-  return { base, key: KEY, stop };
+  return { base, key: KEY, log: () => log, stop };
 }
 
-// The SDK, imported after the variables are set.
-export async function importSdk() {
+// The SDK (`e2b` itself with `base`), imported after the variables are set.
+export async function importSdk({ base = false } = {}) {
   try {
-    return await import('@e2b/code-interpreter');
+    return await import(base ? 'e2b' : '@e2b/code-interpreter');
   } catch (e) {
     throw new Error(`the E2B SDK is not installed in tests/e2b: run \`make test-deps\` (${e.message})`);
   }

@@ -71,8 +71,16 @@ def test_kill_connect_set_timeout_and_list_follow_e2b(e2b_env):
 def test_what_warden_does_not_do_is_refused_with_a_clear_error(e2b_env):
     with pytest.raises(Exception, match="Warden serves the template 'code-interpreter-v1'"):
         Sandbox.create("my-template")
-    with pytest.raises(Exception, match="no internet access"):
-        Sandbox.create(allow_internet_access=True)
+
+
+def test_internet_access_is_served_as_no_network(e2b_env):
+    sbx = Sandbox.create(allow_internet_access=True)
+    try:
+        tried = sbx.run_code("import socket\ntry:\n  socket.create_connection(('1.1.1.1', 80), timeout=5)\n"
+                             "except OSError as e:\n  print(type(e).__name__)")
+        assert tried.logs.stdout == ["OSError\n"], tried
+    finally:
+        sbx.kill()
 
 
 def test_commands_stream_output_and_report_exit_codes(sandbox):
@@ -120,8 +128,12 @@ def test_run_code_and_commands_share_the_files_which_files_manages(sandbox):
     sandbox.files.remove("/home/user/dir")
     assert not sandbox.files.exists("/home/user/dir")
     assert sandbox.commands.run("ls").stdout == "b.txt\nfrom_code.txt\n"
-    with pytest.raises(Exception, match="outside the sandbox's files"):
-        sandbox.files.list("/etc")
+    # One machine: anywhere its user may write, and read-only where it may not.
+    sandbox.commands.run("echo from-a-command > /tmp/shared.txt")
+    assert sandbox.files.read("/tmp/shared.txt") == "from-a-command\n"
+    assert any(e.name == "passwd" for e in sandbox.files.list("/etc"))
+    with pytest.raises(Exception, match="ermission denied|ead-only"):
+        sandbox.files.write("/etc/planted", "no")
 
 
 def test_the_async_sdk(e2b_env):
