@@ -193,6 +193,19 @@ absl::StatusOr<Command> BuildExec(const ParsedArgs& args, const CliEnvironment&)
   return command;
 }
 
+// --env NAME=VALUE, repeated.
+absl::StatusOr<std::map<std::string, std::string>> EnvFlags(const ParsedArgs& args) {
+  std::map<std::string, std::string> out;
+  for (const std::string& kv : args.Values("--env")) {
+    const size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--env takes NAME=VALUE, not '", kv, "'"));
+    }
+    out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
+}
+
 absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvironment&) {
   SessionCreateCommand command;
   command.json = args.Has("--json");
@@ -212,6 +225,13 @@ absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvi
   auto labels = Labels(args);
   if (!labels.ok()) return labels.status();
   request.mutable_labels()->insert(labels->begin(), labels->end());
+  request.set_shared_workspace(args.Has("--machine"));
+  auto env = EnvFlags(args);
+  if (!env.ok()) return env.status();
+  if (!env->empty() && !request.shared_workspace()) {
+    return absl::InvalidArgumentError("--env needs --machine: a plain session's interpreter starts warm, before it");
+  }
+  request.mutable_env()->insert(env->begin(), env->end());
   return command;
 }
 
@@ -259,6 +279,23 @@ absl::StatusOr<Command> BuildSessionFork(const ParsedArgs& args, const CliEnviro
   auto labels = Labels(args);
   if (!labels.ok()) return labels.status();
   command.request.mutable_labels()->insert(labels->begin(), labels->end());
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionShell(const ParsedArgs& args, const CliEnvironment& env) {
+  SessionShellCommand command;
+  command.request.set_session_id(args.operands[0]);
+  // The program: what follows the ID (after "--"), else a login shell.
+  if (args.operands.size() > 1) {
+    for (size_t i = 1; i < args.operands.size(); ++i) command.request.add_argv(args.operands[i]);
+  } else {
+    for (const char* arg : {"/bin/bash", "-l"}) command.request.add_argv(arg);
+  }
+  command.request.set_cwd(args.Value("--cwd"));
+  (*command.request.mutable_env())["TERM"] = env.term.empty() ? "xterm-256color" : env.term;
+  auto vars = EnvFlags(args);
+  if (!vars.ok()) return vars.status();
+  for (const auto& [name, value] : *vars) (*command.request.mutable_env())[name] = value;
   return command;
 }
 
@@ -394,6 +431,8 @@ const std::vector<CommandSpec>& Commands() {
         {"--ttl", "S", "lifetime in seconds, or a duration like 2h (default: the server's)"},
         {"--idle-timeout", "S", "close after this long idle (default: the server's)"},
         kLabelFlag,
+        {"--machine", "", "a shared workspace: one machine for its contexts, commands and terminals"},
+        {"--env", "NAME=VALUE", "with --machine: an environment variable of all its processes"},
         {"--json", "", "print the session as JSON instead of its ID"}},
        BuildSessionCreate},
       {"session list", "", 0, 0, "List sessions: id, language, state, age, idle, memory, ...",
@@ -418,6 +457,16 @@ const std::vector<CommandSpec>& Commands() {
        "not be copied (an open file, a socket, a thread) is named on stderr.\n",
        {{"--label", "K=V", "the fork's labels (default: the source's); repeat for more"}, kJsonFlag},
        BuildSessionFork},
+      {"session shell", "ID [-- CMD ARGS...]", 1, 64, "Open a terminal in a session (bash, or CMD).",
+       "A pseudo-terminal in the session's sandbox, as `docker exec -it` gives one:\n"
+       "the session must have been created with a shared workspace (an E2B sandbox\n"
+       "is one). Keys go to the remote program as typed (the local terminal is in\n"
+       "raw mode while it runs) and its size follows the local window's. It ends\n"
+       "when the program exits; the exit status is the program's. Without a local\n"
+       "terminal (stdin piped), the input is sent as it comes.\n",
+       {{"--cwd", "DIR", "the working directory (default: the session's home)"},
+        {"--env", "NAME=VALUE", "an environment variable; repeat for more"}},
+       BuildSessionShell},
       {"files put", "LOCAL|- REMOTE", 2, 2, "Upload a file into a session's workspace.",
        "REMOTE is relative to the workspace, e.g. data/in.csv; \"-\" reads stdin.\n",
        {kFilesSessionFlag, {"--json", "", "print the uploaded file's info as JSON"}},
@@ -605,7 +654,8 @@ CliEnvironment CliEnvironment::FromProcess() {
     return value == nullptr ? "" : value;
   };
   return CliEnvironment{get("WARDEN_ADDR"),    get("WARDEN_TOKEN"),     get("WARDEN_SESSION"),
-                        get("WARDEN_CA_FILE"), get("WARDEN_CERT_FILE"), get("WARDEN_KEY_FILE")};
+                        get("WARDEN_CA_FILE"), get("WARDEN_CERT_FILE"), get("WARDEN_KEY_FILE"),
+                        get("TERM")};
 }
 
 absl::StatusOr<v1::Language> ParseLanguage(absl::string_view name) {

@@ -22,6 +22,7 @@ struct CliEnvironment {
   std::string ca_file;    // WARDEN_CA_FILE
   std::string cert_file;  // WARDEN_CERT_FILE
   std::string key_file;   // WARDEN_KEY_FILE
+  std::string term;       // TERM: what `session shell` tells the remote program
 
   static CliEnvironment FromProcess();
 };
@@ -71,6 +72,12 @@ struct SessionForkCommand {
   bool json = false;
 };
 
+// `warden session shell ID [-- CMD ARGS...]`: an interactive terminal in a
+// session's machine (a shared-workspace session; client/shell_command.cc).
+struct SessionShellCommand {
+  v1::RunCommandRequest request;  // argv, cwd, env; the terminal's size is read when it runs
+};
+
 struct FilesPutCommand {
   v1::UploadFileHeader header;  // size is filled in when the local file is opened
   std::string local;            // a path, or "-" for stdin
@@ -101,7 +108,8 @@ struct McpCommand {};
 using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand,
-                 SessionRestartCommand, SessionForkCommand, FilesPutCommand, FilesGetCommand, FilesLsCommand,
+                 SessionRestartCommand, SessionForkCommand, SessionShellCommand, FilesPutCommand,
+                 FilesGetCommand, FilesLsCommand,
                  AgentCommand, McpCommand>;
 
 struct Invocation {

@@ -222,6 +222,27 @@ TEST_F(CliE2eTest, ExecPastItsTimeoutExits124) {
   EXPECT_THAT(r.err, HasSubstr("WALL_TIMEOUT"));
 }
 
+TEST_F(CliE2eTest, SessionShellIsATerminalInTheSessionsMachine) {
+  const std::string id = CreateSession({"--machine", "--env", "GREETING=hi"});
+  ASSERT_FALSE(id.empty());
+  // Typed input (here piped), a pseudo-terminal of the local size (80x24
+  // without a local terminal), the session's environment; the exit status
+  // is the remote program's.
+  CliResult r = Warden({"session", "shell", id}, "echo \"[$GREETING $(tty) $(stty size)]\"; exit 3\n");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[hi /dev/pts/0 24 80]"));
+  r = Warden({"session", "shell", id, "--", "/bin/sh", "-c", "echo from-sh"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("from-sh"));
+  // A plain session has no machine to open a terminal in.
+  const std::string plain = CreateSession();
+  r = Warden({"session", "shell", plain});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_THAT(r.err, HasSubstr("shared_workspace"));
+  EXPECT_EQ(Warden({"session", "close", id}).exit_code, 0);
+  EXPECT_EQ(Warden({"session", "close", plain}).exit_code, 0);
+}
+
 TEST_F(CliE2eTest, SessionCreateListExecClose) {
   std::string id = CreateSession({"--label", "suite=cli-e2e"});
   ASSERT_FALSE(id.empty());

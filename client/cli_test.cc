@@ -168,6 +168,26 @@ TEST(ParseCommandLineTest, SessionCommandsTakeTheirId) {
   EXPECT_FALSE(Parse({"session", "close", "a", "b"}).ok());
 }
 
+TEST(ParseCommandLineTest, SessionShellRunsALoginShellOrTheGivenCommand) {
+  CliEnvironment env;
+  env.term = "screen";
+  auto shell = Get<SessionShellCommand>(Parse({"session", "shell", "s-1", "--env", "A=b"}, env));
+  EXPECT_EQ(shell.request.session_id(), "s-1");
+  EXPECT_THAT(shell.request.argv(), ElementsAre("/bin/bash", "-l"));
+  EXPECT_EQ(shell.request.env().at("TERM"), "screen");
+  EXPECT_EQ(shell.request.env().at("A"), "b");
+  auto command = Get<SessionShellCommand>(Parse({"session", "shell", "s-1", "--cwd", "/tmp", "--", "top", "-b"}));
+  EXPECT_THAT(command.request.argv(), ElementsAre("top", "-b"));
+  EXPECT_EQ(command.request.cwd(), "/tmp");
+  EXPECT_EQ(command.request.env().at("TERM"), "xterm-256color");
+  EXPECT_FALSE(Parse({"session", "shell"}).ok());
+  EXPECT_THAT(Parse({"session", "shell", "s-1", "--env", "nope"}).status().message(), HasSubstr("NAME=VALUE"));
+  auto machine = Get<SessionCreateCommand>(Parse({"session", "create", "--machine", "--env", "X=1"}));
+  EXPECT_TRUE(machine.request.shared_workspace());
+  EXPECT_EQ(machine.request.env().at("X"), "1");
+  EXPECT_THAT(Parse({"session", "create", "--env", "X=1"}).status().message(), HasSubstr("--machine"));
+}
+
 TEST(ParseCommandLineTest, SessionListFiltersByLabel) {
   auto list = Get<SessionListCommand>(Parse({"session", "list", "--label", "team=ml"}));
   EXPECT_THAT(list.request.labels(), ElementsAre(Pair("team", "ml")));

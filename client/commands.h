@@ -61,6 +61,7 @@ class CommandRunner {
   int operator()(const SessionInterruptCommand& command);
   int operator()(const SessionRestartCommand& command);
   int operator()(const SessionForkCommand& command);
+  int operator()(const SessionShellCommand& command);  // client/shell_command.cc
   int operator()(const FilesPutCommand& command);
   int operator()(const FilesGetCommand& command);
   int operator()(const FilesLsCommand& command);
