@@ -182,6 +182,38 @@ absl::Status RemoveTree(int parent, const std::string& name, dev_t device, int d
   return absl::OkStatus();
 }
 
+// Copies the regular file `from_name` of directory `from_dir` to `to_name`
+// of `to_dir` (created, or replaced), its mode and user.e2b.* metadata with
+// it. Neither name is followed if it is a symlink.
+absl::Status CopyFile(int from_dir, const std::string& from_name, int to_dir, const std::string& to_name,
+                      const std::string& to) {
+  UniqueFd in(openat(from_dir, from_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!in) return PathError(errno, from_name, "read");
+  struct stat st;
+  if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("'", from_name, "' is not a regular file"));
+  }
+  UniqueFd out(openat(to_dir, to_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                      st.st_mode & 07777));
+  if (!out) return PathError(errno, to, "create");
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(in.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("copy to '", to, "'"));
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = write(out.get(), buf + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == ENOSPC) return absl::ResourceExhaustedError(absl::StrCat("no room for '", to, "'"));
+      if (w <= 0) return absl::ErrnoToStatus(w < 0 ? errno : EIO, absl::StrCat("copy to '", to, "'"));
+      done += w;
+    }
+  }
+  FileMetadata metadata = ReadMetadata(from_dir, from_name);
+  return ReplaceMetadata(out.get(), to, metadata);
+}
+
 }  // namespace
 
 ScopedFsIds::ScopedFsIds(uid_t uid, gid_t gid) {
@@ -412,6 +444,18 @@ absl::StatusOr<WorkspaceListing> MoveWorkspacePath(int root_fd, const std::strin
     if (errno == ENOTEMPTY || errno == EEXIST || errno == EISDIR || errno == ENOTDIR) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot move '", from, "' to '", to, "': ", strerror(errno), "; remove '", to, "' first"));
+    }
+    if (errno == EXDEV && resolve == Resolve::kInRoot && S_ISREG(moved.st_mode)) {
+      // Between two of a machine's filesystems (/tmp and the workspace): a
+      // file is copied, with its metadata, then removed, as mv does.
+      if (auto s = CopyFile(from_parent->get(), from_name, to_parent->get(), to_name, to); !s.ok()) return s;
+      if (unlinkat(from_parent->get(), from_name.c_str(), 0) != 0) return PathError(errno, from, "move");
+      return StatWorkspacePath(root_fd, to, resolve);
+    }
+    if (errno == EXDEV && resolve == Resolve::kInRoot) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot move the directory '", from, "' to '", to, "': they are on two filesystems of the "
+          "sandbox; copy it with a command (cp -a) instead"));
     }
     return PathError(errno, from, "move");
   }

@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
@@ -581,6 +583,235 @@ std::vector<std::string> Subdirectories(const std::string& dir, const std::strin
   }
   if (d != nullptr) closedir(d);
   return out;
+}
+
+TEST_F(ContextsTest, EnvironmentVariablesForTheSessionAndForEachCell) {
+  v1::CreateSessionRequest request;
+  request.set_shared_workspace(true);
+  (*request.mutable_env())["FOO"] = "session";
+  v1::Session created;
+  ASSERT_TRUE(stub_->CreateSession(Ctx().get(), request, &created).ok());
+  const std::string session = created.id();
+  EXPECT_EQ(Command(session, "echo $FOO").out, "session\n");
+  EXPECT_EQ(Run(session, "", "import os; print(os.environ['FOO'])").stdout(), "session\n");
+  v1::ExecuteRequest cell;
+  cell.set_session_id(session);
+  cell.set_code("import os; print(os.environ['FOO'], os.environ['BAR'])");
+  (*cell.mutable_env())["FOO"] = "cell";
+  (*cell.mutable_env())["BAR"] = "b";
+  v1::ExecuteResponse r;
+  ASSERT_TRUE(stub_->Execute(Ctx().get(), cell, &r).ok());
+  EXPECT_EQ(r.stdout(), "cell b\n");
+  // Only for that cell: the session's value is back, the new one gone.
+  EXPECT_EQ(Run(session, "", "import os; print(os.environ['FOO'], 'BAR' in os.environ)").stdout(),
+            "session False\n");
+  const std::string bash = CreateContext(session, v1::LANGUAGE_BASH);
+  cell.set_context_id(bash);
+  cell.set_code("echo $FOO $BAR");
+  ASSERT_TRUE(stub_->Execute(Ctx().get(), cell, &r).ok());
+  EXPECT_EQ(r.stdout(), "cell b\n");
+  EXPECT_EQ(Run(session, bash, "echo \"$FOO ${BAR-unset}\"").stdout(), "session unset\n");
+  // A plain session takes none.
+  v1::CreateSessionRequest plain;
+  (*plain.mutable_env())["X"] = "1";
+  EXPECT_EQ(stub_->CreateSession(Ctx().get(), plain, &created).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ContextsTest, AContextMayWorkInAnyDirectory) {
+  const std::string session = CreateShared();
+  v1::CreateContextRequest create;
+  create.set_session_id(session);
+  create.set_language(v1::LANGUAGE_PYTHON);
+  create.set_cwd("/tmp");
+  v1::Context context;
+  ASSERT_TRUE(stub_->CreateContext(Ctx().get(), create, &context).ok());
+  EXPECT_EQ(context.cwd(), "/tmp");
+  EXPECT_EQ(Run(session, context.id(), "import os; print(os.getcwd())").stdout(), "/tmp\n");
+  EXPECT_EQ(Run(session, "", "import os; print(os.getcwd())").stdout(), "/workspace\n");
+  create.set_cwd("relative");
+  EXPECT_EQ(stub_->CreateContext(Ctx().get(), create, &context).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ContextsTest, ACommandOnATerminalTakesInputAndResizes) {
+  const std::string session = CreateShared();
+  v1::RunCommandRequest request;
+  request.set_session_id(session);
+  for (const char* arg : {"/bin/sh", "-c", "stty size; read line; stty size; echo got:$line"}) request.add_argv(arg);
+  request.mutable_terminal()->set_cols(90);
+  request.mutable_terminal()->set_rows(20);
+  auto ctx = Ctx();
+  auto reader = stub_->RunCommand(ctx.get(), request);
+  v1::CommandEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  const int id = event.started();
+  std::string out;
+  while (out.find("20 90") == std::string::npos && reader->Read(&event)) out += event.stdout();
+  v1::ResizeTerminalRequest resize;
+  resize.set_session_id(session);
+  resize.set_command_id(id);
+  resize.mutable_size()->set_cols(100);
+  resize.mutable_size()->set_rows(30);
+  v1::ResizeTerminalResponse resized;
+  ASSERT_TRUE(stub_->ResizeTerminal(Ctx().get(), resize, &resized).ok());
+  v1::SendCommandInputRequest input;
+  input.set_session_id(session);
+  input.set_command_id(id);
+  input.set_data("hello\n");
+  v1::SendCommandInputResponse sent;
+  ASSERT_TRUE(stub_->SendCommandInput(Ctx().get(), input, &sent).ok());
+  CommandRun rest = Drain(*reader);
+  out += rest.out;
+  EXPECT_TRUE(absl::StrContains(out, "30 100")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "got:hello")) << out;
+  EXPECT_EQ(rest.end.outcome(), v1::OUTCOME_OK);
+  // Only a command on a terminal can be resized.
+  const int plain = StartBackground(session, "sleep 600", false);
+  resize.set_command_id(plain);
+  EXPECT_EQ(stub_->ResizeTerminal(Ctx().get(), resize, &resized).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  Kill(session, plain);
+}
+
+TEST_F(ContextsTest, WatchPathReportsChangesUnderADirectory) {
+  const std::string session = CreateShared();
+  ASSERT_EQ(Command(session, "mkdir -p /tmp/w/old").end.outcome(), v1::OUTCOME_OK);
+  v1::WatchPathRequest request;
+  request.set_session_id(session);
+  request.set_path("/tmp/w");
+  request.set_recursive(true);
+  auto ctx = Ctx();
+  auto reader = stub_->WatchPath(ctx.get(), request);
+  v1::WatchEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_TRUE(event.started());
+  ASSERT_EQ(Command(session, "echo x > /tmp/w/a.txt; mkdir /tmp/w/new; echo y > /tmp/w/old/b.txt").end.outcome(),
+            v1::OUTCOME_OK);
+  std::vector<std::string> seen;
+  while (reader->Read(&event)) {
+    seen.push_back(absl::StrCat(v1::WatchEvent::Type_Name(event.type()), " ", event.name()));
+    if (event.name() == "a.txt" && event.type() == v1::WatchEvent::TYPE_CREATE) {
+      EXPECT_EQ(event.entry().type(), "file");
+      EXPECT_EQ(event.entry().path(), "/tmp/w/a.txt");
+    }
+    if (event.name() == "old/b.txt" && event.type() == v1::WatchEvent::TYPE_WRITE) break;
+  }
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "TYPE_CREATE new"), seen.end()) << absl::StrJoin(seen, ", ");
+  ctx->TryCancel();
+  (void)reader->Finish();
+  // A file, or nothing, cannot be watched.
+  request.set_path("/tmp/w/a.txt");
+  auto ctx2 = Ctx();
+  auto file = stub_->WatchPath(ctx2.get(), request);
+  while (file->Read(&event)) {
+  }
+  EXPECT_EQ(file->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  request.set_path("/tmp/nothing");
+  auto ctx3 = Ctx();
+  auto none = stub_->WatchPath(ctx3.get(), request);
+  while (none->Read(&event)) {
+  }
+  EXPECT_EQ(none->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ContextsTest, UploadsKeepTheirMetadata) {
+  const std::string session = CreateShared();
+  auto upload = [&](const std::string& path, const std::map<std::string, std::string>& metadata) {
+    v1::FileInfo info;
+    auto ctx = Ctx();
+    auto writer = stub_->UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest header;
+    header.mutable_header()->set_session_id(session);
+    header.mutable_header()->set_path(path);
+    header.mutable_header()->mutable_metadata()->insert(metadata.begin(), metadata.end());
+    v1::UploadFileRequest chunk;
+    chunk.set_chunk("data");
+    writer->Write(header);
+    writer->Write(chunk);
+    writer->WritesDone();
+    EXPECT_TRUE(writer->Finish().ok());
+    return info;
+  };
+  v1::FileInfo info = upload("/tmp/m.txt", {{"author", "me"}});
+  EXPECT_EQ(info.path(), "/tmp/m.txt");
+  EXPECT_EQ(info.size(), 4);
+  EXPECT_EQ(info.metadata().at("author"), "me");
+  v1::ListFilesRequest list;
+  list.set_session_id(session);
+  list.set_path("/tmp");
+  list.set_depth(1);
+  v1::ListFilesResponse files;
+  ASSERT_TRUE(stub_->ListFiles(Ctx().get(), list, &files).ok());
+  bool listed = false;
+  for (const auto& f : files.files()) listed = listed || (f.path() == "/tmp/m.txt" && f.metadata().at("author") == "me");
+  EXPECT_TRUE(listed);
+  v1::MovePathRequest move;
+  move.set_session_id(session);
+  move.set_from("/tmp/m.txt");
+  move.set_to("moved.txt");
+  v1::FileInfo moved;
+  grpc::Status moving = stub_->MovePath(Ctx().get(), move, &moved);
+  ASSERT_TRUE(moving.ok()) << moving.error_message();
+  EXPECT_EQ(moved.path(), "moved.txt");
+  EXPECT_EQ(moved.metadata().at("author"), "me");
+  EXPECT_TRUE(upload("moved.txt", {}).metadata().empty());  // a new upload clears it
+}
+
+TEST_F(ContextsTest, AMachinesPathCallsStayInItsSandboxWhateverItsLinksSay) {
+  const std::string session = CreateShared();
+  // A file of the host's, at a path a link inside may name.
+  const std::string host = absl::StrCat("/tmp/warden-host-secret-", getpid());
+  {
+    std::ofstream out(host);
+    out << "host";
+  }
+  CommandRun run = Command(session, absl::StrCat(
+      "echo inside > ", host, "-in; ln -s ", host, " /tmp/abs; ln -s ", host, "-in /tmp/abs-in; "
+      "ln -s ../../../../../../..", host, " /home/user/up; ln -s /proc/1/root/etc/hostname /tmp/magic; "
+      "ln -s /proc/self/root/etc/passwd /tmp/self"));
+  ASSERT_EQ(run.end.outcome(), v1::OUTCOME_OK) << run.err;
+  auto read = [&](const std::string& path) {
+    v1::DownloadFileRequest request;
+    request.set_session_id(session);
+    request.set_path(path);
+    auto ctx = Ctx();
+    auto reader = stub_->DownloadFile(ctx.get(), request);
+    std::string data;
+    v1::FileChunk chunk;
+    while (reader->Read(&chunk)) data += chunk.data();
+    grpc::Status s = reader->Finish();
+    return std::make_pair(s, data);
+  };
+  // Links resolve as they do inside the sandbox: from its root, never the host's.
+  EXPECT_EQ(read("/tmp/abs").first.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(read("up").first.error_code(), grpc::StatusCode::NOT_FOUND);
+  auto inside = read("/tmp/abs-in");
+  EXPECT_TRUE(inside.first.ok()) << inside.first.error_message();
+  EXPECT_EQ(inside.second, "inside\n");
+  // Magic links (/proc/PID/root and kin) are never followed, named or
+  // linked to; /proc/self names no process of the sandbox's to the daemon.
+  EXPECT_EQ(read("/tmp/magic").first.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(read("/proc/1/root/etc/hostname").first.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(read("/tmp/self").first.error_code(), grpc::StatusCode::NOT_FOUND);
+  // As the sandbox's user: its system files are read-only, its own are its own.
+  v1::MakeDirectoryRequest mkdir;
+  mkdir.set_session_id(session);
+  mkdir.set_path("/etc/made");
+  v1::FileInfo made;
+  EXPECT_EQ(stub_->MakeDirectory(Ctx().get(), mkdir, &made).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  mkdir.set_path("/tmp/made");
+  ASSERT_TRUE(stub_->MakeDirectory(Ctx().get(), mkdir, &made).ok());
+  EXPECT_EQ(made.path(), "/tmp/made");
+  EXPECT_EQ(made.owner(), "user");
+  v1::StatPathRequest stat;
+  stat.set_session_id(session);
+  stat.set_path("/etc/passwd");
+  v1::FileInfo passwd;
+  ASSERT_TRUE(stub_->StatPath(Ctx().get(), stat, &passwd).ok());
+  EXPECT_EQ(passwd.owner(), "root");
+  std::ifstream check(host);
+  std::string content;
+  std::getline(check, content);
+  EXPECT_EQ(content, "host");  // untouched
+  unlink(host.c_str());
 }
 
 // The session groups ("group-*") in this process's wardend subtrees, in
