@@ -151,6 +151,9 @@ void HttpServer::AcceptLoop() {
         (void)::send(socket.native_handle(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         continue;
       }
+      // Streamed answers are many small writes: without TCP_NODELAY each
+      // waits for the client's delayed ACK of the last (40 ms).
+      socket.set_option(net::ip::tcp::no_delay(true), ec);
       shared.live.emplace_back();
       Shared::Live& live = shared.live.back();
       live.fd = socket.native_handle();
