@@ -52,6 +52,18 @@ def figures(results):
                      _get(ses, "warden", "first_cell", "p50_ms"), "Jupyter kernel start to first cell",
                      _get(ses, "jupyter", "first_cell", "p50_ms")))
 
+    cmd = s.get("commands", {})
+    host_bash = _get(cmd, "host_bash", "p50_ms")
+    rows.append(_row("Command in a session's machine", "E2B `commands.run('true')`, unmodified SDK, p50", "ms",
+                     _get(cmd, "e2b_sdk", "p50_ms"), "`bash -l -c true` forked on the host", host_bash))
+    rows.append(_row("Command in a session's machine", "the same Connect request from a bare client, p50", "ms",
+                     _get(cmd, "e2b_raw", "p50_ms"), "`bash -l -c true` forked on the host", host_bash))
+    rows.append(_row("Command in a session's machine", "warden.v1 RunCommand `bash -l -c true`, p50", "ms",
+                     _get(cmd, "warden_grpc", "p50_ms"), "`bash -l -c true` forked on the host", host_bash))
+    rows.append(_row("Command in a session's machine", "warden.v1 RunCommand `/bin/true`, p50", "ms",
+                     _get(cmd, "warden_exec", "p50_ms"), "`/bin/true` spawned on the host",
+                     _get(cmd, "host_exec", "p50_ms")))
+
     one = s.get("oneshot", {})
     rows.append(_row("One-shot, fresh sandbox", "`print(1)`, pool warm, p50", "ms",
                      _get(one, "warden_warm", "p50_ms"), "bwrap + `python3 -c`", _get(one, "bwrap_c", "p50_ms")))
@@ -308,6 +320,21 @@ def goals_12(results):
     return out
 
 
+def goals_22(results):
+    """Issue 22's goal: a command costs about a fork and an exec in the
+    running sandbox."""
+    cmd = results.get("sections", {}).get("commands", {})
+    out = []
+    sdk, raw = cmd.get("e2b_sdk") or {}, cmd.get("e2b_raw") or {}
+    value = None
+    if sdk.get("p50_ms") is not None:
+        value = "%s ms (the SDK's own CPU %s ms a call; a bare client %s ms)" % (
+            _fmt(sdk["p50_ms"]), _fmt(sdk.get("client_cpu_ms")), _fmt(raw.get("p50_ms")))
+    out.append({"goal": "`commands.run('true')` through the E2B front <= 2 ms p50",
+                "measured": value, "met": None if value is None else sdk["p50_ms"] <= 2})
+    return out
+
+
 def _fmt(v, unit=""):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -397,6 +424,19 @@ def details(results):
                        _fmt(_get(w, "abused", "p50_ms")), _fmt(_get(w, "abused", "p99_ms")),
                        _get(w, "quiet", "failures"), _get(w, "abused", "failures"),
                        json.dumps(w.get("neighbour_outcomes", {}))))
+    cmd = s.get("commands", {})
+    if cmd.get("warden_grpc"):
+        parts = []
+        for key, what in (("e2b_sdk", "E2B SDK `commands.run('true')`"), ("e2b_raw", "the bare Connect client"),
+                          ("warden_grpc", "warden.v1 RunCommand"), ("host_bash", "`bash -l -c true` on the host"),
+                          ("warden_exec", "RunCommand `/bin/true`"), ("host_exec", "`/bin/true` on the host")):
+            r = cmd.get(key) or {}
+            parts.append("%s p50/p90/min %s/%s/%s ms" % (what, _fmt(r.get("p50_ms")), _fmt(r.get("p90_ms")),
+                                                         _fmt(r.get("min_ms"))))
+        out.append("Commands in a session's machine (%s each, load average %s): %s; the SDK's own CPU time is "
+                   "%s ms a call, the bare client's %s.\n" % (
+                       _get(cmd, "warden_grpc", "n"), " ".join(cmd.get("loadavg", [])), "; ".join(parts),
+                       _fmt(_get(cmd, "e2b_sdk", "client_cpu_ms")), _fmt(_get(cmd, "e2b_raw", "client_cpu_ms"))))
     prof = s.get("profile", {})
     one = s.get("oneshot", {})
     if prof:
@@ -489,6 +529,7 @@ def generated(results):
                       "Warden for times and memory, Warden ÷ anchor for rates: above 1x Warden is better.\n",
                       table(results), "", "### Goals\n", goals_table(results), "",
                       goals_table(results, goals_11, 11), "", goals_table(results, goals_12, 12), "",
+                      goals_table(results, goals_22, 22), "",
                       "### Details\n",
                       details(results), END])
 

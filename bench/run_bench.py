@@ -10,6 +10,8 @@ exits non-zero only when it could not run at all).
 Sections (in order): cold (daemon start to first result, pool fill),
 latency (warm cell vs Jupyter vs a pipe), oneshot (fresh sandbox vs bwrap
 and python3 -c), session (new session to first cell vs a kernel start),
+commands (a command in a session's machine: RunCommand, and E2B's
+commands.run('true') through the HTTP front, vs bash forked on the host),
 throughput, humaneval (Python and JavaScript, canonical and wrong), noisy
 (victim latency under abusive neighbours), memory (PSS per pool worker and
 idle session, how many idle sessions fit), profile (where one-shot time
@@ -53,7 +55,7 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
          "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
-SECTIONS = ["cold", "latency", "oneshot", "session", "throughput", "humaneval", "noisy", "memory",
+SECTIONS = ["cold", "latency", "oneshot", "session", "commands", "throughput", "humaneval", "noisy", "memory",
             "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway"]
 
 # Sizes of each section: (quick, full). Quick stays under 4 minutes, full
@@ -67,6 +69,7 @@ SIZES = {
     "spawn": (8, 25),
     "spawn_heavy": (4, 12),
     "session_start": (8, 20),
+    "commands": (100, 400),
     "jupyter_starts": (2, 4),
     "throughput_s": (4, 8),
     "humaneval_problems": (20, 164),
@@ -129,6 +132,10 @@ class Daemon:
         config["sessions"]["max_total"] = 5000
         config["sessions"]["max_per_tenant"] = 5000
         config["max_concurrent_per_tenant"] = 64
+        # The HTTP front on loopback, for E2B's SDK (section commands).
+        self.http_port = free_port()
+        config["http_listen"] = "127.0.0.1:%d" % self.http_port
+        config["allow_insecure_loopback"] = True
         # Ids of their own, so tests running beside the bench never share one.
         config["executor"]["host_id_base"] = 3000000 + (os.getpid() % 1000) * 70000
         if pools is not None:
@@ -217,9 +224,9 @@ class Bench:
         return run_json([str(self.bin / "warden_bench"), command, "--addr", self.daemon.addr] +
                         [str(f) for f in flags], timeout=timeout)
 
-    def ab(self, command, *flags, argv=(), timeout=900):
+    def ab(self, command, *flags, argv=(), timeout=900, env=None):
         return run_json([str(self.bin / "anchor_bench"), command] + [str(f) for f in flags] + ["--"] +
-                        list(argv), timeout=timeout)
+                        list(argv), timeout=timeout, env=env)
 
     def jupyter(self, command, *flags, timeout=600):
         env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
@@ -274,6 +281,33 @@ class Bench:
         gap = self.results["sections"].get("oneshot", {}).get("gap_ms", 500)
         return {"warden": self.wb("session-start", "--n", self.size("session_start"), "--gap-ms", gap),
                 "jupyter": self.jupyter("start", "--n", self.size("jupyter_starts"))}
+
+    def section_commands(self):
+        """A command in a session's machine, each to its end: RunCommand over
+        warden.v1 (warden_bench commands), and commands.run('true') through
+        the E2B front with the unmodified SDK and with a bare Connect client
+        (bench/e2b_commands.mjs, which tests/e2b's SDK serves: `make
+        test-deps`). All run `bash -l -c true`, as E2B's SDK sends it; the
+        anchor forks and execs the same bash on the host. Then `/bin/true`
+        alone through RunCommand beside `/bin/true` spawned on the host: the
+        machine's own cost without bash's login start."""
+        n = self.size("commands")
+        # The host's bash reads /etc/profile as the sandbox's does, and a home
+        # with no startup files of its own, as the sandbox user's.
+        with tempfile.TemporaryDirectory() as home:
+            host_bash = self.ab("spawn", "--n", n, argv=["/bin/bash", "-l", "-c", "true"],
+                                env=dict(os.environ, HOME=home))
+        out = {"warden_grpc": self.wb("commands", "--n", n),
+               "host_bash": host_bash,
+               "warden_exec": self.wb("commands", "--n", n, "--exec", "/bin/true"),
+               "host_exec": self.ab("spawn", "--n", n, argv=["/bin/true"])}
+        base = "http://127.0.0.1:%d" % self.daemon.http_port
+        env = dict(os.environ, E2B_API_URL=base, E2B_SANDBOX_URL=base,
+                   E2B_API_KEY="e2b_" + "0" * 32)
+        e2b = run_json([NODE, str(HERE / "e2b_commands.mjs"), "--n", str(n)], timeout=600, env=env)
+        out["e2b_sdk"], out["e2b_raw"] = e2b.get("sdk"), e2b.get("raw")
+        out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+        return out
 
     def section_throughput(self):
         seconds = self.size("throughput_s")

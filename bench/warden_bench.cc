@@ -23,6 +23,10 @@
 //       a victim session's cells alone, then while K neighbours of each kind
 //       run fork bombs, memory hogs and CPU burners at their limits (--kinds:
 //       only those kinds, to see which one moves the victim's tail).
+//   warden_bench commands --addr A [--n N] [--warmup W] [--command C | --exec P]
+//       N commands (bash -l -c C, as E2B's commands.run sends them; or the
+//       program P alone, no shell) in one session's machine, each RunCommand
+//       to its end.
 //   warden_bench first-result --addr A --since-ns T
 //       waits for the daemon, runs print(1) once: ms since CLOCK_MONOTONIC T.
 #include <signal.h>
@@ -137,6 +141,57 @@ int Cells(const Flags& flags) {
   failures = 0;
   std::vector<double> ms;
   for (int i = flags.Int("n", 2000); i > 0; --i) {
+    const auto start = Clock::now();
+    run();
+    ms.push_back(MsSince(start));
+  }
+  CloseSession(*stub, id);
+  nlohmann::json j = Summarize(ms);
+  j["failures"] = failures;
+  if (failures) j["last_failure"] = last_failure;
+  Emit(j);
+  return 0;
+}
+
+int Commands(const Flags& flags) {
+  auto stub = Connect(flags.Str("addr", ""));
+  pb::CreateSessionRequest create;
+  create.set_shared_workspace(true);
+  create.set_workspace_path("/home/user");
+  std::string id, error;
+  if (!NewSession(*stub, create, &id, &error)) {
+    Emit({{"error", error}});
+    return 1;
+  }
+  pb::RunCommandRequest command;
+  command.set_session_id(id);
+  if (flags.Has("exec")) {
+    command.add_argv(flags.Str("exec", ""));
+  } else {
+    for (const char* arg : {"/bin/bash", "-l", "-c"}) command.add_argv(arg);
+    command.add_argv(flags.Str("command", "true"));
+  }
+  int failures = 0;
+  std::string last_failure;
+  auto run = [&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    auto reader = stub->RunCommand(&ctx, command);
+    pb::CommandEvent event;
+    bool ok = false;
+    while (reader->Read(&event)) {
+      if (event.has_end()) ok = event.end().outcome() == pb::OUTCOME_OK;
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok() || !ok) {
+      ++failures;
+      last_failure = status.ok() ? "not OK" : status.error_message();
+    }
+  };
+  for (int i = flags.Int("warmup", 20); i > 0; --i) run();
+  failures = 0;
+  std::vector<double> ms;
+  for (int i = flags.Int("n", 200); i > 0; --i) {
     const auto start = Clock::now();
     run();
     ms.push_back(MsSince(start));
@@ -555,6 +610,7 @@ int main(int argc, char** argv) {
   Flags flags(argc, argv, 2);
   if (command == "cells") return Cells(flags);
   if (command == "oneshot") return Oneshot(flags);
+  if (command == "commands") return Commands(flags);
   if (command == "session-start") return SessionStart(flags);
   if (command == "throughput") return Throughput(flags);
   if (command == "suite") return Suite(flags);
