@@ -161,6 +161,15 @@ void Machine::Kill() {
   if (init_pidfd_) syscall(SYS_pidfd_send_signal, init_pidfd_.get(), SIGKILL, nullptr, 0);
 }
 
+absl::Status Machine::KillProcesses() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (killed_ || !lost_reason_.empty()) return absl::FailedPreconditionError("the machine is gone");
+  }
+  // The init's kill(-1, SIGKILL): every process of its pid namespace but itself.
+  return worker_->SendCommand(kKillProgram);
+}
+
 bool Machine::Alive() const {
   {
     absl::MutexLock lock(&mu_);

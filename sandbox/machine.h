@@ -77,6 +77,10 @@ class Machine : public std::enable_shared_from_this<Machine> {
 
   // Ends every process and the sandbox now. Idempotent.
   void Kill();
+  // Ends every process but the init, which goes on taking spawns: a reboot
+  // that keeps the files (E2B's filesystem-only pause). Each process's
+  // MachineProcess sees its end as a kill.
+  absl::Status KillProcesses();
   // False once the sandbox is gone (killed, or its init died).
   bool Alive() const;
   // Why it is gone, if it is.

@@ -201,6 +201,12 @@ absl::Status Worker::SendSpawn(const SpawnRequest& request, const std::vector<in
   return absl::OkStatus();
 }
 
+absl::Status Worker::SendCommand(char command) const {
+  if (!control_) return absl::FailedPreconditionError("the sandbox is gone");
+  if (write(control_.get(), &command, 1) != 1) return absl::ErrnoToStatus(errno, "writing to the sandbox's init");
+  return absl::OkStatus();
+}
+
 std::string Worker::DescribeFailure(int stage, int error, int op_index) const {
   std::string where = ChildStageName(static_cast<ChildStage>(stage));
   if (op_index >= 0 && op_index < static_cast<int>(mount_targets_.size())) {

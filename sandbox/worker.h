@@ -77,6 +77,9 @@ class Worker final : public Program {
   // Sends a spawn request with its fds (not owned; duplicated into the
   // init). Callable from any thread while another Waits.
   absl::Status SendSpawn(const SpawnRequest& request, const std::vector<int>& fds) const;
+  // Sends the init one command byte (sandbox_child.h, e.g. kKillProgram);
+  // callable from any thread, as SendSpawn.
+  absl::Status SendCommand(char command) const;
   int init_pidfd() const { return init_pidfd_.get(); }
 
  private:

@@ -94,6 +94,14 @@ absl::Status ValidateEnvironment(const std::vector<std::string>& env) {
   return absl::OkStatus();
 }
 
+// The session's interpreters: its own and its contexts'.
+std::vector<std::shared_ptr<ManagedSession>> Interpreters(const std::shared_ptr<ManagedSession>& entry) {
+  std::vector<std::shared_ptr<ManagedSession>> out = {entry};
+  absl::MutexLock parts(&entry->parts_mu);
+  for (const auto& [cid, context] : entry->contexts) out.push_back(context);
+  return out;
+}
+
 absl::Status RestartEntry(ManagedSession& entry, bool clear_workspace) {
   RETURN_IF_ERROR(entry.Begin(absl::Now()));
   absl::Status restarted = entry.session->Restart(clear_workspace);
@@ -904,7 +912,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ManagedSession>>> Engine::ListContext
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::PauseSession(const std::string& tenant,
                                                                      const std::string& id, bool keep_memory) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
-  if (!entry->workspace || !entry->cgroup) {
+  if (!entry->machine || !entry->cgroup) {
     return absl::FailedPreconditionError(absl::StrCat(
         "session ", id, " has no shared workspace (and cgroup of its own): only such sessions pause"));
   }
@@ -915,27 +923,14 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::PauseSession(const std::
     RETURN_IF_ERROR(entry->cgroup->SetFrozen(true));
     entry->pause = ManagedSession::Pause::kFrozen;
   } else {
-    // A cold boot on resume, as E2B's filesystem-only pause: the processes
-    // end, the files stay; each interpreter starts afresh now.
-    {
-      absl::MutexLock parts(&entry->parts_mu);
-      for (const auto& [cid, command] : entry->commands) {
-        if (!command->command->ended()) (void)command->command->Signal(SIGKILL);
-      }
-    }
-    std::vector<std::shared_ptr<ManagedSession>> interpreters = {entry};
-    {
-      absl::MutexLock parts(&entry->parts_mu);
-      for (const auto& [cid, context] : entry->contexts) interpreters.push_back(context);
-    }
-    for (const auto& interpreter : interpreters) {
-      if (interpreter->session->released()) continue;
-      // A running cell is interrupted; its call ends INTERRUPTED.
+    // E2B's filesystem-only pause, a shutdown: every process of the machine
+    // ends now (interpreters, commands and what they left running), the
+    // files stay (the workspace, /tmp, all the machine's own); a running
+    // cell is interrupted. Resuming boots the interpreters afresh.
+    for (const auto& interpreter : Interpreters(entry)) {
       if (interpreter->busy()) (void)interpreter->session->Interrupt();
-      RETURN_IF_ERROR(interpreter->Begin(absl::Now() + absl::Seconds(10)));
-      interpreter->End(/*used=*/false);
-      RETURN_IF_ERROR(RestartEntry(*interpreter, /*clear_workspace=*/false));
     }
+    RETURN_IF_ERROR(entry->machine->KillProcesses());
     entry->pause = ManagedSession::Pause::kFilesystemOnly;
   }
   const absl::Time now = absl::Now();
@@ -951,6 +946,15 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::ResumeSession(const std:
   absl::MutexLock lock(&entry->pause_mu);
   if (!entry->paused()) return absl::FailedPreconditionError(absl::StrCat("session ", id, " is not paused"));
   if (entry->pause.load() == ManagedSession::Pause::kFrozen) RETURN_IF_ERROR(entry->cgroup->SetFrozen(false));
+  if (entry->pause.load() == ManagedSession::Pause::kFilesystemOnly) {
+    // A cold boot: each interpreter starts afresh (their cells interrupted
+    // at the pause have ended by now, or end as their kernels are gone).
+    for (const auto& interpreter : Interpreters(entry)) {
+      RETURN_IF_ERROR(interpreter->Begin(absl::Now() + absl::Seconds(10)));
+      interpreter->End(/*used=*/false);
+      RETURN_IF_ERROR(RestartEntry(*interpreter, /*clear_workspace=*/false));
+    }
+  }
   entry->pause = ManagedSession::Pause::kRunning;
   entry->set_expires(absl::Now() + std::max(entry->paused_remaining, absl::Seconds(1)));
   entry->Touch();
