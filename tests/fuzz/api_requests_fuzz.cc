@@ -153,6 +153,41 @@ Call Streaming(std::unique_ptr<grpc::ClientReader<Event>> (Executor::Stub::*meth
   };
 }
 
+// WatchPath: a watch lasts until its client leaves, so the call ends after
+// its first event (the watch in place) or its refusal.
+bool Watch(Executor::Stub& stub, const uint8_t* data, size_t size) {
+  v1::WatchPathRequest request;
+  if (!Parse(data, size, &request)) return false;
+  Aim(request.mutable_session_id());
+  auto ctx = Context();
+  auto reader = stub.WatchPath(ctx.get(), request);
+  v1::WatchEvent event;
+  if (reader->Read(&event)) {
+    FUZZ_CHECK(event.started());
+    ctx->TryCancel();
+    while (reader->Read(&event)) {
+    }
+    (void)reader->Finish();  // CANCELLED, ours
+    return true;
+  }
+  CheckStatus(reader->Finish());
+  return true;
+}
+
+// PauseSession, then ResumeSession of the same session, so that the live
+// one goes on serving the inputs after it.
+bool PauseThenResume(Executor::Stub& stub, const uint8_t* data, size_t size) {
+  v1::PauseSessionRequest request;
+  if (!Parse(data, size, &request)) return false;
+  Aim(request.mutable_session_id());
+  v1::Session session;
+  CheckStatus(stub.PauseSession(Context().get(), request, &session));
+  v1::ResumeSessionRequest resume;
+  resume.set_session_id(request.session_id());
+  CheckStatus(stub.ResumeSession(Context().get(), resume, &session));
+  return true;
+}
+
 // UploadFile: the input is a sequence of messages, each prefixed by its
 // length (one byte).
 bool Upload(Executor::Stub& stub, const uint8_t* data, size_t size) {
@@ -216,6 +251,11 @@ const std::vector<Call>& Calls() {
       Unary(&Executor::Stub::ListSnapshots),
       Unary(&Executor::Stub::DeleteSnapshot),
       Unary(&Executor::Stub::ForkSession, std::function<void(v1::ForkSessionRequest*)>(AimAt<v1::ForkSessionRequest>)),
+      Unary(&Executor::Stub::ResizeTerminal,
+            std::function<void(v1::ResizeTerminalRequest*)>(AimAt<v1::ResizeTerminalRequest>)),
+      Watch,
+      PauseThenResume,
+      Unary(&Executor::Stub::ResumeSession, std::function<void(v1::ResumeSessionRequest*)>(AimAt<v1::ResumeSessionRequest>)),
   };
   return *calls;
 }
