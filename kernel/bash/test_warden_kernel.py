@@ -49,6 +49,12 @@ class BashKernelTest(KernelTestCase):
 
     # --------------------------------------------------------------- state --
 
+    def test_a_cells_env_frame_holds_for_that_cell_only(self):
+        self.ok("export WK_B=before")
+        self.assertEqual(self.ok("echo $WK_A $WK_B; bash -c 'echo $WK_A'", env={"WK_A": "cell=é", "WK_B": "x"})
+                         .stdout.decode(), "cell=é x\ncell=é\n")
+        self.assertEqual(self.out("echo ${WK_A-unset} $WK_B"), "unset before\n")
+
     def test_state_persists_across_cells(self):
         self.ok("x=41\ninc() { echo $(( $1 + 1 )); }\ndeclare -A table=([k]=v)\narr=(a b c)\n"
                 "export EXPORTED=yes\nalias greet='echo hi from alias'\nmkdir -p sub && cd sub")

@@ -26,7 +26,10 @@
 // SIGINT between cells is ignored.
 //
 // Environment variables are also system properties (System.getProperty),
-// as in E2B's Java kernel, unless a property of that name exists.
+// as in E2B's Java kernel, unless a property of that name exists. A cell's
+// own variables (an `env <id> <nbytes>` frame before its `execute`, entries
+// `<length>:<KEY=value>`) are system properties while it runs, and the
+// previous values come back after it (the JVM's environment cannot change).
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -39,6 +42,7 @@ import java.nio.channels.ReadableByteChannel;
 import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
@@ -61,6 +65,8 @@ public class WardenKernel {
   private volatile boolean running = false;
   private volatile boolean interrupted = false;
   private int count = 0;
+  private Map<String, String> cellEnv = null;  // the last env frame, for the execute of cellEnvId
+  private long cellEnvId = -1;
 
   WardenKernel(InputStream in, OutputStream out) {
     this.in = in;
@@ -119,14 +125,56 @@ public class WardenKernel {
         System.err.println("warden java kernel: channel closed inside a frame");
         return 2;
       }
-      if (parts[0].equals("execute")) {
-        runCell(id, new String(body, StandardCharsets.UTF_8));
+      if (parts[0].equals("env")) {
+        cellEnvId = id;
+        cellEnv = parseEnv(body);
+      } else if (parts[0].equals("execute")) {
+        Map<String, String> env = cellEnv != null && cellEnvId == id ? cellEnv : Map.of();
+        cellEnv = null;
+        Map<String, String> saved = new HashMap<>();
+        for (Map.Entry<String, String> e : env.entrySet()) {
+          saved.put(e.getKey(), System.getProperty(e.getKey()));
+          System.setProperty(e.getKey(), e.getValue());
+        }
+        try {
+          runCell(id, new String(body, StandardCharsets.UTF_8));
+        } finally {
+          for (Map.Entry<String, String> e : saved.entrySet()) {
+            if (e.getValue() == null) {
+              System.clearProperty(e.getKey());
+            } else {
+              System.setProperty(e.getKey(), e.getValue());
+            }
+          }
+        }
       } else {
         String kind = parts[0].equals("snapshot") ? "snapshot" : "restored";
         send("{\"type\":\"" + kind + "\",\"id\":" + id + ",\"execution_count\":" + count
              + ",\"error\":\"the Java kernel cannot snapshot its state\"}");
       }
     }
+  }
+
+  // An env frame's body: `<length>:<KEY=value>` entries, lengths in bytes.
+  static Map<String, String> parseEnv(byte[] body) throws IOException {
+    Map<String, String> env = new HashMap<>();
+    int i = 0;
+    while (i < body.length) {
+      int colon = i;
+      while (colon < body.length && body[colon] != ':') colon++;
+      int n;
+      try {
+        n = Integer.parseInt(new String(body, i, colon - i, StandardCharsets.US_ASCII));
+      } catch (NumberFormatException e) {
+        throw new IOException("bad env frame");
+      }
+      if (colon >= body.length || n < 0 || colon + 1 + n > body.length) throw new IOException("bad env frame");
+      String entry = new String(body, colon + 1, n, StandardCharsets.UTF_8);
+      int eq = entry.indexOf('=');
+      if (eq > 0) env.put(entry.substring(0, eq), entry.substring(eq + 1));
+      i = colon + 1 + n;
+    }
+    return env;
   }
 
   String readLine() throws IOException {

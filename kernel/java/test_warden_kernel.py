@@ -25,6 +25,13 @@ class JavaKernelTest(SharedKernelTestCase):
     def test_ready_names_java(self):
         self.assertEqual(self.kernel.ready["language"], "java")
 
+    def test_a_cells_env_frame_is_system_properties_for_that_cell_only(self):
+        self.assertEqual(self.text('System.getProperty("WK_A")', env={"WK_A": "cell=é"}), '"cell=é"')
+        self.assertEqual(self.text('System.getProperty("WK_A", "unset")'), '"unset"')
+        path = self.text('System.getProperty("PATH")')
+        self.assertEqual(self.text('System.getProperty("PATH")', env={"PATH": "x"}), '"x"')
+        self.assertEqual(self.text('System.getProperty("PATH")'), path)
+
     def test_declarations_persist_and_show_nothing(self):
         cell = self.ok("int javaX = 20;\nint javaTwice(int a) { return 2 * a; }")
         self.assertIsNone(cell.result)

@@ -38,6 +38,10 @@ class NodeKernelTest(KernelTestCase):
         self.assertEqual(cell.stdout, b"42\n")
         self.assertEqual(cell.result["data"]["text/plain"], "'unrelated'")
 
+    def test_a_cells_env_frame_holds_for_that_cell_only(self):
+        self.assertEqual(self.text("process.env.WK_A", env={"WK_A": "cell=é"}), "'cell=é'")
+        self.assertEqual(self.text("String(process.env.WK_A)"), "'undefined'")
+
     def test_redeclaring_let_and_const_in_a_later_cell_replaces_them(self):
         self.ok("let ra = 1; const rb = 2; class RC {}")
         self.assertEqual(self.text("let ra = 10; const rb = 20; class RC { f() { return 3; } }; "

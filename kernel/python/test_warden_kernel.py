@@ -121,6 +121,14 @@ class StateTest(KernelTest):
         cell = k.execute("fh.write('hi'); fh.seek(0)\n(inc(x), K.v, j.dumps([1]), fh.read())")
         self.assertEqual(self.plain(cell), "(42, 3, '[1]', 'hi')")
 
+    def test_a_cells_env_frame_holds_for_that_cell_only(self):
+        k = self.start()
+        code = "import os, subprocess\n(os.environ.get('WK_A', 'unset'), subprocess.run(['sh', '-c', 'echo $WK_A'], capture_output=True, text=True).stdout)"
+        self.assertEqual(self.plain(k.execute(code, env={"WK_A": "cell=é"})), "('cell=é', 'cell=é\\n')")
+        self.assertEqual(self.plain(k.execute(code)), "('unset', '\\n')")
+        self.assertEqual(self.plain(k.execute("os.environ['PATH'] != 'x'", env={"PATH": "x"})), "False")
+        self.assertNotEqual(self.plain(k.execute("os.environ['PATH']")), "'x'")
+
     def test_cell_functions_pickle_and_have_source(self):
         # The namespace is the __main__ module: pickle finds cell classes and
         # inspect finds cell source.

@@ -30,6 +30,10 @@ class RKernelTest(SharedKernelTestCase):
         self.assertEqual(self.text('paste("a", "b")'), '[1] "a b"')
         self.assertEqual(self.text('Sys.getenv("PATH") == Sys.getenv("PATH")'), "[1] TRUE")
 
+    def test_a_cells_env_frame_holds_for_that_cell_only(self):
+        self.assertEqual(self.text('Sys.getenv("WK_A")', env={"WK_A": "cell"}), '[1] "cell"')
+        self.assertEqual(self.text('Sys.getenv("WK_A", "unset")'), '[1] "unset"')
+
     def test_earlier_visible_values_and_console_output_go_to_stdout(self):
         cell = self.ok('print(1:3)\ncat("hi\\n")\n7')
         self.assertEqual(cell.stdout, b"[1] 1 2 3\nhi\n")

@@ -131,6 +131,43 @@ def parse_env(body):
     return env
 
 
+class CellEnvironment:
+    """The `env` frame of a cell (parse_env), set in os.environ (and so in
+    the C environment: getenv, subprocesses) while the cell runs, and the
+    previous values put back after it. `take(verb, id, body)` keeps an env
+    frame and answers True; `with cell_env.around(id):` then runs the
+    `execute` of that id in it."""
+
+    def __init__(self):
+        self.pending = None
+        self.saved = {}
+
+    def take(self, verb, request_id, body):
+        if verb != b"env":
+            return False
+        self.pending = (request_id, parse_env(body))
+        return True
+
+    def around(self, request_id):
+        env = self.pending[1] if self.pending and self.pending[0] == request_id else {}
+        self.pending = None
+        self.saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self.saved = {}
+        return False
+
+
 class Channel:
     """Frames over one stream fd: text header, then a body of known length."""
 
@@ -1110,7 +1147,7 @@ def main():
     version = "%d.%d.%d" % sys.version_info[:3]
     channel.send({"type": "ready", "language": "python", "version": version,
                   "warm": warm, "warm_errors": warm_errors})
-    cell_env = None
+    cell_env = CellEnvironment()
     while True:
         try:
             request = channel.read_request()
@@ -1120,22 +1157,11 @@ def main():
         if request is None:
             return 0
         verb, request_id, body = request
-        if verb == b"env":
-            cell_env = (request_id, parse_env(body))
-        elif verb == b"execute":
-            env = cell_env[1] if cell_env and cell_env[0] == request_id else None
-            cell_env = None
-            saved = {key: os.environ.get(key) for key in env} if env else None
-            if env:
-                os.environ.update(env)
-            try:
+        if cell_env.take(verb, request_id, body):
+            continue
+        if verb == b"execute":
+            with cell_env.around(request_id):
                 KERNEL.run_cell(request_id, body)
-            finally:
-                for key, value in (saved or {}).items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value
         else:
             KERNEL.snapshot_request(verb, request_id, body)
 

@@ -168,6 +168,7 @@ def main():
         ri.baseenv["eval"](expr, ri.globalenv)
     version = ri.baseenv["R.version.string"][0]
     channel.send({"type": "ready", "language": "r", "version": version.split(" ")[2] if " " in version else version})
+    cell_env = base.CellEnvironment()  # R's Sys.getenv reads the C environment
     while True:
         try:
             request = channel.read_request()
@@ -177,8 +178,11 @@ def main():
         if request is None:
             return 0
         verb, request_id, body = request
+        if cell_env.take(verb, request_id, body):
+            continue
         if verb == b"execute":
-            kernel.run_cell(request_id, body.decode("utf-8", "replace"))
+            with cell_env.around(request_id):
+                kernel.run_cell(request_id, body.decode("utf-8", "replace"))
         else:
             kind = "snapshot" if verb == b"snapshot" else "restored"
             channel.send({"type": kind, "id": request_id, "execution_count": kernel.count,

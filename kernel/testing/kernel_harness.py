@@ -159,14 +159,19 @@ class KernelProcess:
                 raise TimeoutError("only %d unread bytes after %ss" % (unread, timeout))
             time.sleep(0.005)
 
-    def send_execute(self, code, split=None, between=None):
+    def send_execute(self, code, split=None, between=None, env=None):
         """Sends one execute frame. With split, the frame goes out in two
         writes, the first of split bytes, and between() is called in between
-        (to test a kernel against a frame that arrives in pieces)."""
+        (to test a kernel against a frame that arrives in pieces). With env
+        (a dict), an env frame for the cell goes first."""
         cell_id = self._next_id
         self._next_id += 1
         data = code.encode()
         frame = b"execute %d %d\n" % (cell_id, len(data)) + data
+        if env:
+            entries = b"".join(b"%d:%s" % (len(kv), kv)
+                               for kv in (("%s=%s" % item).encode() for item in env.items()))
+            frame = b"env %d %d\n" % (cell_id, len(entries)) + entries + frame
         if split is None:
             self.parent.sendall(frame)
         else:
@@ -187,10 +192,11 @@ class KernelProcess:
         assert frame is not None and frame.get("id") == request_id, frame
         return frame
 
-    def execute(self, code, timeout=30, on_chunk=None):
-        """Runs one cell and collects everything until its done frame."""
+    def execute(self, code, timeout=30, on_chunk=None, env=None):
+        """Runs one cell (with `env`, its own environment variables) and
+        collects everything until its done frame."""
         start = time.monotonic()
-        cell_id = self.send_execute(code)
+        cell_id = self.send_execute(code, env=env)
         return self.collect(cell_id, timeout=timeout, on_chunk=on_chunk, start=start)
 
     def collect(self, cell_id, timeout=30, on_chunk=None, start=None):
@@ -312,9 +318,9 @@ class SharedKernelTestCase(unittest.TestCase):
         self.assertEqual(cell.done["status"], "ok", (code, cell.frames, cell.stderr))
         return cell
 
-    def text(self, code):
+    def text(self, code, **kwargs):
         """text/plain of a cell's result, after checking it succeeded."""
-        cell = self.ok(code)
+        cell = self.ok(code, **kwargs)
         self.assertIsNotNone(cell.result, (code, cell.frames))
         return cell.result["data"]["text/plain"]
 
