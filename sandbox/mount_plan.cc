@@ -167,6 +167,14 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
   proc.target = "proc";
   proc.attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
   ops.push_back(proc);
+  if (!spec.boot_id_source.empty()) {
+    if (spec.boot_id_source[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("boot id source '", spec.boot_id_source, "' must be an absolute host path"));
+    }
+    ops.push_back(Bind(spec.boot_id_source, "proc/sys/kernel/random/boot_id", kReadOnlyAttrs | MOUNT_ATTR_NOEXEC,
+                       /*is_file=*/true));
+  }
 
   ops.push_back(Tmpfs("dev", 1 << 20, 0755, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC));
   for (const char* dev : {"null", "zero", "full", "random", "urandom"}) {
@@ -325,7 +333,9 @@ int OpenBeneath(int root_fd, const char* rel, bool create, bool is_file) {
     int next;
     if (last && is_file) {
       if (create) {
-        int fd = openat(dir, component, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+        // O_EXCL: an existing file (a procfs entry bound over) is left as
+        // it is, never opened for writing.
+        int fd = openat(dir, component, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST && errno != EISDIR) {
           int err = errno;
           close(dir);

@@ -64,6 +64,9 @@ struct FilesystemSpec {
   // kMaxTerminals of them at once), /dev/ptmx and the host's /dev/tty node
   // (which opens the caller's own controlling terminal, nothing else).
   bool terminals = false;
+  // A host file bound read-only over /proc/sys/kernel/random/boot_id (a
+  // machine's own, kernel/boot_id.h); empty: the host's shows through.
+  std::string boot_id_source;
   // More paths in the root, made after everything else: empty directories
   // (the init's, readable by all), and symlinks (path -> link text), e.g. a
   // second name for the workspace.

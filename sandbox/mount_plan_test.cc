@@ -129,6 +129,23 @@ TEST(BuildMountPlanTest, ExtraBindsAreOrderedShallowFirstAndValidated) {
   EXPECT_EQ(plan->ops.back().kind, MountOp::Kind::kSealRoot);
 }
 
+TEST(BuildMountPlanTest, ABootIdSourceIsBoundReadOnlyOverProcsOwnOnceProcIsMounted) {
+  FilesystemSpec spec;
+  EXPECT_EQ(Find(*BuildMountPlan(spec), "proc/sys/kernel/random/boot_id"), nullptr);
+  spec.boot_id_source = "/etc/hostname";
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MountOp* bind = Find(*plan, "proc/sys/kernel/random/boot_id");
+  ASSERT_NE(bind, nullptr);
+  EXPECT_EQ(bind->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(bind->source, "/etc/hostname");
+  EXPECT_TRUE(bind->target_is_file);
+  EXPECT_TRUE(bind->attrs & MOUNT_ATTR_RDONLY);
+  EXPECT_LT(Find(*plan, "proc") - plan->ops.data(), bind - plan->ops.data());
+  spec.boot_id_source = "relative";
+  EXPECT_FALSE(BuildMountPlan(spec).ok());
+}
+
 TEST(BuildMountPlanTest, RejectsBadBinds) {
   struct Case {
     BindMount bind;

@@ -786,6 +786,8 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
   ASSIGN_OR_RETURN(entry.cgroup, executor_.CreateGroup({entry.memory_mb << 20, spec.limits.pids,
                                                         spec.limits.cpu_percent}));
   FilesystemSpec& fs = spec.filesystem;
+  ASSIGN_OR_RETURN(entry.boot_id, BootId::Create(SharedWorkspace::DefaultParent()));
+  fs.boot_id_source = entry.boot_id->path();
   fs.workspace = entry.workspace_path;
   fs.workspace_source = entry.workspace->path();
   fs.user_name = "user";
@@ -947,8 +949,10 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::ResumeSession(const std:
   if (!entry->paused()) return absl::FailedPreconditionError(absl::StrCat("session ", id, " is not paused"));
   if (entry->pause.load() == ManagedSession::Pause::kFrozen) RETURN_IF_ERROR(entry->cgroup->SetFrozen(false));
   if (entry->pause.load() == ManagedSession::Pause::kFilesystemOnly) {
-    // A cold boot: each interpreter starts afresh (their cells interrupted
-    // at the pause have ended by now, or end as their kernels are gone).
+    // A cold boot: a new boot id, and each interpreter starts afresh (their
+    // cells interrupted at the pause have ended by now, or end as their
+    // kernels are gone).
+    RETURN_IF_ERROR(entry->boot_id->Renew());
     for (const auto& interpreter : Interpreters(entry)) {
       RETURN_IF_ERROR(interpreter->Begin(absl::Now() + absl::Seconds(10)));
       interpreter->End(/*used=*/false);

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kernel/boot_id.h"
 #include "kernel/command.h"
 #include "kernel/session.h"
 #include "kernel/shared_workspace.h"
@@ -38,6 +39,7 @@ struct ManagedSession {
   // session's cgroup (its limits; the machine's nests in it; null in
   // degraded mode) and the machine.
   std::unique_ptr<SharedWorkspace> workspace;
+  std::unique_ptr<BootId> boot_id;  // the machine's own (kernel/boot_id.h)
   std::vector<std::string> workspace_aliases;  // symlinks to it in the machine
   std::shared_ptr<Cgroup> cgroup;
   std::shared_ptr<Machine> machine;

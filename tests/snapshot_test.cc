@@ -539,13 +539,32 @@ TEST_F(PauseTest, AFilesystemOnlyPauseKeepsTheFilesAndStartsAfresh) {
   StartDaemon(Options());
   v1::Session session;
   ASSERT_TRUE(stub_->CreateSession(As(kAliceToken).get(), SharedRequest(), &session).ok());
-  Run(session.id(), "x = 41\nopen('/home/user/kept.txt', 'w').write('kept')");
+  // Files in the workspace and in /tmp; a process left running outside any
+  // command (a group of its own); the machine's boot id, its own.
+  Run(session.id(),
+      "x = 41\nopen('/home/user/kept.txt', 'w').write('kept')\nopen('/tmp/kept', 'w').write('tmp')\n"
+      "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '3607'])");
+  const std::string sleeping =
+      "import os\ndef sleepers():\n  n = 0\n  for p in filter(str.isdigit, os.listdir('/proc')):\n"
+      "    try:\n      n += b'3607' in open('/proc/%s/cmdline' % p, 'rb').read()\n"
+      "    except OSError:\n      pass\n  return n\nsleepers()";
+  const std::string boot_id = "open('/proc/sys/kernel/random/boot_id').read()";
+  ASSERT_EQ(Run(session.id(), sleeping), "1");
+  const std::string booted = Run(session.id(), boot_id);
+  std::ifstream host_file("/proc/sys/kernel/random/boot_id");
+  std::string host_boot_id;
+  std::getline(host_file, host_boot_id);
+  EXPECT_EQ(booted.size(), 2 + 36 + 2u) << booted;  // '...\n', as the kernel's own
+  EXPECT_EQ(booted.find(host_boot_id), std::string::npos) << "the host's boot id shows through";
   const int sleeper = Sleeper(session.id());
   ASSERT_TRUE(Pause(session.id(), /*keep_memory=*/false).ok());
   EXPECT_EQ(Get(session.id()).state(), v1::SESSION_STATE_PAUSED);
   ASSERT_TRUE(Resume(session.id()).ok());
-  EXPECT_EQ(Run(session.id(), "('x' in globals(), open('/home/user/kept.txt').read())"), "(False, 'kept')");
+  EXPECT_EQ(Run(session.id(), "('x' in globals(), open('/home/user/kept.txt').read(), open('/tmp/kept').read())"),
+            "(False, 'kept', 'tmp')");
   EXPECT_FALSE(Running(session.id(), sleeper));
+  EXPECT_EQ(Run(session.id(), sleeping), "0");  // a reboot: every process ended
+  EXPECT_NE(Run(session.id(), boot_id), booted);
 }
 
 TEST_F(PauseTest, ASessionThatPausesAtItsTtlsEndIsPausedNotClosed) {
