@@ -368,13 +368,7 @@ unsigned MachineProcess::Wait(absl::Time deadline, bool want_stdin, int extra_fd
     const int i_chan = add(channel_eof_ ? -1 : channel_.get(), POLLIN);
     const int i_in = want_stdin ? add(stdin_.get(), POLLOUT) : -1;
     const int i_extra = add(extra_fd, POLLIN);
-    const absl::Duration left = deadline - absl::Now();
-    const int timeout_ms =
-        left <= absl::ZeroDuration()
-            ? 0
-            : static_cast<int>(std::clamp<int64_t>(
-                  absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1, 60'000));
-    int rc = poll(fds, n, timeout_ms);
+    int rc = poll(fds, n, PollTimeoutMs(deadline));
     if (rc < 0) {
       if (errno == EINTR) continue;
       setup_error_ = absl::StrCat("poll: ", strerror(errno));

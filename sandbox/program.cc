@@ -31,6 +31,13 @@ bool Program::ProgramGone() const {
   return poll(&p, 1, 0) == 1;  // a pidfd turns readable when the process exits
 }
 
+int Program::PollTimeoutMs(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1, 60'000));
+}
+
 absl::Status Program::Signal(int sig) {
   if (ended() || program_pid_ <= 0) {
     return absl::FailedPreconditionError("the sandboxed program is not running");

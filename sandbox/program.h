@@ -127,6 +127,10 @@ class Program {
   void HandleViolation();
   // True once the program's own pidfd says it exited.
   bool ProgramGone() const;
+  // poll()'s timeout for Wait's `deadline`, at most a minute (Wait looks
+  // again then). A deadline in the past still polls once: Wait(
+  // absl::InfinitePast()) is a non-blocking look at what is pending.
+  static int PollTimeoutMs(absl::Time deadline);
 
   UniqueFd stdin_, stdout_, stderr_, channel_, listener_;
   UniqueFd program_pidfd_;  // the program (sent by it just before execve)
