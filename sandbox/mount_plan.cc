@@ -413,6 +413,17 @@ int NewFilesystem(const char* type, const char* const* keys, const char* const* 
   return mnt >= 0 ? mnt : -err;
 }
 
+// A new filesystem of `type` (NewFilesystem), attached at `rel` beneath
+// `root_fd` (AttachBeneath).
+int AttachNewFilesystem(const char* type, const char* const* keys, const char* const* values, int n,
+                        uint64_t attrs, int root_fd, const char* rel) {
+  int mnt = NewFilesystem(type, keys, values, n, attrs);
+  if (mnt < 0) return mnt;
+  int rc = AttachBeneath(mnt, root_fd, rel, false);
+  close(mnt);
+  return rc;
+}
+
 int WriteAll(int fd, const char* data, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, data, len);
@@ -568,13 +579,7 @@ int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_tree
         const char* values[] = {op.size_text.c_str(), op.mode_text.c_str(), op.uid_text.c_str(),
                                 op.gid_text.c_str()};
         const int n_keys = op.uid_text.empty() ? 2 : 4;
-        int mnt = NewFilesystem("tmpfs", keys, values, n_keys, op.attrs);
-        if (mnt < 0) {
-          rc = mnt;
-          break;
-        }
-        rc = AttachBeneath(mnt, root, target, false);
-        close(mnt);
+        rc = AttachNewFilesystem("tmpfs", keys, values, n_keys, op.attrs, root, target);
         break;
       }
       case MountOp::Kind::kProc: {
@@ -582,13 +587,7 @@ int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_tree
         // (the sandbox's init), not even that they exist.
         const char* keys[] = {"hidepid"};
         const char* values[] = {"invisible"};
-        int mnt = NewFilesystem("proc", keys, values, 1, op.attrs);
-        if (mnt < 0) {
-          rc = mnt;
-          break;
-        }
-        rc = AttachBeneath(mnt, root, target, false);
-        close(mnt);
+        rc = AttachNewFilesystem("proc", keys, values, 1, op.attrs, root, target);
         break;
       }
       case MountOp::Kind::kDevpts: {
@@ -596,13 +595,7 @@ int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_tree
         // sandbox's are bounded (max).
         const char* keys[] = {"ptmxmode", "mode", "max"};
         const char* values[] = {"0666", "0620", op.size_text.c_str()};
-        int mnt = NewFilesystem("devpts", keys, values, 3, op.attrs);
-        if (mnt < 0) {
-          rc = mnt;
-          break;
-        }
-        rc = AttachBeneath(mnt, root, target, false);
-        close(mnt);
+        rc = AttachNewFilesystem("devpts", keys, values, 3, op.attrs, root, target);
         break;
       }
       case MountOp::Kind::kSealRoot:
