@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -117,6 +118,29 @@ void CloseSession(pb::Executor::Stub& stub, const std::string& id) {
   stub.CloseSession(&ctx, request, &response);
 }
 
+// Runs `run` --warmup times, then --n times, timing each; `run` returns
+// what went wrong ("" when nothing did). The figures, with the failures of
+// the timed runs and the last one's text.
+nlohmann::json TimeRuns(const Flags& flags, int warmup, int n, const std::function<std::string()>& run) {
+  for (int i = flags.Int("warmup", warmup); i > 0; --i) run();
+  int failures = 0;
+  std::string last_failure;
+  std::vector<double> ms;
+  for (int i = flags.Int("n", n); i > 0; --i) {
+    const auto start = Clock::now();
+    const std::string failed = run();
+    ms.push_back(MsSince(start));
+    if (!failed.empty()) {
+      ++failures;
+      last_failure = failed;
+    }
+  }
+  nlohmann::json j = Summarize(ms);
+  j["failures"] = failures;
+  if (failures) j["last_failure"] = last_failure;
+  return j;
+}
+
 int Cells(const Flags& flags) {
   auto stub = Connect(flags.Str("addr", ""));
   std::string id, error;
@@ -127,28 +151,12 @@ int Cells(const Flags& flags) {
   pb::ExecuteRequest cell;
   cell.set_session_id(id);
   cell.set_code(flags.Str("code", "x=1"));
-  int failures = 0;
-  std::string last_failure;
-  auto run = [&] {
+  nlohmann::json j = TimeRuns(flags, 200, 2000, [&]() -> std::string {
     pb::ExecuteResponse r;
     grpc::Status status = Execute(*stub, cell, &r);
-    if (!status.ok() || r.outcome() != pb::OUTCOME_OK) {
-      ++failures;
-      last_failure = OutcomeName(status, r);
-    }
-  };
-  for (int i = flags.Int("warmup", 200); i > 0; --i) run();
-  failures = 0;
-  std::vector<double> ms;
-  for (int i = flags.Int("n", 2000); i > 0; --i) {
-    const auto start = Clock::now();
-    run();
-    ms.push_back(MsSince(start));
-  }
+    return status.ok() && r.outcome() == pb::OUTCOME_OK ? "" : OutcomeName(status, r);
+  });
   CloseSession(*stub, id);
-  nlohmann::json j = Summarize(ms);
-  j["failures"] = failures;
-  if (failures) j["last_failure"] = last_failure;
   Emit(j);
   return 0;
 }
@@ -171,9 +179,7 @@ int Commands(const Flags& flags) {
     for (const char* arg : {"/bin/bash", "-l", "-c"}) command.add_argv(arg);
     command.add_argv(flags.Str("command", "true"));
   }
-  int failures = 0;
-  std::string last_failure;
-  auto run = [&] {
+  nlohmann::json j = TimeRuns(flags, 20, 200, [&]() -> std::string {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     auto reader = stub->RunCommand(&ctx, command);
@@ -183,23 +189,10 @@ int Commands(const Flags& flags) {
       if (event.has_end()) ok = event.end().outcome() == pb::OUTCOME_OK;
     }
     grpc::Status status = reader->Finish();
-    if (!status.ok() || !ok) {
-      ++failures;
-      last_failure = status.ok() ? "not OK" : status.error_message();
-    }
-  };
-  for (int i = flags.Int("warmup", 20); i > 0; --i) run();
-  failures = 0;
-  std::vector<double> ms;
-  for (int i = flags.Int("n", 200); i > 0; --i) {
-    const auto start = Clock::now();
-    run();
-    ms.push_back(MsSince(start));
-  }
+    if (!status.ok()) return status.error_message();
+    return ok ? "" : "not OK";
+  });
   CloseSession(*stub, id);
-  nlohmann::json j = Summarize(ms);
-  j["failures"] = failures;
-  if (failures) j["last_failure"] = last_failure;
   Emit(j);
   return 0;
 }
