@@ -158,6 +158,12 @@ absl::Status Command::Signal(int sig) {
     signals_.push_back(sig);
   }
   Wake();
+  if (sig == SIGKILL) {
+    // A kill is done when the process is: its pid is free again, so the
+    // next command that looks for it (`kill -0 PID`) no longer finds it.
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&ended_), absl::Seconds(5));
+  }
   return absl::OkStatus();
 }
 

@@ -89,7 +89,9 @@ class Command {
   // Queued for the supervising thread; FAILED_PRECONDITION once it ended.
   absl::Status WriteStdin(const std::string& data);
   absl::Status CloseStdin();
-  absl::Status Signal(int sig);  // to the command's process group
+  // To the command's process group. SIGKILL returns once the command's
+  // process has ended and been reaped (at most 5 s).
+  absl::Status Signal(int sig);
   // A terminal's new size; FAILED_PRECONDITION without a terminal.
   absl::Status Resize(uint16_t cols, uint16_t rows);
   // Its process id in the machine (E2B's pid).

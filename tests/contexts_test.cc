@@ -334,6 +334,12 @@ TEST_F(ContextsTest, CommandsCanBeListedAndKilled) {
   kill.set_command_id(id);
   v1::SignalCommandResponse killed;
   ASSERT_TRUE(stub_->SignalCommand(Ctx().get(), kill, &killed).ok());
+  // A kill answers once the process is gone: listed as ended, its pid free
+  // for the next command that looks (E2B's pty/kill.test.ts: `kill -0 PID`).
+  ASSERT_TRUE(stub_->ListCommands(Ctx().get(), list, &commands).ok());
+  ASSERT_EQ(commands.commands_size(), 1);
+  EXPECT_FALSE(commands.commands(0).running());
+  EXPECT_EQ(Command(session, absl::StrCat("kill -0 ", id)).end.exit_code(), 1);
   CommandRun run = Drain(*reader);
   ASSERT_TRUE(run.ended);
   EXPECT_EQ(Connect(session, id).out, "started\n");  // and from the start, again
