@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,11 +32,23 @@ bool Program::ProgramGone() const {
   return poll(&p, 1, 0) == 1;  // a pidfd turns readable when the process exits
 }
 
-int Program::PollTimeoutMs(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(
-      std::clamp<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1, 60'000));
+int Program::PollUntil(struct pollfd* fds, int n, absl::Time deadline) {
+  for (;;) {
+    // A deadline in the past still polls once; at most a minute at a time.
+    const absl::Duration left = deadline - absl::Now();
+    const int timeout_ms =
+        left <= absl::ZeroDuration()
+            ? 0
+            : static_cast<int>(std::clamp<int64_t>(
+                  absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1, 60'000));
+    const int rc = poll(fds, n, timeout_ms);
+    if (rc > 0) return rc;
+    if (rc < 0 && errno != EINTR) {
+      setup_error_ = absl::StrCat("poll: ", strerror(errno));
+      return -1;
+    }
+    if (rc == 0 && absl::Now() >= deadline) return 0;
+  }
 }
 
 absl::Status Program::Signal(int sig) {

@@ -9,6 +9,7 @@
 // A Program is used by one thread at a time.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -127,10 +128,10 @@ class Program {
   void HandleViolation();
   // True once the program's own pidfd says it exited.
   bool ProgramGone() const;
-  // poll()'s timeout for Wait's `deadline`, at most a minute (Wait looks
-  // again then). A deadline in the past still polls once: Wait(
-  // absl::InfinitePast()) is a non-blocking look at what is pending.
-  static int PollTimeoutMs(absl::Time deadline);
+  // poll() of `fds` until one is ready (> 0) or `deadline` passed (0; a
+  // deadline in the past polls once: Wait(absl::InfinitePast()) is a
+  // non-blocking look); -1 with setup_error_ set when poll fails.
+  int PollUntil(struct pollfd* fds, int n, absl::Time deadline);
 
   UniqueFd stdin_, stdout_, stderr_, channel_, listener_;
   UniqueFd program_pidfd_;  // the program (sent by it just before execve)

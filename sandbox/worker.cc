@@ -107,16 +107,9 @@ unsigned Worker::Wait(absl::Time deadline, bool want_stdin, int extra_fd) {
     const int i_in = want_stdin ? add(stdin_.get(), POLLOUT) : -1;
     const int i_extra = add(extra_fd, POLLIN);
 
-    int rc = poll(fds, n, PollTimeoutMs(deadline));
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      setup_error_ = absl::StrCat("poll: ", strerror(errno));
-      return kEnded;
-    }
-    if (rc == 0) {
-      if (absl::Now() >= deadline) return kTimedOut;
-      continue;
-    }
+    const int rc = PollUntil(fds, n, deadline);
+    if (rc < 0) return kEnded;
+    if (rc == 0) return kTimedOut;
     auto has = [&](int i, short mask) { return i >= 0 && (fds[i].revents & mask) != 0; };
 
     unsigned ready = 0;
