@@ -408,8 +408,9 @@ class Front {
   }
 
   // One sample of what the sandbox uses now, in E2B's SandboxMetric shape,
-  // when it falls in [start, end] (unix seconds; E2B's samples are 5 s
-  // buckets, so `end` is taken to reach to the end of its bucket). Warden
+  // when it falls in [start, end] (unix seconds, which the SDKs round to the
+  // nearest, so `start` is taken to reach half a second back; E2B's samples
+  // are 5 s buckets, so `end` is taken to reach to the end of its bucket). Warden
   // keeps no history: each call samples anew. CPU use is the share of its
   // cores the sandbox used since the previous call (or since it started).
   absl::Status Metrics(http::Request& request, http::Exchange& exchange) {
@@ -424,7 +425,7 @@ class Front {
     const absl::Time now = absl::Now();
     const int64_t second = absl::ToUnixSeconds(now);
     json out = json::array();
-    if (second < start || (end != INT64_MAX && second > end + 5)) {
+    if (start > (absl::ToUnixMillis(now) + 500) / 1000 || (end != INT64_MAX && second > end + 5)) {
       return exchange.Send(http::Response::Json(200, out));
     }
     const int cpus = std::max(1u, std::thread::hardware_concurrency());

@@ -243,6 +243,11 @@ describe('metrics', () => {
       assert.ok(Math.abs(m.timestamp.getTime() - Date.now()) < 60_000);
       const before = await own.getMetrics({ start: new Date(start - 3_600_000), end: new Date(start - 1_800_000) });
       assert.deepEqual(before, []);
+      // The SDK rounds `start` to the nearest second: a range from the second
+      // half of this second on (rounded up to the next) still holds a sample now.
+      while (Date.now() % 1000 < 500 || Date.now() % 1000 > 700) await new Promise((r) => setTimeout(r, 10));
+      const [rounded] = await own.getMetrics({ start: new Date() });
+      assert.ok(rounded, 'no sample for a start the SDK rounded up');
     });
   });
 });
