@@ -167,6 +167,11 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
   proc.target = "proc";
   proc.attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
   ops.push_back(proc);
+  // /proc/locks lists every open file description lock on the host (the
+  // kernel filters only POSIX locks by pid namespace): masked as Docker masks
+  // its paths, by /dev/null bound read-only over it (read: empty).
+  ops.push_back(Bind("/dev/null", "proc/locks", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+                     /*is_file=*/true));
   if (!spec.boot_id_source.empty()) {
     if (spec.boot_id_source[0] != '/') {
       return absl::InvalidArgumentError(

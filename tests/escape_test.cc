@@ -766,13 +766,17 @@ TEST_F(EscapeTest, ConcurrentHostileRunsStayApart) {
 }
 
 TEST_F(EscapeTest, ProcShowsOnlyTheProgramsOwnProcesses) {
-  // A lock held by the host: /proc/locks must not show it.
+  // Locks held by the host: /proc/locks must show neither. The kernel hides
+  // a POSIX lock of a process outside the reader's pid namespace, but lists
+  // every open file description lock (no owner pid), whoever holds it.
   TempDir dir;
   UniqueFd locked(open((dir / "locked").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd ofd_locked(open((dir / "ofd-locked").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   struct flock lock = {};
   lock.l_type = F_WRLCK;
   lock.l_whence = SEEK_SET;
   ASSERT_EQ(fcntl(locked.get(), F_SETLK, &lock), 0);
+  ASSERT_EQ(fcntl(ofd_locked.get(), F_OFD_SETLK, &lock), 0);
   ASSERT_NE(ReadFile("/proc/locks"), "");
   const std::string self = std::to_string(getpid()), parent = std::to_string(getppid());
 
