@@ -540,10 +540,12 @@ TEST_F(PauseTest, AFilesystemOnlyPauseKeepsTheFilesAndStartsAfresh) {
   v1::Session session;
   ASSERT_TRUE(stub_->CreateSession(As(kAliceToken).get(), SharedRequest(), &session).ok());
   // Files in the workspace and in /tmp; a process left running outside any
-  // command (a group of its own); the machine's boot id, its own.
+  // command (a session of its own, made before Popen returns: setsid(1) made
+  // it only once started, and the cell's end killed its group first now and
+  // then); the machine's boot id, its own.
   Run(session.id(),
       "x = 41\nopen('/home/user/kept.txt', 'w').write('kept')\nopen('/tmp/kept', 'w').write('tmp')\n"
-      "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '3607'])");
+      "import subprocess\nsubprocess.Popen(['sleep', '3607'], start_new_session=True)");
   const std::string sleeping =
       "import os\ndef sleepers():\n  n = 0\n  for p in filter(str.isdigit, os.listdir('/proc')):\n"
       "    try:\n      n += b'3607' in open('/proc/%s/cmdline' % p, 'rb').read()\n"
