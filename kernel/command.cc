@@ -113,6 +113,11 @@ bool Command::ended() const {
   return ended_;
 }
 
+bool Command::WaitEnded(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(&ended_), deadline);
+}
+
 absl::Status Command::WriteStdin(const std::string& data) {
   {
     absl::MutexLock lock(&mu_);

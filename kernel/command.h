@@ -85,6 +85,8 @@ class Command {
   // Makes every waiting Next look at its `abandon` flag again.
   void WakeReaders();
   bool ended() const;
+  // True once the command has ended, false if `deadline` came first.
+  bool WaitEnded(absl::Time deadline) const;
 
   // Queued for the supervising thread; FAILED_PRECONDITION once it ended.
   absl::Status WriteStdin(const std::string& data);

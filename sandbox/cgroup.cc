@@ -366,6 +366,11 @@ class GroupBase : public Cgroup {
     return pids.empty();
   }
 
+  absl::StatusOr<int> ProcessCount() const override {
+    ASSIGN_OR_RETURN(std::set<pid_t> pids, ReadProcs(dirs_));
+    return static_cast<int>(pids.size());
+  }
+
   absl::Status Destroy() override {
     if (destroyed_) return absl::OkStatus();
     bool any = false;

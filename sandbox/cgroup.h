@@ -55,6 +55,9 @@ class Cgroup {
   virtual absl::Status KillAll() = 0;
   // True when no process is left in the group.
   virtual absl::StatusOr<bool> Empty() const = 0;
+  // How many processes are in the group (an exiting one leaves it once its
+  // memory is gone, before it is reaped).
+  virtual absl::StatusOr<int> ProcessCount() const = 0;
   // Freezes every process in the group and its children (they keep their
   // memory and state but get no CPU, as in a paused machine), or thaws
   // them. Returns once the kernel says the group is frozen or thawed.

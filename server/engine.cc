@@ -933,6 +933,31 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::PauseSession(const std::
       if (interpreter->busy()) (void)interpreter->session->Interrupt();
     }
     RETURN_IF_ERROR(entry->machine->KillProcesses());
+    // The init's kill(-1) is asked for, not yet done: the pause answers once
+    // only the init is left, so nothing of before it outlives it (a resume
+    // at once met a killed process still exiting, now and then).
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    for (;;) {
+      ASSIGN_OR_RETURN(const int left, entry->cgroup->ProcessCount());
+      if (left <= 1) break;
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "session ", id, ": ", left - 1, " processes still ran 5 s after the pause killed them"));
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    // And its commands have said so (ListCommands: not running).
+    std::vector<std::shared_ptr<ManagedCommand>> commands;
+    {
+      absl::MutexLock parts(&entry->parts_mu);
+      for (const auto& [command_id, command] : entry->commands) commands.push_back(command);
+    }
+    for (const auto& command : commands) {
+      if (!command->command->WaitEnded(deadline)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "session ", id, ": command ", command->id, " had not ended 5 s after the pause killed it"));
+      }
+    }
     entry->pause = ManagedSession::Pause::kFilesystemOnly;
   }
   const absl::Time now = absl::Now();
