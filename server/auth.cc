@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config_reader.h"
+#include "common/constant_time.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/unique_fd.h"
 
@@ -64,19 +65,6 @@ std::string UnknownKey(const std::string& key) {
   if (key.size() >= TokenTable::kMinTokenLength)
     return "an unknown key (not shown: it may be a token)";
   return absl::StrCat("unknown key '", absl::CHexEscape(key), "'");
-}
-
-// Compares a and b in time that depends on b.size() only (b is the stored
-// token); a is the presented one, at least one byte long.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  // Any difference, including in length, leaves a bit set in `diff`.
-  uint64_t diff = static_cast<uint64_t>(a.size() ^ b.size());
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff |= static_cast<uint8_t>(a[i % a.size()] ^ b[i]);
-    // Keep the compiler from turning the loop into an early-exit memcmp.
-    __asm__ volatile("" : "+r"(diff));
-  }
-  return diff == 0;
 }
 
 }  // namespace

@@ -282,7 +282,9 @@ absl::Status Daemon::Start() {
                                             .admin_listen = options_.admin_listen,
                                             .max_code_bytes = options_.limits.max_code_bytes,
                                             .max_file_bytes = options_.limits.max_file_bytes,
-                                            .tokens_configured = !options_.auth.tokens_file.empty()};
+                                            .tokens_configured = !options_.auth.tokens_file.empty(),
+                                            .allowed_hosts = options_.http.allowed_hosts,
+                                            .allowed_origins = options_.http.allowed_origins};
   ASSIGN_OR_RETURN(http_, fronts::HttpFronts::Start(fronts_options, *server_, authenticate_, std::move(admin)));
   if (http_->http_port() != 0) spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
   if (keeper_) {

@@ -34,6 +34,7 @@
 #include "common/config_reader.h"
 #include "common/status_macros.h"
 #include "kernel/language.h"
+#include "fronts/http/access_policy.h"
 #include "nlohmann/json.hpp"
 
 namespace warden {
@@ -61,6 +62,10 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.Bool("allow_insecure_loopback", &o->allow_insecure_loopback);
   r.String("admin_listen", &o->admin_listen);
   r.String("http_listen", &o->http_listen);
+  r.Object("http", [o](ObjectReader& h) {
+    h.StringList("allowed_hosts", &o->http.allowed_hosts);
+    h.StringList("allowed_origins", &o->http.allowed_origins);
+  });
   r.Object("tls", [o](ObjectReader& t) {
     t.String("cert_file", &o->tls.cert_file);
     t.String("key_file", &o->tls.key_file);
@@ -372,6 +377,18 @@ absl::Status DaemonOptions::Validate() const {
       p.Add(absl::StrCat("http_listen and admin_listen are both ", http_listen,
                          ": the HTTP front serves /metrics, /healthz and /readyz too; drop admin_listen "
                          "or give it another port"));
+    }
+  }
+
+  // Who may call the HTTP front from a browser.
+  for (const std::string& host : http.allowed_hosts) {
+    if (absl::Status s = http::NormalizeAllowedHost(host).status(); !s.ok()) {
+      p.Add(absl::StrCat("http.allowed_hosts: ", s.message()));
+    }
+  }
+  for (const std::string& origin : http.allowed_origins) {
+    if (absl::Status s = http::NormalizeOrigin(origin).status(); !s.ok()) {
+      p.Add(absl::StrCat("http.allowed_origins: ", s.message()));
     }
   }
 

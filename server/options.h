@@ -47,6 +47,17 @@ struct SessionsOptions {
   int64_t max_live = 0;
 };
 
+// The HTTP front (http_listen): who may call it from a browser.
+struct HttpOptions {
+  // Host names (or name:port) a request's Host may give besides loopback
+  // ones. Checked when there are no tokens, and whenever this is set
+  // (fronts/http/access_policy.h: DNS rebinding).
+  std::vector<std::string> allowed_hosts;
+  // Web origins ("https://app.example.com") that may call besides loopback
+  // ones, with CORS; any other Origin is refused, tokens or not.
+  std::vector<std::string> allowed_origins;
+};
+
 // Session snapshots (SnapshotSession, ForkSession, hibernation).
 struct SnapshotsOptions {
   // One directory per tenant beneath it, 0700, snapshots 0600; it survives
@@ -187,6 +198,7 @@ struct DaemonOptions {
   // "HOST:PORT" for /metrics, /healthz and /readyz alone (no protocol
   // fronts, no token), e.g. for a scrape port apart from http_listen.
   std::string admin_listen;
+  HttpOptions http;
   TlsOptions tls;
   AuthOptions auth;
   LimitsOptions limits;

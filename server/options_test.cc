@@ -74,6 +74,7 @@ nlohmann::json Dump(const DaemonOptions& o) {
       {"allow_insecure_loopback", o.allow_insecure_loopback},
       {"admin_listen", o.admin_listen},
       {"http_listen", o.http_listen},
+      {"http", {{"allowed_hosts", o.http.allowed_hosts}, {"allowed_origins", o.http.allowed_origins}}},
       {"tls",
        {{"cert_file", o.tls.cert_file},
         {"key_file", o.tls.key_file},
@@ -172,6 +173,7 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
       {"allow_insecure_loopback", true},
       {"admin_listen", "127.0.0.1:9090"},
       {"http_listen", "127.0.0.1:8080"},
+      {"http", {{"allowed_hosts", {"warden.internal"}}, {"allowed_origins", {"https://app.example.com"}}}},
       {"tls", {{"cert_file", "/c.pem"}, {"key_file", "/k.pem"}, {"client_ca_file", "/ca.pem"}}},
       {"auth", {{"tokens_file", "/etc/warden/tokens.json"}}},
       {"limits",
@@ -285,7 +287,7 @@ TEST(FromFileTest, UnknownTopLevelKeyIsNamedWithTheKnownKeys) {
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(options.status().message()),
               AllOf(HasSubstr("unknown key 'limts' at the top level of " + file +
-                              "; known keys: listen, allow_insecure_loopback, admin_listen, http_listen, tls, "
+                              "; known keys: listen, allow_insecure_loopback, admin_listen, http_listen, http, tls, "
                               "auth, limits, sessions, snapshots, pools, queue, max_concurrent_per_tenant, "
                               "shutdown_grace_ms, keep_sessions, log, executor, kernels_dir"),
                     HasSubstr("Did you mean 'limits'?")));
@@ -500,6 +502,19 @@ const Rule kRules[] = {
      "auth.tokens_file"},
     {"HttpListenUnix", [](DaemonOptions& o) { o.http_listen = "unix:/run/http.sock"; },
      "http_listen is 'unix:/run/http.sock': it must be HOST:PORT"},
+    {"HttpAllowedHostWildcard", [](DaemonOptions& o) { o.http.allowed_hosts = {"*.example.com"}; },
+     "http.allowed_hosts: '*.example.com' is not a host name: give a name or name:port"},
+    {"HttpAllowedOriginWithPath", [](DaemonOptions& o) { o.http.allowed_origins = {"https://app.example.com/ui"}; },
+     "http.allowed_origins: 'https://app.example.com/ui' is not an origin (a path, user or wildcard): give "
+     "scheme://host[:port]"},
+    {"HttpAllowedOriginNull", [](DaemonOptions& o) { o.http.allowed_origins = {"null"}; },
+     "http.allowed_origins: 'null' is not an origin (no scheme)"},
+    {"HttpAllowedHostsAndOrigins",
+     [](DaemonOptions& o) {
+       o.http.allowed_hosts = {"warden.internal", "box.lan:8080", "[::1]"};
+       o.http.allowed_origins = {"https://app.example.com", "http://localhost:5173"};
+     },
+     ""},
     {"HttpListenSameAsAdmin",
      [](DaemonOptions& o) {
        o.http_listen = "127.0.0.1:8080";

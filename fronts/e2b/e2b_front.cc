@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/call_metadata.h"
+#include "common/constant_time.h"
 #include "common/status_macros.h"
 #include "fronts/e2b/envd_front.h"
 #include "fronts/e2b/execution_lines.h"
@@ -177,6 +178,15 @@ json SandboxJson(const v1::Session& session, const Record* record, const E2bOpti
                      {"note", kNoInternet}};
   }
   return out;
+}
+
+// The access token a sandbox-plane request presents: X-Access-Token, or
+// E2B-Traffic-Access-Token as the code interpreter SDK sends it on its
+// contexts calls.
+std::string PresentedToken(const http::Request& request) {
+  std::string token = http::HeaderToken(request, "X-Access-Token");
+  if (token.empty()) token = http::HeaderToken(request, "E2B-Traffic-Access-Token");
+  return token;
 }
 
 class Front {
@@ -458,12 +468,12 @@ class Front {
 
   // envd's /health: 204 while the sandbox runs; 502, as E2B's proxy
   // answers, when it is paused or gone (the SDK's isRunning() is false).
+  // Like every route of the plane, only for the sandbox's access token.
   absl::Status Health(http::Request& request, http::Exchange& exchange) {
     http::Response r;
     r.status = 204;
     r.content_type.clear();
-    if (request.Header("E2b-Sandbox-Id").empty()) return exchange.Send(r);
-    auto sandbox = Sandbox(request, /*need_access_token=*/false);
+    auto sandbox = Sandbox(request);
     v1::Session session;
     grpc::Status s = grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown sandbox");
     if (sandbox.ok()) {
@@ -486,7 +496,7 @@ class Front {
   // ---- Sandbox plane ----
 
   absl::Status Execute(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/true));
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request));
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/false));
     if (!body.contains("code") || !body["code"].is_string()) {
       return absl::InvalidArgumentError("the body needs \"code\": the code to run, as a string");
@@ -556,7 +566,7 @@ class Front {
   }
 
   absl::Status CreateContext(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request));
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(v1::Language language, LanguageOf(body.contains("language") ? body["language"] : json()));
     ASSIGN_OR_RETURN(std::string cwd, Field(body, "cwd", std::string()));
@@ -574,7 +584,7 @@ class Front {
   }
 
   absl::Status ListContexts(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request));
     // E2B's sandboxes start with a Python and a JavaScript context; Warden
     // starts the JavaScript one when it is first used or listed, and lists
     // the default contexts first, as E2B does.
@@ -599,7 +609,7 @@ class Front {
   }
 
   absl::Status RestartContext(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request));
     v1::RestartContextRequest restart;
     restart.set_session_id(sandbox.id);
     restart.set_context_id(request.Param("context"));
@@ -610,7 +620,7 @@ class Front {
   }
 
   absl::Status RemoveContext(http::Request& request, http::Exchange& exchange) {
-    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request, /*need_access_token=*/false));
+    ASSIGN_OR_RETURN(auto sandbox, Sandbox(request));
     v1::RemoveContextRequest remove;
     remove.set_session_id(sandbox.id);
     remove.set_context_id(request.Param("context"));
@@ -696,32 +706,50 @@ class Front {
     std::shared_ptr<Record> record;
   };
 
-  // The sandbox a sandbox-plane request names, checked against the access
-  // token when the SDK sends one (it does for /execute, files and envd).
-  absl::StatusOr<SandboxRef> Sandbox(const http::Request& request, bool need_access_token) {
+  // The sandbox a sandbox-plane request names, once its access token is
+  // checked: X-Access-Token, or E2B-Traffic-Access-Token (which the code
+  // interpreter SDK sends on its contexts calls instead), compared in
+  // constant time. A missing or wrong token and an unknown sandbox get the
+  // same refusal, so that it tells nothing about which sandboxes exist.
+  absl::StatusOr<SandboxRef> Known(const http::Request& request) {
     const std::string id = request.Header("E2b-Sandbox-Id");
     if (id.empty()) {
       return absl::InvalidArgumentError(
           "name the sandbox in the E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this server)");
     }
     std::shared_ptr<Record> record = sandboxes_.Get(id);
-    const std::string presented = request.Header("X-Access-Token");
-    if (!record || ((need_access_token || !presented.empty()) && presented != record->access_token)) {
+    const std::string presented = PresentedToken(request);
+    if (!record || presented.empty() || !ConstantTimeEquals(presented, record->access_token)) {
       return absl::NotFoundError(absl::StrCat(
           "sandbox ", id, " is not known here with this access token: create it, or connect to it, "
-          "through this server first"));
+          "through this server first, and send its envdAccessToken as X-Access-Token"));
     }
-    if (record->auto_resume) RETURN_IF_ERROR(Resume(record->token, id));
     return SandboxRef{id, std::move(record)};
+  }
+
+  // Known, resumed first when it was paused with autoResume.
+  absl::StatusOr<SandboxRef> Sandbox(const http::Request& request) {
+    ASSIGN_OR_RETURN(SandboxRef sandbox, Known(request));
+    if (sandbox.record->auto_resume) RETURN_IF_ERROR(Resume(sandbox.record->token, sandbox.id));
+    return sandbox;
+  }
+
+  // Whether a sandbox-plane request may reach its sandbox: its access
+  // token (Known), or for /files a URL that token signed (FileSandbox).
+  // Every sandbox-plane and envd route checks this before its handler
+  // (AddE2bRoutes, AddEnvdRoutes), so a route added later cannot forget it.
+  absl::Status CheckAccess(const http::Request& request) {
+    if (request.path == "/files" && !request.Query("signature").empty() && PresentedToken(request).empty()) {
+      return FileSandbox(request, request.method() == "GET" ? "read" : "write").status();
+    }
+    return Known(request).status();
   }
 
   // The sandbox of a /files request: named by the E2b-Sandbox-Id header
   // with its access token, or, for a signed URL (downloadUrl, uploadUrl),
   // found by the token that signed it: such a URL carries neither.
   absl::StatusOr<SandboxRef> FileSandbox(const http::Request& request, const char* operation) {
-    if (request.Query("signature").empty() || !request.Header("X-Access-Token").empty()) {
-      return Sandbox(request, /*need_access_token=*/true);
-    }
+    if (request.Query("signature").empty() || !PresentedToken(request).empty()) return Sandbox(request);
     SignedUrl url{request.Query("path"), operation, request.Query("username"), request.Query("signature"),
                   std::nullopt};
     if (const std::string expiration = request.Query("signature_expiration"); !expiration.empty()) {
@@ -804,6 +832,9 @@ class Front {
             {"clientID", "warden"},
             {"envdVersion", options_.envd_version},
             {"envdAccessToken", record.access_token},
+            // The SDKs send it back where they send no envdAccessToken
+            // (the code interpreter's contexts calls).
+            {"trafficAccessToken", record.access_token},
             {"domain", nullptr}};
   }
 
@@ -901,6 +932,11 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   auto protocol = std::make_shared<http::Protocol>();
   protocol->name = "e2b";
   protocol->find_token = [](const http::Request& request) { return http::HeaderToken(request, "X-API-KEY"); };
+  // What the E2B SDKs send from a browser (the API client's X-API-KEY and
+  // its default headers; the sandbox plane's ids and tokens).
+  protocol->cors_request_headers = {"Content-Type", "X-API-KEY", "E2b-Sandbox-Id", "E2b-Sandbox-Port",
+                                    "X-Access-Token", "E2B-Traffic-Access-Token", "browser", "lang",
+                                    "lang_version", "package_version", "publisher", "sdk_runtime", "system"};
   // E2B's error shape, which its SDKs read the message from.
   protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request& request) {
     std::string message(error.message());
@@ -936,18 +972,29 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   router.Add(protocol, "DELETE", "/templates/{id}", route(&Front::DeleteSnapshot), control);
 
   // The sandbox plane carries no API key: the sandbox id and its access
-  // token stand for it (Front::Sandbox).
+  // token stand for it. Every route of the plane is added through
+  // `add_plane`, which checks them (Front::CheckAccess) before the handler
+  // runs; the handlers look the sandbox up again for themselves.
   http::RouteOptions plane;
   plane.authenticate = false;
   plane.max_body_bytes = options.max_body_bytes;
-  router.Add(protocol, "POST", "/execute", route(&Front::Execute), plane);
-  router.Add(protocol, "POST", "/contexts", route(&Front::CreateContext), plane);
-  router.Add(protocol, "GET", "/contexts", route(&Front::ListContexts), plane);
-  router.Add(protocol, "POST", "/contexts/{context}/restart", route(&Front::RestartContext), plane);
-  router.Add(protocol, "DELETE", "/contexts/{context}", route(&Front::RemoveContext), plane);
-  router.Add(protocol, "GET", "/files", route(&Front::ReadFile), plane);
-  router.Add(protocol, "POST", "/files", route(&Front::WriteFile), plane);
-  router.Add(protocol, "GET", "/health", route(&Front::Health), plane);
+  auto add_plane = [&router, &protocol, front, plane](const char* method, const char* pattern,
+                                                      http::Handler handler) {
+    router.Add(protocol, method, pattern,
+               [front, handler = std::move(handler)](http::Request& request, http::Exchange& exchange) {
+                 RETURN_IF_ERROR(front->CheckAccess(request));
+                 return handler(request, exchange);
+               },
+               plane);
+  };
+  add_plane("POST", "/execute", route(&Front::Execute));
+  add_plane("POST", "/contexts", route(&Front::CreateContext));
+  add_plane("GET", "/contexts", route(&Front::ListContexts));
+  add_plane("POST", "/contexts/{context}/restart", route(&Front::RestartContext));
+  add_plane("DELETE", "/contexts/{context}", route(&Front::RemoveContext));
+  add_plane("GET", "/files", route(&Front::ReadFile));
+  add_plane("POST", "/files", route(&Front::WriteFile));
+  add_plane("GET", "/health", route(&Front::Health));
   for (const char* prefix : {"/sandboxes", "/v2", "/contexts", "/files", "/execute", "/snapshots", "/templates"}) {
     router.Claim(protocol, prefix);
   }
@@ -955,7 +1002,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   EnvdOptions envd;
   envd.max_body_bytes = std::min<size_t>(options.max_body_bytes, envd.max_body_bytes);
   AddEnvdRoutes(router, executor, [front](const http::Request& request) -> absl::StatusOr<EnvdSandbox> {
-    ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request, /*need_access_token=*/true));
+    ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request));
     return EnvdSandbox{sandbox.id, sandbox.record->token};
   }, envd);
 }

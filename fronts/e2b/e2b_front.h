@@ -19,12 +19,15 @@
 // An E2B sandbox is one Warden session with a shared workspace (docs/api.md):
 // its Python interpreter is the default context; other languages get a
 // context of their own on first use; /home/user is the workspace. The
-// sandbox id is the session id. The sandbox plane authenticates with the
-// envdAccessToken handed out at create or connect (X-Access-Token), or, for
-// the calls E2B's SDKs send without one (contexts), with the unguessable
-// sandbox id alone, as E2B itself does; the front then calls warden.v1 with
-// the token that created or connected the sandbox. Sandboxes created
-// through another front or gRPC are reached after a connect.
+// sandbox id is the session id. Every sandbox-plane and envd route needs
+// the sandbox's access token, the envdAccessToken handed out at create or
+// connect (also returned as trafficAccessToken): X-Access-Token, or
+// E2B-Traffic-Access-Token, which the code interpreter SDK sends on its
+// contexts calls instead. It is compared in constant time; a missing or
+// wrong one gets the same 404 as an unknown sandbox. The front then calls
+// warden.v1 with the token that created or connected the sandbox.
+// Sandboxes created through another front or gRPC are reached after a
+// connect.
 #pragma once
 
 #include <string>

@@ -482,16 +482,27 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
     return ConnectErrorResponse(error, request);
   };
   protocol->render_error_sets_status = true;
-  auto front = std::make_shared<EnvdFront>(executor, std::move(find_sandbox), options);
+  // What envd's Connect clients send from a browser (connect-web, and the
+  // E2B SDK's own headers).
+  protocol->cors_request_headers = {"Content-Type", "Connect-Protocol-Version", "Connect-Timeout-Ms",
+                                    "Connect-Content-Encoding", "Connect-Accept-Encoding",
+                                    "Keepalive-Ping-Interval", "Authorization", "X-Access-Token",
+                                    "E2b-Sandbox-Id", "E2b-Sandbox-Port", "User-Agent"};
+  auto front = std::make_shared<EnvdFront>(executor, find_sandbox, options);
 
-  // The sandbox id and its access token stand for the API key (FindSandbox).
+  // The sandbox id and its access token stand for the API key: every route
+  // checks them (FindSandbox) before its handler, the ones that only say
+  // "unimplemented" too, so that a route cannot forget it.
   http::RouteOptions route;
   route.authenticate = false;
   route.max_body_bytes = options.max_body_bytes;
   auto add = [&](const std::string& service, const char* method, http::Handler handler) {
     // Keeps the front alive as long as the router holds the handler.
     router.Add(protocol, "POST", absl::StrCat("/", service, "/", method),
-               [front, handler = std::move(handler)](http::Request& r, http::Exchange& e) { return handler(r, e); },
+               [front, find_sandbox, handler = std::move(handler)](http::Request& r, http::Exchange& e) {
+                 RETURN_IF_ERROR(find_sandbox(r).status());
+                 return handler(r, e);
+               },
                route);
   };
   auto stream = [&](absl::Status (EnvdFront::*method)(http::Request&, http::Exchange&)) -> http::Handler {

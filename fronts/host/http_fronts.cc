@@ -38,7 +38,6 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     auto router = std::make_shared<http::Router>();
     AddAdminRoutes(*router, admin);
     mcp::McpHttpOptions mcp_options;
-    mcp_options.require_loopback_host = !options.tokens_configured;
     mcp_options.max_body_bytes = http_options.max_body_bytes;
     mcp::AddMcpRoutes(*router, *fronts->mcp_, mcp_options);
     e2b::E2bOptions e2b_options;
@@ -49,6 +48,12 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     jupyter::AddKernelGatewayRoutes(*router, fronts->kernel_gateway_);
 
     http_options.listen = options.http_listen;
+    // DNS rebinding: without tokens nothing but the Host tells a rebound
+    // web page from a local client; listed hosts are checked always.
+    http_options.access.check_host = !options.tokens_configured || !options.allowed_hosts.empty();
+    http_options.access.allowed_hosts = options.allowed_hosts;
+    http_options.access.allowed_origins = options.allowed_origins;
+    fronts->router_ = router;
     ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));
   }
   if (!options.admin_listen.empty()) {
@@ -60,6 +65,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     admin_options.head_timeout = absl::Seconds(5);
     admin_options.max_header_bytes = 8 * 1024;
     admin_options.max_connections = 32;
+    // Probes and scrapers name the port by the address they were given
+    // (often not loopback), and the admin routes only read counters.
+    admin_options.access.check_host = false;
     ASSIGN_OR_RETURN(fronts->admin_, http::HttpServer::Start(admin_options, router, by_token));
   }
   return fronts;

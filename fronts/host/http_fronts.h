@@ -1,15 +1,19 @@
 // HttpFronts: the HTTP front as wardend and warden-gateway host it, built
 // the same way by both. One HttpServer on
 // http_listen carries every protocol front (MCP at /mcp; the admin
-// endpoints, the E2B API, the Jupyter Kernel Gateway API under /api) and, if admin_listen is set, a second one carries the admin
-// endpoints alone. The fronts reach the engine only through warden.v1 over
-// the gRPC server's in-process channel, with the client's token, so they
-// see the same tenants, quotas and limits as gRPC callers.
+// endpoints, the E2B API, the Jupyter Kernel Gateway API under /api) and,
+// if admin_listen is set, a second one carries the admin endpoints alone.
+// Which hosts and origins may call is the HTTP server's one policy
+// (fronts/http/access_policy.h). The fronts reach the engine only through
+// warden.v1 over the gRPC server's in-process channel, with the client's
+// token, so they see the same tenants, quotas and limits as gRPC callers.
 //
 // A new front (fronts/e2b, fronts/jupyter) adds its routes in Start().
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "fronts/admin/admin_front.h"
@@ -27,9 +31,13 @@ struct HttpFrontsOptions {
   // What the server accepts, for the fronts' own bounds on bodies.
   int64_t max_code_bytes = 1 << 20;
   int64_t max_file_bytes = 64LL << 20;
-  // Without tokens, MCP answers only requests whose Host is loopback (DNS
-  // rebinding).
+  // Without tokens, a request's Host must name loopback or an entry of
+  // allowed_hosts (DNS rebinding); listed hosts are checked with tokens too.
   bool tokens_configured = false;
+  // Which hosts and web origins may call besides loopback ones
+  // (http.allowed_hosts, http.allowed_origins; fronts/http/access_policy.h).
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
 };
 
 // Maps an "authorization" header value ("Bearer <token>", or empty) to a
@@ -45,6 +53,9 @@ class HttpFronts {
 
   int http_port() const { return http_ ? http_->port() : 0; }
   int admin_port() const { return admin_ ? admin_->port() : 0; }
+  // The routes served on http_listen (null without it): for tests that
+  // walk every route.
+  const http::Router* router() const { return router_.get(); }
   // Closes the listeners and every connection, and joins their threads.
   void Stop();
 
@@ -56,6 +67,7 @@ class HttpFronts {
   std::unique_ptr<mcp::McpTools> mcp_tools_;
   std::unique_ptr<mcp::McpServer> mcp_;
   std::shared_ptr<jupyter::KernelGateway> kernel_gateway_;
+  std::shared_ptr<const http::Router> router_;
   std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<http::HttpServer> admin_;
 };

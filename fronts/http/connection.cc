@@ -39,8 +39,13 @@ void ParseTarget(Request& request) {
 }  // namespace
 
 Connection::Connection(net::io_context& io, net::ip::tcp::socket socket, const HttpServerOptions& options,
-                       const Router& router, const Authenticate& authenticate)
-    : io_(io), stream_(std::move(socket)), options_(options), router_(router), authenticate_(authenticate) {}
+                       const Router& router, const AccessPolicy& access, const Authenticate& authenticate)
+    : io_(io),
+      stream_(std::move(socket)),
+      options_(options),
+      router_(router),
+      access_(access),
+      authenticate_(authenticate) {}
 
 void Connection::SendError(Request& request, const Protocol* protocol, unsigned http_status,
                            const absl::Status& status, bool close) {
@@ -49,8 +54,19 @@ void Connection::SendError(Request& request, const Protocol* protocol, unsigned 
                           : Response::Text(http_status, absl::StrCat(status.message(), "\n"));
   if (protocol == nullptr || !protocol->render_error_sets_status) response.status = http_status;
   if (close) request.raw.keep_alive(false);
-  Exchange exchange(*this, request);
+  Exchange exchange(*this, request, access_.CorsHeaders(request, protocol));
   (void)exchange.Send(response);
+}
+
+bool Connection::AnswerPreflight(Request& request, const Router::Match& match) {
+  const std::vector<std::string> methods = router_.MethodsAt(request.path);
+  if (methods.empty()) {
+    SendError(request, match.protocol, 404, absl::NotFoundError(absl::StrCat("no such endpoint: ", request.path)),
+              false);
+    return request.raw.keep_alive();
+  }
+  Exchange exchange(*this, request);
+  return exchange.Send(access_.Preflight(request, match.protocol, methods)).ok() && !exchange.close_after();
 }
 
 void Connection::Serve() {
@@ -90,8 +106,24 @@ void Connection::ServeRequests() {
                 absl::InvalidArgumentError("bad request: the request target must be an absolute path"), true);
       return;
     }
-    Router::Match match = router_.Find(request.method(), request.path);
+    // A preflight asks about the method it names.
+    const bool preflight = AccessPolicy::IsPreflight(request);
+    Router::Match match =
+        router_.Find(preflight ? request.Header("Access-Control-Request-Method") : request.method(), request.path);
     request.params = std::move(match.params);
+    // Which hosts and origins may call, before anything else is done for
+    // the request (its body is still unread: the connection then closes).
+    if (absl::Status allowed = access_.Check(request); !allowed.ok()) {
+      SendError(request, match.protocol, 403, allowed, true);
+      return;
+    }
+    if (preflight) {
+      if (head.content_length().value_or(0) != 0 || head.chunked()) {
+        request.raw.keep_alive(false);  // a preflight has no body; do not read one
+      }
+      if (!AnswerPreflight(request, match)) return;
+      continue;
+    }
     if (match.route == nullptr) {
       // The body is left unread, so the connection cannot carry on.
       if (!match.allowed.empty()) {
@@ -108,7 +140,7 @@ void Connection::ServeRequests() {
                 : Response::Text(405, absl::StrCat("method not allowed; use ", absl::StrJoin(match.allowed, ", "), "\n"));
         response.status = 405;
         response.With("Allow", absl::StrJoin(match.allowed, ", "));
-        Exchange exchange(*this, request);
+        Exchange exchange(*this, request, access_.CorsHeaders(request, match.protocol));
         (void)exchange.Send(response);
         return;
       }
@@ -162,7 +194,7 @@ void Connection::ServeRequests() {
       request.tenant = *std::move(tenant);
     }
 
-    Exchange exchange(*this, request);
+    Exchange exchange(*this, request, access_.CorsHeaders(request, route.protocol.get()));
     absl::Status handled;
     try {
       handled = route.handler(request, exchange);

@@ -26,7 +26,7 @@ namespace beast = boost::beast;
 class Connection {
  public:
   Connection(net::io_context& io, net::ip::tcp::socket socket, const HttpServerOptions& options,
-             const Router& router, const Authenticate& authenticate);
+             const Router& router, const AccessPolicy& access, const Authenticate& authenticate);
 
   // Serves requests until the client closes, a deadline passes, an answer
   // says close, or the socket is shut down from outside (HttpServer::Stop).
@@ -55,12 +55,16 @@ class Connection {
   // Answers with an error in the protocol's shape (plain text without one).
   void SendError(Request& request, const Protocol* protocol, unsigned http_status,
                  const absl::Status& status, bool close);
+  // Answers a CORS preflight (access_policy.h); false when the connection
+  // must close.
+  bool AnswerPreflight(Request& request, const Router::Match& match);
 
   net::io_context& io_;  // not owned; this connection's alone
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   const HttpServerOptions& options_;
   const Router& router_;
+  const AccessPolicy& access_;
   const Authenticate& authenticate_;
 };
 

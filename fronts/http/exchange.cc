@@ -184,6 +184,7 @@ absl::Status Exchange::Send(const Response& response) {
   res.set(bhttp::field::server, "wardend");
   res.set(bhttp::field::content_type, response.content_type);
   for (const auto& [name, value] : response.headers) res.insert(name, value);
+  for (const auto& [name, value] : headers_) res.insert(name, value);
   res.body() = response.body;
   res.keep_alive(request_.raw.keep_alive() && !close_after_ && !response.close);
   res.prepare_payload();
@@ -216,6 +217,7 @@ absl::StatusOr<std::unique_ptr<ResponseStream>> Exchange::StartStream(
   res.set(bhttp::field::cache_control, "no-cache");
   res.set("X-Accel-Buffering", "no");  // proxies (nginx) must not hold the stream back
   for (const auto& [name, value] : headers) res.insert(name, value);
+  for (const auto& [name, value] : headers_) res.insert(name, value);
   if (chunked) {
     res.chunked(true);
     res.keep_alive(request_.raw.keep_alive());

@@ -86,7 +86,10 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
 
 class Exchange {
  public:
-  Exchange(Connection& connection, const Request& request) : connection_(connection), request_(request) {}
+  // `headers` go with every answer (the server's CORS headers).
+  Exchange(Connection& connection, const Request& request,
+           std::vector<std::pair<std::string, std::string>> headers = {})
+      : connection_(connection), request_(request), headers_(std::move(headers)) {}
 
   absl::Status Send(const Response& response);
   absl::StatusOr<std::unique_ptr<ResponseStream>> StartStream(
@@ -107,6 +110,7 @@ class Exchange {
  private:
   Connection& connection_;
   const Request& request_;
+  const std::vector<std::pair<std::string, std::string>> headers_;
   bool answered_ = false;
   bool upgraded_ = false;
   bool close_after_ = false;

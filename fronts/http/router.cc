@@ -97,4 +97,19 @@ Router::Match Router::Find(absl::string_view method, absl::string_view path) con
   return match;
 }
 
+std::vector<std::string> Router::MethodsAt(absl::string_view path) const {
+  std::vector<std::string> methods;
+  const std::vector<std::string> segments = Segments(path);
+  for (const Route& route : routes_) {
+    absl::flat_hash_map<std::string, std::string> params;
+    if (Fit(route.segments, segments, &params) < 0) continue;
+    if (std::find(methods.begin(), methods.end(), route.method) == methods.end()) methods.push_back(route.method);
+  }
+  if (std::find(methods.begin(), methods.end(), "GET") != methods.end() &&
+      std::find(methods.begin(), methods.end(), "HEAD") == methods.end()) {
+    methods.push_back("HEAD");
+  }
+  return methods;
+}
+
 }  // namespace warden::http

@@ -41,6 +41,12 @@ struct Protocol {
   // Whether render_error's Response keeps its own HTTP status (Connect
   // streams answer errors with 200) instead of taking `http_status`.
   bool render_error_sets_status = false;
+  // CORS (access_policy.h), for the origins the server allows: the request
+  // headers the protocol's browser clients send beyond the safelisted ones
+  // (a preflight's Access-Control-Allow-Headers), and the answer headers
+  // they read (Access-Control-Expose-Headers).
+  std::vector<std::string> cors_request_headers;
+  std::vector<std::string> cors_expose_headers;
 };
 
 struct RouteOptions {
@@ -73,6 +79,11 @@ class Router {
     std::vector<std::string> allowed;    // methods the path has, when route is null
   };
   Match Find(absl::string_view method, absl::string_view path) const;
+  // The methods routes take at `path` (HEAD wherever GET), for preflights.
+  std::vector<std::string> MethodsAt(absl::string_view path) const;
+
+  // Every route, in the order added: for tests that walk the table.
+  const std::vector<Route>& routes() const { return routes_; }
 
  private:
   std::vector<Route> routes_;

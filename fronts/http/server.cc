@@ -48,6 +48,7 @@ struct HttpServer::Shared {
   HttpServerOptions options;
   std::shared_ptr<const Router> router;
   Authenticate authenticate;
+  AccessPolicy access;
   net::io_context accept_io;
   net::ip::tcp::acceptor acceptor{accept_io};
 
@@ -78,6 +79,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   shared->options = std::move(options);
   shared->router = std::move(router);
   shared->authenticate = std::move(authenticate);
+  shared->access = AccessPolicy(shared->options.access);
   beast::error_code ec;
   auto& acceptor = shared->acceptor;
   acceptor.open(endpoint->protocol(), ec);
@@ -164,7 +166,8 @@ void HttpServer::AcceptLoop() {
           const auto protocol = socket.local_endpoint(assign_ec).protocol();
           net::ip::tcp::socket mine(io);
           if (!assign_ec) mine.assign(protocol, socket.release(), assign_ec);
-          Connection connection(io, std::move(mine), shared->options, *shared->router, shared->authenticate);
+          Connection connection(io, std::move(mine), shared->options, *shared->router, shared->access,
+                                shared->authenticate);
           if (!assign_ec) connection.Serve();
           // Forget the fd before it closes (with `connection`), so that Stop
           // never shuts down a descriptor number reused by someone else.

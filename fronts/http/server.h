@@ -14,8 +14,10 @@
 //      answers once through the Exchange: Send a Response, StartStream for
 //      chunked / SSE / NDJSON, or AcceptWebSocket (subprotocols negotiated)
 //      and Run it; or it returns an error for the protocol to render.
-//   4. By then the body is read (bounded by the route's max_body_bytes,
-//      413 past it), and, unless the route is public, request.token was
+//   4. By then the caller's Host and Origin passed the access policy
+//      (access_policy.h; preflights are answered by the server), the body
+//      is read (bounded by the route's max_body_bytes, 413 past it), and,
+//      unless the route is public, request.token was
 //      authenticated to request.tenant. Fronts reach sessions only through
 //      warden.v1, forwarding request.token (fronts/http/upstream.h).
 //
@@ -35,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "fronts/http/access_policy.h"
 #include "fronts/http/router.h"
 
 namespace warden::http {
@@ -53,6 +56,9 @@ struct HttpServerOptions {
   // Connections served at once, each on a thread of its own; one more is
   // answered 503 and closed at once.
   int max_connections = 256;
+  // Which hosts and web origins may call (access_policy.h); applied to
+  // every request before its route's handler, preflights answered.
+  AccessOptions access;
 };
 
 // The tenant a token belongs to ("" when the request had none), or

@@ -4,6 +4,7 @@
 // keep serving after every bad request.
 #include "fronts/http/server.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,6 +41,8 @@ constexpr char kToken[] = "tok-0123456789abcdef";
 std::shared_ptr<Protocol> JsonProtocol() {
   auto p = std::make_shared<Protocol>();
   p->name = "test";
+  p->cors_request_headers = {"X-API-KEY", "Content-Type"};
+  p->cors_expose_headers = {"Location"};
   p->find_token = [](const Request& r) { return HeaderToken(r, "X-API-KEY"); };
   p->render_error = [](unsigned status, const absl::Status& error, const Request&) {
     return Response::Json(status, {{"error", {{"code", status}, {"message", std::string(error.message())}}}});
@@ -52,7 +55,8 @@ class HttpServerTest : public ::testing::Test {
   void SetUp() override {
     auto router = std::make_shared<Router>();
     auto protocol = JsonProtocol();
-    router->Add(protocol, "POST", "/echo", [](Request& r, Exchange& e) {
+    router->Add(protocol, "POST", "/echo", [this](Request& r, Exchange& e) {
+      ++echoes_;
       return e.Send(Response::Json(200, {{"body", r.body()}, {"tenant", r.tenant}}));
     });
     router->Add(protocol, "GET", "/things/{id}", [](Request& r, Exchange& e) {
@@ -95,6 +99,9 @@ class HttpServerTest : public ::testing::Test {
     HttpServerOptions options;
     options.listen = "127.0.0.1:0";
     options.max_body_bytes = 1024;
+    options.access.check_host = true;
+    options.access.allowed_hosts = {"warden.test"};
+    options.access.allowed_origins = {"https://app.example"};
     auto server = HttpServer::Start(options, router, [](absl::string_view token) -> absl::StatusOr<std::string> {
       if (token == kToken) return std::string("acme");
       return absl::UnauthenticatedError(token.empty() ? "no token" : "unknown token");
@@ -153,6 +160,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   std::unique_ptr<HttpServer> server_;
+  std::atomic<int> echoes_{0};
 };
 
 TEST_F(HttpServerTest, RoutesWithParametersQueriesAndTheTenant) {
@@ -358,6 +366,94 @@ TEST_F(HttpServerTest, AWebSocketKeptPastItsConnectionIsClosedAndSafeToDrop) {
   kept->Close();
   kept.reset();
   ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, AForeignHostOrOriginIsRefusedInTheProtocolsShapeBeforeTheHandlerRuns) {
+  const std::string body = "code";
+  for (const auto& [header, value, setting] :
+       {std::tuple<const char*, const char*, const char*>{"Host", "evil.example:8080", "http.allowed_hosts"},
+        {"Origin", "http://evil.example", "http.allowed_origins"},
+        {"Origin", "null", "http.allowed_origins"}}) {
+    const std::string raw = Raw(absl::StrCat("POST /echo HTTP/1.1\r\n",
+                                             std::string(header) == "Host" ? "" : "Host: 127.0.0.1\r\n", header,
+                                             ": ", value, "\r\nX-API-KEY: ", kToken,
+                                             "\r\nContent-Length: 4\r\n\r\n", body));
+    EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 403 Forbidden")) << value;
+    const json error = json::parse(raw.substr(raw.find("\r\n\r\n") + 4), nullptr, false);
+    EXPECT_EQ(error["error"]["code"], 403) << raw;
+    EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr(setting)) << raw;
+    EXPECT_THAT(raw, ::testing::Not(HasSubstr("Access-Control-Allow-Origin")));
+  }
+  EXPECT_EQ(echoes_, 0);
+  // Refused before authentication too: no token needed to learn nothing.
+  EXPECT_THAT(Raw("GET /things/1 HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"),
+              ::testing::StartsWith("HTTP/1.1 403 Forbidden"));
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, ListedHostsAndOriginsAreServedAndAllowedOriginsGetCors) {
+  for (const char* host : {"warden.test:8080", "127.0.0.1:1", "[::1]:8080"}) {
+    const std::string raw = Raw(absl::StrCat("POST /echo HTTP/1.1\r\nHost: ", host, "\r\nX-API-KEY: ", kToken,
+                                             "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"));
+    EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 200 OK")) << host;
+    EXPECT_THAT(raw, ::testing::Not(HasSubstr("Access-Control-Allow-Origin"))) << "no Origin, no CORS";
+  }
+  for (const char* origin : {"https://app.example", "http://localhost:5173"}) {
+    const std::string raw = Raw(absl::StrCat("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: ", origin,
+                                             "\r\nX-API-KEY: ", kToken,
+                                             "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"));
+    EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 200 OK")) << origin;
+    EXPECT_THAT(raw, HasSubstr(absl::StrCat("Access-Control-Allow-Origin: ", origin, "\r\n")));
+    EXPECT_THAT(raw, HasSubstr("Vary: Origin\r\n"));
+    EXPECT_THAT(raw, HasSubstr("Access-Control-Expose-Headers: Location\r\n"));
+  }
+  // Errors too, so that a browser client can show them; streams as well.
+  std::string raw = Raw("GET /things/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://app.example\r\n"
+                        "Connection: close\r\n\r\n");
+  EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 401"));
+  EXPECT_THAT(raw, HasSubstr("Access-Control-Allow-Origin: https://app.example\r\n"));
+  raw = Raw(absl::StrCat("GET /lines HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://app.example\r\nX-API-KEY: ",
+                         kToken, "\r\nConnection: close\r\n\r\n"));
+  EXPECT_THAT(raw, HasSubstr("Access-Control-Allow-Origin: https://app.example\r\n"));
+  EXPECT_THAT(raw, HasSubstr("{\"n\":2}"));
+  EXPECT_EQ(echoes_, 5);
+}
+
+TEST_F(HttpServerTest, PreflightsFromAllowedOriginsListTheMethodsAndHeadersForeignOnesAre403) {
+  const auto preflight = [this](const std::string& origin, const std::string& path, const std::string& method) {
+    return Raw(absl::StrCat("OPTIONS ", path, " HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nOrigin: ", origin,
+                            "\r\nAccess-Control-Request-Method: ", method,
+                            "\r\nAccess-Control-Request-Headers: x-api-key, content-type\r\n"
+                            "Connection: close\r\n\r\n"));
+  };
+  std::string raw = preflight("https://app.example", "/echo", "POST");
+  EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 204 No Content"));
+  EXPECT_THAT(raw, HasSubstr("Access-Control-Allow-Origin: https://app.example\r\n"));
+  EXPECT_THAT(raw, HasSubstr("Access-Control-Allow-Methods: POST\r\n"));
+  EXPECT_THAT(raw, HasSubstr("Access-Control-Allow-Headers: X-API-KEY, Content-Type\r\n"));
+  raw = preflight("https://app.example", "/things/7", "GET");
+  EXPECT_THAT(raw, HasSubstr("Access-Control-Allow-Methods: GET, HEAD\r\n"));
+  // No token is asked of a preflight (browsers send none), and the handler never runs.
+  for (const char* origin : {"http://evil.example", "https://app.example.evil.example"}) {
+    raw = preflight(origin, "/echo", "POST");
+    EXPECT_THAT(raw, ::testing::StartsWith("HTTP/1.1 403 Forbidden")) << origin;
+    EXPECT_THAT(raw, HasSubstr("http.allowed_origins")) << origin;
+    EXPECT_THAT(raw, ::testing::Not(HasSubstr("Access-Control-Allow")));
+  }
+  EXPECT_THAT(preflight("https://app.example", "/nowhere", "GET"), HasSubstr("404"));
+  EXPECT_EQ(echoes_, 0);
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, AWebSocketUpgradeFromAForeignOriginOrHostIsRefused) {
+  EXPECT_THAT(Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\nOrigin: http://evil.example\r\n"))),
+              ::testing::StartsWith("HTTP/1.1 403 Forbidden"));
+  std::string evil_host = Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\n"));
+  evil_host.replace(evil_host.find("Host: localhost"), 15, "Host: evil.example");
+  EXPECT_THAT(Raw(evil_host), ::testing::StartsWith("HTTP/1.1 403 Forbidden"));
+  EXPECT_THAT(Raw(Upgrade(absl::StrCat("X-API-KEY: ", kToken, "\r\nOrigin: https://app.example\r\n")),
+                  /*head_only=*/true),
+              ::testing::StartsWith("HTTP/1.1 101 Switching Protocols"));
 }
 
 TEST_F(HttpServerTest, StopEndsOpenWebSocketsAndIdleConnections) {

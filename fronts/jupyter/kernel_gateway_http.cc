@@ -61,6 +61,9 @@ void AddKernelGatewayRoutes(http::Router& router, std::shared_ptr<KernelGateway>
   auto protocol = std::make_shared<http::Protocol>();
   protocol->name = "jupyter";
   protocol->find_token = http::JupyterToken;
+  // What @jupyterlab/services sends from a browser, and reads.
+  protocol->cors_request_headers = {"Authorization", "Content-Type", "X-XSRFToken"};
+  protocol->cors_expose_headers = {"Location"};
   protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request&) {
     std::string message(error.message());
     if (status == 401) {

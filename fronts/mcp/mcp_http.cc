@@ -17,18 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-// The host of "http://HOST:PORT/..." or of a Host header "HOST:PORT".
-std::string HostOf(absl::string_view text) {
-  if (const size_t scheme = text.find("://"); scheme != absl::string_view::npos) text.remove_prefix(scheme + 3);
-  text = text.substr(0, text.find('/'));
-  if (absl::StartsWith(text, "[")) return std::string(text.substr(0, text.find(']') + 1));
-  return absl::AsciiStrToLower(text.substr(0, text.rfind(':')));
-}
-
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "127.0.0.1" || host == "[::1]";
-}
-
 // The JSON-RPC error body HTTP-level failures carry, so MCP clients show the
 // message: {"jsonrpc": "2.0", "id": null, "error": {...}}.
 http::Response RpcErrorResponse(unsigned status, int code, const std::string& message) {
@@ -122,40 +110,27 @@ void AddMcpRoutes(http::Router& router, McpServer& server, McpHttpOptions option
   auto protocol = std::make_shared<http::Protocol>();
   protocol->name = "mcp";
   protocol->find_token = http::BearerToken;
+  // What MCP's browser clients send and read (the TypeScript SDK's
+  // StreamableHTTPClientTransport, the Inspector).
+  protocol->cors_request_headers = {"Authorization", "Content-Type", "Accept", "MCP-Protocol-Version",
+                                    "Mcp-Session-Id", "Mcp-Method", "Mcp-Name", "Last-Event-ID"};
+  protocol->cors_expose_headers = {"Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate"};
   protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request&) {
     std::string message(error.message());
     if (status == 401) {
       message = absl::StrCat(message, "; send the Warden token as \"Authorization: Bearer TOKEN\"");
     }
-    http::Response r = RpcErrorResponse(status, status == 400 ? kInvalidRequest : kInternalError, message);
+    http::Response r =
+        RpcErrorResponse(status, status == 400 || status == 403 ? kInvalidRequest : kInternalError, message);
     if (status == 401) r.With("WWW-Authenticate", "Bearer realm=\"warden\"");
     return r;
-  };
-
-  auto origin_ok = [options](const http::Request& request) -> absl::Status {
-    const std::string origin = request.Header("Origin");
-    if (!origin.empty() && !IsLoopbackHost(HostOf(origin)) &&
-        std::find(options.allowed_origins.begin(), options.allowed_origins.end(), origin) ==
-            options.allowed_origins.end()) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("Origin ", origin, " is not allowed (DNS rebinding protection): only loopback origins are"));
-    }
-    if (options.require_loopback_host && !IsLoopbackHost(HostOf(request.Header("Host")))) {
-      return absl::PermissionDeniedError(absl::StrCat("Host ", request.Header("Host"),
-                                                      " is not allowed (DNS rebinding protection): connect as "
-                                                      "localhost, 127.0.0.1 or [::1]"));
-    }
-    return absl::OkStatus();
   };
 
   http::RouteOptions route_options;
   route_options.max_body_bytes = options.max_body_bytes;
   router.Add(
       protocol, "POST", "/mcp",
-      [&server, origin_ok](http::Request& request, http::Exchange& exchange) -> absl::Status {
-        if (absl::Status s = origin_ok(request); !s.ok()) {
-          return exchange.Send(RpcErrorResponse(403, kInvalidRequest, std::string(s.message())));
-        }
+      [&server](http::Request& request, http::Exchange& exchange) -> absl::Status {
         json message = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
         if (message.is_discarded()) {
           return exchange.Send(

@@ -10,14 +10,11 @@
 //               response); notifications alone get 202 and no body.
 //   GET, DELETE 405: no server-initiated stream and no HTTP session (state
 //               lives in Warden sessions, named by the session_id argument).
-// The client's "Authorization: Bearer TOKEN" is its Warden token. An Origin
-// header must name a loopback host or one of allowed_origins (403
-// otherwise), against DNS rebinding; without tokens the Host must be
-// loopback as well.
+// The client's "Authorization: Bearer TOKEN" is its Warden token. Which
+// hosts and origins may call (DNS rebinding) is the HTTP server's policy,
+// the same for every protocol (fronts/http/access_policy.h); its refusals
+// come as JSON-RPC errors with 403.
 #pragma once
-
-#include <string>
-#include <vector>
 
 #include "fronts/http/router.h"
 #include "fronts/mcp/mcp_server.h"
@@ -25,11 +22,6 @@
 namespace warden::mcp {
 
 struct McpHttpOptions {
-  // Origins ("https://app.example.com") allowed besides loopback ones.
-  std::vector<std::string> allowed_origins;
-  // Refuse a Host header that is not loopback (when nothing else tells
-  // callers apart: the daemon has no tokens).
-  bool require_loopback_host = false;
   size_t max_body_bytes = 96 << 20;  // base64 uploads are 4/3 of the file
 };
 

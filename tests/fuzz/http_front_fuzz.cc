@@ -1,7 +1,8 @@
 // The HTTP front as a client on the network meets it: each input is the
 // bytes of one TCP connection to a live HttpServer (fronts/http) - request
-// lines, header fields, chunked and plain bodies, pipelined requests, and
-// WebSocket frames after an upgrade. The server must answer or close, and
+// lines, header fields, chunked and plain bodies, pipelined requests,
+// WebSocket frames after an upgrade, Host and Origin fields the access
+// policy weighs, and CORS preflights. The server must answer or close, and
 // close once the client has sent everything (no input may hold a
 // connection's thread), and it must keep serving.
 #include <arpa/inet.h>
@@ -78,6 +79,11 @@ warden::http::HttpServer& Server() {
     options.max_body_bytes = 4096;
     options.head_timeout = absl::Seconds(2);
     options.io_timeout = absl::Seconds(2);
+    // The browser policy as an open loopback daemon has it, with "x" (the
+    // seeds' Host) listed; seeds with other hosts and origins are refused.
+    options.access.check_host = true;
+    options.access.allowed_hosts = {"x"};
+    options.access.allowed_origins = {"https://app.example"};
     auto server = warden::http::HttpServer::Start(options, Routes(), [](absl::string_view token)
                                                        -> absl::StatusOr<std::string> {
       if (token == kToken) return std::string("fuzz");
@@ -152,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // And it still serves.
   const int probe = Connect();
-  const std::string get = "GET /things/a/b?q=1 HTTP/1.1\r\nHost: x\r\nX-API-KEY: tok-0123456789abcdef\r\n"
+  const std::string get = "GET /things/a/b?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-KEY: tok-0123456789abcdef\r\n"
                           "Connection: close\r\n\r\n";
   FUZZ_CHECK(send(probe, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()));
   char head[12] = {};
