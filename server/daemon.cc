@@ -284,9 +284,22 @@ absl::Status Daemon::Start() {
                                             .max_file_bytes = options_.limits.max_file_bytes,
                                             .tokens_configured = !options_.auth.tokens_file.empty(),
                                             .allowed_hosts = options_.http.allowed_hosts,
-                                            .allowed_origins = options_.http.allowed_origins};
+                                            .allowed_origins = options_.http.allowed_origins,
+                                            .head_timeout_ms = options_.http.head_timeout_ms,
+                                            .idle_timeout_ms = options_.http.idle_timeout_ms,
+                                            .max_connections = options_.http.max_connections,
+                                            .max_streams_per_tenant = options_.http.max_streams_per_tenant,
+                                            .io_threads = options_.http.io_threads,
+                                            .handler_threads = options_.http.handler_threads};
   ASSIGN_OR_RETURN(http_, fronts::HttpFronts::Start(fronts_options, *server_, authenticate_, std::move(admin)));
-  if (http_->http_port() != 0) spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
+  if (http_->http_port() != 0) {
+    spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
+    if (http_->http_max_connections() < options_.http.max_connections) {
+      spdlog::warn("the HTTP front holds at most {} connections, not http.max_connections {}: RLIMIT_NOFILE is "
+                   "too low for more (raise LimitNOFILE, or ulimit -n)",
+                   http_->http_max_connections(), options_.http.max_connections);
+    }
+  }
   if (keeper_) {
     keeper_->Serving();
   } else {
@@ -323,11 +336,16 @@ void Daemon::Shutdown(absl::Duration grace) {
     absl::MutexLock lock(&health_mu_);
     health_ = nullptr;  // pools that change their health from now on change nothing
   }
+  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+  // The HTTP front first: its handlers call the gRPC server in process, and
+  // must be done with it (or blocked in a call the deadline will cancel)
+  // before it goes.
+  const absl::Time deadline = absl::Now() + grace;
+  if (http_ && !http_->Drain(deadline)) spdlog::warn("HTTP requests were still running at shutdown");
   if (server_) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
     // Stops accepting; in-flight calls get until the deadline, then are
     // cancelled (which interrupts their cells).
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+    server_->Shutdown(absl::ToChronoTime(deadline));
   }
   if (engine_) engine_->Stop();
   if (service_ && !service_->tasks().WaitIdle(absl::Now() + grace + absl::Seconds(5))) {

@@ -69,6 +69,8 @@ class Daemon {
   // The HTTP front's port and the admin-only port actually bound (0: off).
   int http_port() const { return http_ ? http_->http_port() : 0; }
   int admin_port() const { return http_ ? http_->admin_port() : 0; }
+  // The HTTP front's connections now (0 without http_listen).
+  int http_connections() const { return http_ ? http_->http_connections() : 0; }
   // The HTTP front's routes (null without http_listen), for tests.
   const http::Router* http_router() const { return http_ ? http_->router() : nullptr; }
   Engine& engine() { return *engine_; }

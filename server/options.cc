@@ -65,6 +65,12 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.Object("http", [o](ObjectReader& h) {
     h.StringList("allowed_hosts", &o->http.allowed_hosts);
     h.StringList("allowed_origins", &o->http.allowed_origins);
+    h.Int("head_timeout_ms", &o->http.head_timeout_ms);
+    h.Int("idle_timeout_ms", &o->http.idle_timeout_ms);
+    h.Int("max_connections", &o->http.max_connections);
+    h.Int("max_streams_per_tenant", &o->http.max_streams_per_tenant);
+    h.Int("io_threads", &o->http.io_threads);
+    h.Int("handler_threads", &o->http.handler_threads);
   });
   r.Object("tls", [o](ObjectReader& t) {
     t.String("cert_file", &o->tls.cert_file);
@@ -380,6 +386,19 @@ absl::Status DaemonOptions::Validate() const {
     }
   }
 
+  // The HTTP front's connections.
+  const std::tuple<const char*, int64_t, int64_t, int64_t> http_bounds[] = {
+      {"http.head_timeout_ms", http.head_timeout_ms, 100, 3'600'000},
+      {"http.idle_timeout_ms", http.idle_timeout_ms, 100, 86'400'000},
+      {"http.max_connections", http.max_connections, 1, 1'000'000},
+      {"http.max_streams_per_tenant", http.max_streams_per_tenant, 1, 1'000'000},
+      {"http.io_threads", http.io_threads, 0, 64},
+      {"http.handler_threads", http.handler_threads, 1, 16'384}};
+  for (const auto& [name, value, min, max] : http_bounds) {
+    if (value < min || value > max) {
+      p.Add(absl::StrCat(name, " is ", value, "; it must be between ", min, " and ", max));
+    }
+  }
   // Who may call the HTTP front from a browser.
   for (const std::string& host : http.allowed_hosts) {
     if (absl::Status s = http::NormalizeAllowedHost(host).status(); !s.ok()) {

@@ -9,11 +9,17 @@
 //     sandbox-plane and envd route refuses a missing and a wrong access
 //     token (the walk covers routes added later), and one tenant cannot
 //     see, use or end another's sandbox, kernel or session.
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -24,6 +30,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
@@ -92,7 +100,7 @@ class HttpFrontTest : public ::testing::Test {
  protected:
   // Starts a daemon with an HTTP front: with tokens for alice and bob, or
   // open on loopback (no tokens) with warden.test and kAllowedOrigin listed.
-  void StartDaemon(bool tokens) {
+  void StartDaemon(bool tokens, const std::function<void(DaemonOptions&)>& adjust = nullptr) {
     char dir[] = "/tmp/warden-httpfront-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
@@ -118,6 +126,7 @@ class HttpFrontTest : public ::testing::Test {
     options.executor.host_id_base = static_cast<uid_t>(5'000'000 + (getpid() % 4096) * 256);
     options.executor.host_id_count = 256;
     options.shutdown_grace_ms = 2'000;
+    if (adjust) adjust(options);
     auto daemon = Daemon::Create(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
@@ -451,6 +460,156 @@ TEST_F(HttpFrontTest, OneTenantCannotSeeUseOrEndAnothersSandboxKernelOrSession) 
   EXPECT_THAT(ran.body, HasSubstr("42"));
   EXPECT_EQ(Send("DELETE", sandbox_path, E2bKey(kAlice)).status, 204u);
   EXPECT_EQ(Send("DELETE", kernel_path, Jupyter(kAlice)).status, 204u);
+}
+
+// A real, unmodified HTTP client: libcurl, one request on a connection of
+// its own. {status, body}; status 0 when the request failed.
+std::pair<long, std::string> Curl(const std::string& method, const std::string& url, const std::string& body,
+                                  const std::vector<std::string>& headers) {
+  CURL* curl = curl_easy_init();
+  std::string out;
+  curl_slist* list = nullptr;
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (method != "GET") curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+  curl_easy_setopt(curl, CURLOPT_FORBID_REUSE, 1L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* sink) {
+    static_cast<std::string*>(sink)->append(data, size * n);
+    return size * n;
+  });
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &out);
+  long status = 0;
+  if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(curl);
+  return {status, out};
+}
+
+// A raw client connection: how attackers and idle clients look.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  bool Send(const std::string& bytes) const {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  // Reads until `text` has arrived (or 30 s).
+  bool ReadUntil(const std::string& text) const {
+    std::string got;
+    char buffer[4096];
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (got.find(text) == std::string::npos && absl::Now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 1000) <= 0) continue;
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) return false;
+      got.append(buffer, static_cast<size_t>(n));
+    }
+    return got.find(text) != std::string::npos;
+  }
+  // Whether the server has closed it, without waiting.
+  bool Closed() const {
+    char buffer[4096];
+    while (true) {
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (n == 0) return true;
+      if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  limit.rlim_cur = limit.rlim_max;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+}
+
+// The E2B path a real client takes: create a sandbox, run a cell, kill it.
+// Empty when every step answered as it should; else what went wrong.
+std::string E2bRoundTrip(int port) {
+  const std::string base = absl::StrCat("http://127.0.0.1:", port);
+  auto [created, body] = Curl("POST", base + "/sandboxes", "{}", {"Content-Type: application/json"});
+  if (created != 201) return absl::StrCat("create: ", created, " ", body);
+  const json sandbox = json::parse(body, nullptr, false);
+  const std::string id = sandbox.value("sandboxID", ""), access = sandbox.value("envdAccessToken", "");
+  auto [ran, out] = Curl("POST", base + "/execute", R"js({"code": "print(6 * 7)"})js",
+                         {"Content-Type: application/json", "E2b-Sandbox-Id: " + id, "X-Access-Token: " + access});
+  if (ran != 200 || out.find("42") == std::string::npos) return absl::StrCat("execute: ", ran, " ", out);
+  auto [killed, _] = Curl("DELETE", base + "/sandboxes/" + id, "", {});
+  if (killed != 204) return absl::StrCat("kill: ", killed);
+  return "";
+}
+
+TEST_F(HttpFrontTest, ThousandsOfHalfSentHeadsLeaveARealClientServed) {
+  RaiseDescriptorLimit();
+  StartDaemon(/*tokens=*/false, [](DaemonOptions& o) {
+    o.http.max_connections = 1000;
+    o.http.head_timeout_ms = 600'000;  // the bound, not the deadline, must let the real client in
+  });
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 3000; ++i) {
+    auto c = std::make_unique<RawConnection>(port_);
+    ASSERT_TRUE(c->ok()) << i;
+    ASSERT_TRUE(c->Send("POST /sandboxes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: applica"));
+    slow.push_back(std::move(c));
+    if (i % 1000 == 999) {
+      EXPECT_EQ(E2bRoundTrip(port_), "") << "beside " << i + 1 << " half-sent heads";
+    }
+  }
+  EXPECT_LE(daemon_->http_connections(), 1001);
+  int closed = 0;
+  for (const auto& c : slow) closed += c->Closed() ? 1 : 0;
+  EXPECT_GE(closed, 1900) << "the heads that waited longest made room";
+  EXPECT_EQ(Curl("GET", absl::StrCat("http://127.0.0.1:", port_, "/api/kernelspecs"), "", {}).first, 200);
+}
+
+TEST_F(HttpFrontTest, IdleConnectionsAreHeldBesideARealClientAndClosedAfterTheIdleTimeout) {
+  RaiseDescriptorLimit();
+  StartDaemon(/*tokens=*/false, [](DaemonOptions& o) { o.http.idle_timeout_ms = 3'000; });
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 2000; ++i) {
+    auto c = std::make_unique<RawConnection>(port_);
+    ASSERT_TRUE(c->ok()) << i;
+    ASSERT_TRUE(c->Send("GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    ASSERT_TRUE(c->ReadUntil("2.14.0\"}")) << i;  // GET /api: {"gateway": ..., "version": ...}
+    idle.push_back(std::move(c));
+  }
+  const absl::Time answered = absl::Now();
+  EXPECT_EQ(E2bRoundTrip(port_), "") << "beside 2,000 idle connections";
+  if (absl::Now() - answered < absl::Seconds(2)) {
+    int open = 0;
+    for (const auto& c : idle) open += c->Closed() ? 0 : 1;
+    EXPECT_EQ(open, 2000) << "held until the idle timeout";
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  int closed = 0;
+  while (absl::Now() < deadline) {
+    closed = 0;
+    for (const auto& c : idle) closed += c->Closed() ? 1 : 0;
+    if (closed == 2000) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(closed, 2000) << "closed after http.idle_timeout_ms";
+  EXPECT_GE(absl::Now() - answered, absl::Seconds(2));
 }
 
 }  // namespace

@@ -15,7 +15,9 @@ void AddAdminRoutes(http::Router& router, AdminEndpoints endpoints) {
     r.close = true;
     return r;
   };
-  const http::RouteOptions public_route{.authenticate = false, .max_body_bytes = 0};
+  // Public, and quick: they run on an I/O thread, never waiting for a
+  // handler thread, so probes are answered however busy the pool is.
+  const http::RouteOptions public_route{.authenticate = false, .max_body_bytes = 0, .nonblocking = true};
   auto text = [](unsigned status, std::string body, std::string type = "text/plain; charset=utf-8") {
     http::Response r = http::Response::Text(status, std::move(body));
     r.content_type = std::move(type);

@@ -65,6 +65,7 @@ std::string Rfc3339(int64_t unix_ms) {
 // What the front remembers of a sandbox it created or connected to.
 struct Record {
   std::string token;         // the X-API-KEY (Warden token) it is used with
+  std::string tenant;        // whose it is: the sandbox plane's streams count as theirs
   std::string access_token;  // envdAccessToken
   std::string template_id;
   json metadata = json::object();
@@ -230,7 +231,7 @@ class Front {
     v1::Session session;
     RETURN_IF_ERROR(FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(),
                                                   create, &session)));
-    auto record = Register(session.id(), request.token, template_id, body);
+    auto record = Register(session.id(), request, template_id, body);
     if (body.contains("autoResume") && body["autoResume"].is_object()) {
       record->auto_resume = body["autoResume"].value("enabled", false);
     }
@@ -256,7 +257,7 @@ class Front {
       return absl::InvalidArgumentError(absl::StrCat(
           "snapshot ", snapshot_id, " was not taken from an E2B sandbox: restore it over warden.v1"));
     }
-    auto record = Register(session.id(), request.token, snapshot_id, body);
+    auto record = Register(session.id(), request, snapshot_id, body);
     return exchange.Send(http::Response::Json(201, Created(session, *record)));
   }
 
@@ -328,7 +329,7 @@ class Front {
         continue;
       }
       json metadata = parent ? parent->metadata : json::object();
-      auto record = Register(session.id(), request.token, parent ? parent->template_id : options_.template_id,
+      auto record = Register(session.id(), request, parent ? parent->template_id : options_.template_id,
                              {{"metadata", metadata}});
       json created = Created(session, *record);
       out.push_back({{"sandbox", created}});
@@ -407,6 +408,7 @@ class Front {
       // from now on the sandbox plane uses this key.
       auto fresh = std::make_shared<Record>();
       fresh->token = request.token;
+      fresh->tenant = request.tenant;
       fresh->access_token = RandomHex(16);
       fresh->template_id = record ? record->template_id : options_.template_id;
       if (record) fresh->metadata = record->metadata;
@@ -736,13 +738,16 @@ class Front {
 
   // Whether a sandbox-plane request may reach its sandbox: its access
   // token (Known), or for /files a URL that token signed (FileSandbox).
+  // The sandbox owner's tenant, as whom the request counts (its streams).
   // Every sandbox-plane and envd route checks this before its handler
   // (AddE2bRoutes, AddEnvdRoutes), so a route added later cannot forget it.
-  absl::Status CheckAccess(const http::Request& request) {
-    if (request.path == "/files" && !request.Query("signature").empty() && PresentedToken(request).empty()) {
-      return FileSandbox(request, request.method() == "GET" ? "read" : "write").status();
-    }
-    return Known(request).status();
+  absl::StatusOr<std::string> CheckAccess(const http::Request& request) {
+    absl::StatusOr<SandboxRef> sandbox =
+        request.path == "/files" && !request.Query("signature").empty() && PresentedToken(request).empty()
+            ? FileSandbox(request, request.method() == "GET" ? "read" : "write")
+            : Known(request);
+    if (!sandbox.ok()) return sandbox.status();
+    return sandbox->record->tenant;
   }
 
   // The sandbox of a /files request: named by the E2b-Sandbox-Id header
@@ -789,11 +794,12 @@ class Front {
   }
 
   // Remembers a sandbox this front made (create, restore, fork): the key it
-  // is used with and a fresh access token.
-  std::shared_ptr<Record> Register(const std::string& id, const std::string& token, const std::string& template_id,
-                                   const json& body) {
+  // is used with, its tenant and a fresh access token.
+  std::shared_ptr<Record> Register(const std::string& id, const http::Request& request,
+                                   const std::string& template_id, const json& body) {
     auto record = std::make_shared<Record>();
-    record->token = token;
+    record->token = request.token;
+    record->tenant = request.tenant;
     record->access_token = RandomHex(16);
     record->template_id = template_id;
     if (body.contains("metadata") && body["metadata"].is_object()) record->metadata = body["metadata"];
@@ -982,7 +988,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
                                                       http::Handler handler) {
     router.Add(protocol, method, pattern,
                [front, handler = std::move(handler)](http::Request& request, http::Exchange& exchange) {
-                 RETURN_IF_ERROR(front->CheckAccess(request));
+                 ASSIGN_OR_RETURN(request.tenant, front->CheckAccess(request));  // its streams count as the owner's
                  return handler(request, exchange);
                },
                plane);
@@ -1003,7 +1009,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   envd.max_body_bytes = std::min<size_t>(options.max_body_bytes, envd.max_body_bytes);
   AddEnvdRoutes(router, executor, [front](const http::Request& request) -> absl::StatusOr<EnvdSandbox> {
     ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request));
-    return EnvdSandbox{sandbox.id, sandbox.record->token};
+    return EnvdSandbox{sandbox.id, sandbox.record->token, sandbox.record->tenant};
   }, envd);
 }
 

@@ -500,7 +500,8 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
     // Keeps the front alive as long as the router holds the handler.
     router.Add(protocol, "POST", absl::StrCat("/", service, "/", method),
                [front, find_sandbox, handler = std::move(handler)](http::Request& r, http::Exchange& e) {
-                 RETURN_IF_ERROR(find_sandbox(r).status());
+                 ASSIGN_OR_RETURN(EnvdSandbox sandbox, find_sandbox(r));
+                 r.tenant = sandbox.tenant;  // its streams count as the owner's
                  return handler(r, e);
                },
                route);

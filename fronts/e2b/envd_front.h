@@ -29,6 +29,7 @@ namespace warden::e2b {
 struct EnvdSandbox {
   std::string id;     // the session id
   std::string token;  // the Warden token of the client that created or connected it
+  std::string tenant;  // whose it is (for counting its streams)
 };
 using FindSandbox = std::function<absl::StatusOr<EnvdSandbox>(const http::Request&)>;
 

@@ -53,6 +53,12 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     http_options.access.check_host = !options.tokens_configured || !options.allowed_hosts.empty();
     http_options.access.allowed_hosts = options.allowed_hosts;
     http_options.access.allowed_origins = options.allowed_origins;
+    http_options.head_timeout = absl::Milliseconds(options.head_timeout_ms);
+    http_options.idle_timeout = absl::Milliseconds(options.idle_timeout_ms);
+    http_options.max_connections = static_cast<int>(options.max_connections);
+    http_options.max_streams_per_tenant = static_cast<int>(options.max_streams_per_tenant);
+    http_options.io_threads = static_cast<int>(options.io_threads);
+    http_options.handler_threads = static_cast<int>(options.handler_threads);
     fronts->router_ = router;
     ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));
   }
@@ -64,7 +70,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     admin_options.name = "admin";
     admin_options.head_timeout = absl::Seconds(5);
     admin_options.max_header_bytes = 8 * 1024;
-    admin_options.max_connections = 32;
+    admin_options.max_connections = 64;
+    admin_options.io_threads = 1;
+    admin_options.handler_threads = 1;  // its routes never block: they run on the I/O thread
     // Probes and scrapers name the port by the address they were given
     // (often not loopback), and the admin routes only read counters.
     admin_options.access.check_host = false;
@@ -74,6 +82,8 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
 }
 
 HttpFronts::~HttpFronts() { Stop(); }
+
+bool HttpFronts::Drain(absl::Time deadline) { return http_ == nullptr || http_->Drain(deadline); }
 
 void HttpFronts::Stop() {
   if (http_) http_->Stop();

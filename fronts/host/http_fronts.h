@@ -38,6 +38,16 @@ struct HttpFrontsOptions {
   // (http.allowed_hosts, http.allowed_origins; fronts/http/access_policy.h).
   std::vector<std::string> allowed_hosts;
   std::vector<std::string> allowed_origins;
+  // The HTTP front's connections (http.*; fronts/http/server.h): a request
+  // head's deadline, a kept-alive connection's idle time, connections at
+  // once, long-lived streams per tenant, I/O threads (0: one per core) and
+  // threads for handlers that block.
+  int64_t head_timeout_ms = 10'000;
+  int64_t idle_timeout_ms = 60'000;
+  int64_t max_connections = 10'000;
+  int64_t max_streams_per_tenant = 256;
+  int64_t io_threads = 0;
+  int64_t handler_threads = 512;
 };
 
 // Maps an "authorization" header value ("Bearer <token>", or empty) to a
@@ -53,9 +63,18 @@ class HttpFronts {
 
   int http_port() const { return http_ ? http_->port() : 0; }
   int admin_port() const { return admin_ ? admin_->port() : 0; }
+  // The HTTP front's connection bound in force (max_connections, or lower
+  // to fit RLIMIT_NOFILE), and its connections now; 0 without it.
+  int http_max_connections() const { return http_ ? http_->max_connections() : 0; }
+  int http_connections() const { return http_ ? http_->connections() : 0; }
   // The routes served on http_listen (null without it): for tests that
   // walk every route.
   const http::Router* router() const { return router_.get(); }
+  // Closes the HTTP front's listener and connections, and waits until
+  // `deadline` for its handlers, which call the gRPC server: before that
+  // server shuts down (a call on its in-process channel after that would
+  // find it gone). The admin endpoints go on answering until Stop.
+  bool Drain(absl::Time deadline);
   // Closes the listeners and every connection, and joins their threads.
   void Stop();
 

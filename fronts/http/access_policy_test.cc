@@ -44,7 +44,9 @@ TEST(AccessPolicyTest, OriginsAreNormalizedAndWildcardsOrPathsRefused) {
                           "https://user@app.example.com", "https://app.example.com:99999", "https://"}) {
     absl::StatusOr<std::string> n = NormalizeOrigin(bad);
     EXPECT_FALSE(n.ok()) << bad;
-    if (!n.ok()) EXPECT_THAT(n.status().message(), HasSubstr("scheme://host[:port]")) << bad;
+    if (!n.ok()) {
+      EXPECT_THAT(n.status().message(), HasSubstr("scheme://host[:port]")) << bad;
+    }
   }
   EXPECT_EQ(*NormalizeAllowedHost("Warden.Internal:8080"), "warden.internal:8080");
   for (const char* bad : {"*", "*.example.com", "http://warden.internal", "warden.internal/x", ""}) {

@@ -1,71 +1,131 @@
-// Connection: one client connection of the HttpServer, served on a thread
-// of its own: read a request (bounded, with deadlines), route, authenticate,
-// run the handler, repeat while the client keeps the connection alive.
-// Internal to fronts/http; handlers see only Request and Exchange.
-//
-// Each connection has its own io_context, run by its thread only while an
-// operation is outstanding, so the code reads like blocking I/O yet every
-// read and write has a deadline (beast::tcp_stream's expiry).
+// Connection: one client connection of the HttpServer, driven by the
+// server's I/O threads through its own strand, never holding a thread while
+// it waits: read a request head (head_timeout; idle_timeout for the first
+// byte of the next one on a kept-alive connection), apply the access policy,
+// route, read the body (bounded, io_timeout), authenticate, run the route's
+// handler on the handler pool (or on the strand for a nonblocking route),
+// repeat while the client keeps the connection alive. Internal to
+// fronts/http; handlers see only Request and Exchange.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "absl/time/time.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
+#include "boost/beast/http/empty_body.hpp"
+#include "boost/beast/http/parser.hpp"
+#include "fronts/http/connection_table.h"
 #include "fronts/http/router.h"
 #include "fronts/http/server.h"
+#include "fronts/http/tenant_streams.h"
+#include "fronts/http/work_pool.h"
 
 namespace warden::http {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
 
-class Connection {
+class WebSocket;
+
+// What every connection of one server shares; owned by the server and by
+// each connection (it outlives the last one).
+struct ServerShared {
+  ServerShared(HttpServerOptions options, std::shared_ptr<const Router> router, Authenticate authenticate,
+               int io_threads);
+  HttpServerOptions options;
+  std::shared_ptr<const Router> router;
+  AccessPolicy access;
+  Authenticate authenticate;
+  net::io_context io;
+  WorkPool pool;
+  std::shared_ptr<TenantStreams> streams;
+  ConnectionTable table;
+};
+
+// Completes one asynchronous operation: `start` begins it on the stream and
+// calls `done` when it completes, with the error or success.
+using Done = std::function<void(beast::error_code)>;
+using StartOp = std::function<void(beast::tcp_stream&, Done)>;
+
+class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(net::io_context& io, net::ip::tcp::socket socket, const HttpServerOptions& options,
-             const Router& router, const AccessPolicy& access, const Authenticate& authenticate);
+  Connection(std::shared_ptr<ServerShared> shared, net::ip::tcp::socket socket);
+  ~Connection();
 
-  // Serves requests until the client closes, a deadline passes, an answer
-  // says close, or the socket is shut down from outside (HttpServer::Stop).
-  void Serve();
+  // Starts serving; any thread.
+  void Start();
+  // Ends the connection (eviction, Stop): pending reads and writes fail at
+  // once, a handler's next write fails, a WebSocket closes. Any thread.
+  void Close();
 
-  // Runs one asynchronous operation to completion on this thread, with the
-  // stream's expiry `timeout` from now. `start` takes a completion handler.
-  template <class Start>
-  beast::error_code Await(absl::Duration timeout, Start&& start) {
-    beast::error_code result = net::error::operation_aborted;
-    stream_.expires_after(absl::ToChronoNanoseconds(timeout));
-    start([&result](beast::error_code ec, std::size_t) { result = ec; });
-    io_.restart();
-    io_.run();
-    return result;
-  }
+  // ---- For Exchange, ResponseStream and WebSocket.
+  // On a handler thread: runs `start` on the strand with the stream's
+  // deadline io_timeout from now and waits for it to complete. `keep` is
+  // held until then (the buffers the operation reads).
+  beast::error_code RunAndWait(StartOp start, std::shared_ptr<const void> keep);
+  // On a handler thread: hands the stream to `take` on the strand (the
+  // WebSocket upgrade), and waits for `take`'s own completion. Not called
+  // (operation_aborted) when the connection was closed first.
+  beast::error_code HandOver(absl::AnyInvocable<void(beast::tcp_stream, Done) &&> take);
+  // The WebSocket this connection became; closed by Close().
+  void SetWebSocket(std::weak_ptr<WebSocket> socket);
 
-  net::io_context& io() { return io_; }
-  beast::tcp_stream& stream() { return stream_; }
-  beast::flat_buffer& buffer() { return buffer_; }
-  const HttpServerOptions& options() const { return options_; }
+  ServerShared& shared() { return *shared_; }
+  const HttpServerOptions& options() const { return shared_->options; }
 
  private:
-  void ServeRequests();
+  // The strand's own steps, in the order a request meets them.
+  void ReadHead(bool fresh);
+  void ReadHeadNow();
+  void OnHead(beast::error_code ec);
+  void ReadBody();
+  void OnBody(beast::error_code ec);
+  void RunHandler();  // a pool thread, or the strand for nonblocking routes
+  struct Handled {
+    absl::Status status;
+    bool answered = false;
+    bool upgraded = false;
+    bool close_after = false;
+    std::optional<Response> deferred;  // a nonblocking handler's answer
+  };
+  void OnHandled(Handled handled);
+  // Answers from the strand, then reads the next request (or closes).
+  void Answer(Response response, bool close);
+  void AnswerError(const Protocol* protocol, unsigned http_status, const absl::Status& status, bool close);
+  void AfterAnswer(beast::error_code ec, bool keep_alive);
   void Linger();
-  // Answers with an error in the protocol's shape (plain text without one).
-  void SendError(Request& request, const Protocol* protocol, unsigned http_status,
-                 const absl::Status& status, bool close);
-  // Answers a CORS preflight (access_policy.h); false when the connection
-  // must close.
-  bool AnswerPreflight(Request& request, const Router::Match& match);
+  void Finish();
 
-  net::io_context& io_;  // not owned; this connection's alone
+  const std::shared_ptr<ServerShared> shared_;
+  // Its place in shared_->table; destroyed after the members below.
+  ConnectionTable::Member member_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  const HttpServerOptions& options_;
-  const Router& router_;
-  const AccessPolicy& access_;
-  const Authenticate& authenticate_;
+  std::optional<beast::http::request_parser<beast::http::empty_body>> head_;
+  std::optional<beast::http::request_parser<beast::http::string_body>> body_;
+  std::shared_ptr<Request> request_;  // the request being served
+  const Route* route_ = nullptr;
+  const Protocol* protocol_ = nullptr;  // the route's, or the claiming one
+  std::vector<std::pair<std::string, std::string>> cors_;  // for every answer to request_
+  bool closed_ = false;                                    // on the strand
+  bool upgraded_ = false;                                  // on the strand
+  std::weak_ptr<WebSocket> websocket_;                     // on the strand
 };
+
+// The Beast message an answer is sent as: `response` with Server, the
+// request's keep-alive (false when `close`), `extra` headers, and the
+// payload's length.
+beast::http::response<beast::http::string_body> MakeMessage(
+    const Response& response, const Request& request,
+    const std::vector<std::pair<std::string, std::string>>& extra, bool close);
 
 }  // namespace warden::http

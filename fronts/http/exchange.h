@@ -1,26 +1,26 @@
 // Exchange: how a handler answers one request. Exactly one of Send,
-// StartStream or AcceptWebSocket, once. All of them block the calling
-// handler (the connection's own thread) until the bytes are out or the
-// write times out; none throws.
+// StartStream or AcceptWebSocket, once. Send and StartStream block the
+// calling handler (a thread of the server's handler pool) until the bytes
+// are out or the write times out; none throws.
 //
 //   ResponseStream  a chunked response written piece by piece: server-sent
 //                   events (SseEvent), NDJSON lines, anything streamed.
-//   WebSocket       the connection upgraded (RFC 6455), with the
+//                   One of its tenant's long-lived streams while open.
+//   WebSocket       the connection upgraded (websocket.h), with the
 //                   subprotocol chosen from the client's offer.
 #pragma once
 
-#include <deque>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "fronts/http/request.h"
+#include "fronts/http/tenant_streams.h"
+#include "fronts/http/websocket.h"
 
 namespace warden::http {
 
@@ -41,9 +41,11 @@ class ResponseStream {
 
  private:
   friend class Exchange;
-  ResponseStream(Connection& connection, bool chunked) : connection_(connection), chunked_(chunked) {}
+  ResponseStream(Connection& connection, bool chunked, std::unique_ptr<TenantStreams::Lease> lease)
+      : connection_(connection), chunked_(chunked), lease_(std::move(lease)) {}
   Connection& connection_;
   const bool chunked_;  // false for HTTP/1.0 clients: raw bytes, then close
+  std::unique_ptr<TenantStreams::Lease> lease_;
   bool finished_ = false;
   bool failed_ = false;
 };
@@ -51,54 +53,27 @@ class ResponseStream {
 // One server-sent event ("event: NAME\n" if named, "data: ...\n" per line, "\n").
 std::string SseEvent(absl::string_view data, absl::string_view event = "");
 
-class WebSocket : public std::enable_shared_from_this<WebSocket> {
- public:
-  struct Message {
-    std::string data;
-    bool binary = false;
-  };
-  ~WebSocket();
-
-  const std::string& subprotocol() const { return subprotocol_; }
-
-  // Serves the socket on the calling thread (the handler's) until the peer
-  // closes, the connection fails, the server stops, or Close() is called:
-  // `on_message` sees each message in order, on this thread, and should not
-  // block for long (reads and queued sends wait meanwhile).
-  absl::Status Run(const std::function<void(Message)>& on_message);
-  // Queues a message; any thread, before or during Run. FailedPrecondition
-  // once the socket has closed.
-  absl::Status Send(Message message);
-  // Starts a normal close (1000); any thread.
-  void Close();
-
- private:
-  friend class Exchange;
-  struct Impl;
-  explicit WebSocket(std::unique_ptr<Impl> impl, std::string subprotocol);
-  void WriteNext();  // on the connection's thread
-
-  std::unique_ptr<Impl> impl_;
-  const std::string subprotocol_;
-  absl::Mutex mu_;
-  bool open_ ABSL_GUARDED_BY(mu_) = true;
-};
-
 class Exchange {
  public:
-  // `headers` go with every answer (the server's CORS headers).
+  // `headers` go with every answer (the server's CORS headers). A
+  // `deferred` exchange (a nonblocking route's, on an I/O thread) keeps
+  // what Send is given for the server to write once the handler returns,
+  // and cannot stream or upgrade.
   Exchange(Connection& connection, const Request& request,
-           std::vector<std::pair<std::string, std::string>> headers = {})
-      : connection_(connection), request_(request), headers_(std::move(headers)) {}
+           std::vector<std::pair<std::string, std::string>> headers = {}, bool deferred = false)
+      : connection_(connection), request_(request), headers_(std::move(headers)), deferred_(deferred) {}
 
   absl::Status Send(const Response& response);
+  // RESOURCE_EXHAUSTED (before anything is sent) when the caller's tenant
+  // holds as many long-lived streams as the server allows.
   absl::StatusOr<std::unique_ptr<ResponseStream>> StartStream(
       unsigned status, absl::string_view content_type,
       const std::vector<std::pair<std::string, std::string>>& headers = {});
   // Completes the WebSocket handshake. `subprotocols` are the ones the
   // handler speaks, best first; the first the client offered is chosen, or
   // none when the client offered none (InvalidArgument if it offered only
-  // others, or if this is no upgrade request).
+  // others, or if this is no upgrade request; RESOURCE_EXHAUSTED like
+  // StartStream). Then Start the socket and return: it needs no thread.
   absl::StatusOr<std::shared_ptr<WebSocket>> AcceptWebSocket(const std::vector<std::string>& subprotocols);
 
   bool IsWebSocketUpgrade() const;
@@ -106,11 +81,15 @@ class Exchange {
   bool upgraded() const { return upgraded_; }
   // Whether the connection must close after this exchange.
   bool close_after() const { return close_after_; }
+  // A deferred exchange's answer, once.
+  std::optional<Response> TakeDeferred() { return std::exchange(deferred_response_, std::nullopt); }
 
  private:
   Connection& connection_;
   const Request& request_;
   const std::vector<std::pair<std::string, std::string>> headers_;
+  const bool deferred_;
+  std::optional<Response> deferred_response_;
   bool answered_ = false;
   bool upgraded_ = false;
   bool close_after_ = false;

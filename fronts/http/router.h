@@ -54,6 +54,10 @@ struct RouteOptions {
   bool authenticate = true;
   // Largest request body taken; 0: HttpServerOptions::max_body_bytes.
   size_t max_body_bytes = 0;
+  // The handler never blocks (no warden.v1 call, no lock held for long):
+  // it runs on an I/O thread instead of the handler pool, and may only
+  // Send (the admin endpoints).
+  bool nonblocking = false;
 };
 
 struct Route {

@@ -1,15 +1,25 @@
-// HttpServer: one accepting thread, one thread per connection (at most
-// max_connections), each connection with its own io_context.
+// HttpServer: an acceptor and a few I/O threads over one io_context; each
+// connection runs on a strand of its own (connection.h), handlers on the
+// shared WorkPool.
 #include "fronts/http/server.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
-#include <list>
+#include <algorithm>
+#include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/ip/tcp.hpp"
-#include "boost/asio/write.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/strand.hpp"
 #include "fronts/http/connection.h"
 
 namespace warden::http {
@@ -42,179 +52,208 @@ absl::StatusOr<net::ip::tcp::endpoint> ParseListen(absl::string_view listen) {
   return net::ip::tcp::endpoint(address, static_cast<unsigned short>(port));
 }
 
+// Connections the descriptor limit leaves room for: each is one descriptor,
+// and the rest of the process (sessions, gRPC, logs) keeps a quarter of
+// the limit, at least 256.
+int FitToDescriptors(int wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
+  const rlim_t spare = std::max<rlim_t>(256, limit.rlim_cur / 4);
+  if (limit.rlim_cur <= spare) return 1;
+  return static_cast<int>(std::min<rlim_t>(static_cast<rlim_t>(wanted), limit.rlim_cur - spare));
+}
+
+int IoThreads(int asked) {
+  if (asked > 0) return asked;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp<unsigned>(cores, 1, 16));
+}
+
 }  // namespace
 
-struct HttpServer::Shared {
-  HttpServerOptions options;
-  std::shared_ptr<const Router> router;
-  Authenticate authenticate;
-  AccessPolicy access;
-  net::io_context accept_io;
-  net::ip::tcp::acceptor acceptor{accept_io};
+ServerShared::ServerShared(HttpServerOptions options_in, std::shared_ptr<const Router> router_in,
+                           Authenticate authenticate_in, int io_threads)
+    : options(std::move(options_in)),
+      router(std::move(router_in)),
+      access(options.access),
+      authenticate(std::move(authenticate_in)),
+      io(io_threads),
+      pool(io_threads, options.handler_threads),
+      streams(std::make_shared<TenantStreams>(options.max_streams_per_tenant,
+                                              absl::StrCat(options.settings_prefix, "max_streams_per_tenant"))) {}
 
-  struct Live {
-    int fd = -1;  // for shutdown() from Stop; the connection closes it
-    std::thread thread;
-    bool done = false;
-  };
-  absl::Mutex mu;
-  std::list<Live> live ABSL_GUARDED_BY(mu);
-  bool stopping ABSL_GUARDED_BY(mu) = false;
+class HttpServer::Core {
+ public:
+  explicit Core(std::shared_ptr<ServerShared> shared)
+      : shared_(std::move(shared)),
+        acceptor_(net::make_strand(shared_->io)),
+        retry_(acceptor_.get_executor()),
+        work_(net::make_work_guard(shared_->io)) {}
+
+  absl::Status Listen(const net::ip::tcp::endpoint& endpoint) {
+    beast::error_code ec;
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", shared_->options.listen, " for the ",
+                                                 shared_->options.name, " front: ", ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    max_connections_ = FitToDescriptors(shared_->options.max_connections);
+    return absl::OkStatus();
+  }
+
+  void Run(int io_threads) {
+    Accept();
+    absl::MutexLock lock(&mu_);
+    for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this] { shared_->io.run(); });
+  }
+
+  // Stops accepting and closes every connection; idempotent.
+  void CloseAll() {
+    bool first = false;
+    {
+      absl::MutexLock lock(&mu_);
+      first = !closing_;
+      closing_ = true;
+    }
+    if (first) {
+      absl::Notification closed;
+      net::dispatch(acceptor_.get_executor(), [this, &closed] {
+        beast::error_code ignored;
+        acceptor_.close(ignored);
+        retry_.cancel();
+        closed.Notify();
+      });
+      closed.WaitForNotification();
+    }
+    for (const std::shared_ptr<Connection>& c : shared_->table.All()) c->Close();
+  }
+
+  bool Drain(absl::Time deadline) {
+    CloseAll();
+    return shared_->pool.WaitIdle(deadline);
+  }
+
+  void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    CloseAll();
+    // Handlers see their writes fail and return; their last completions
+    // still need the I/O threads, which run until every connection is gone.
+    shared_->pool.Stop();
+    // Late closes (a handler that started a WebSocket as Stop began).
+    while (!shared_->table.WaitForAtMost(0, absl::Now() + absl::Seconds(1))) {
+      for (const std::shared_ptr<Connection>& c : shared_->table.All()) c->Close();
+    }
+    work_.reset();
+    shared_->io.stop();  // timers (WebSocket pings) of sockets already closed
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock lock(&mu_);
+      threads = std::move(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+
+  int port() const { return port_; }
+  int max_connections() const { return max_connections_; }
+  ServerShared& shared() { return *shared_; }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(shared_->io),
+                           [this](beast::error_code ec, net::ip::tcp::socket socket) { OnAccept(ec, std::move(socket)); });
+  }
+
+  void OnAccept(beast::error_code ec, net::ip::tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;  // stopping
+    if (ec) {
+      // Out of descriptors or memory: close the connection waiting longest
+      // for a head, and try again shortly.
+      if (std::shared_ptr<Connection> oldest = shared_->table.TakeOldestWaiting()) oldest->Close();
+      retry_.expires_after(std::chrono::milliseconds(20));
+      retry_.async_wait([this](beast::error_code wait) {
+        if (!wait) Accept();
+      });
+      return;
+    }
+    if (shared_->table.size() >= max_connections_) {
+      if (std::shared_ptr<Connection> oldest = shared_->table.TakeOldestWaiting()) {
+        oldest->Close();  // a slowloris, or the longest idle keep-alive client
+      } else {
+        // Every connection is busy: an answer that fits any socket buffer;
+        // a client that misses it sees the close, also an answer.
+        static const std::string busy = [] {
+          static constexpr absl::string_view kBody = "too many connections; try again in a moment\n";
+          return absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: ",
+                              kBody.size(), "\r\nConnection: close\r\n\r\n", kBody);
+        }();
+        (void)::send(socket.native_handle(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        Accept();
+        return;
+      }
+    }
+    // Streamed answers are many small writes: without TCP_NODELAY each
+    // waits for the client's delayed ACK of the last (40 ms).
+    socket.set_option(net::ip::tcp::no_delay(true), ec);
+    auto connection = std::make_shared<Connection>(shared_, std::move(socket));
+    connection->Start();
+    Accept();
+  }
+
+  const std::shared_ptr<ServerShared> shared_;
+  net::ip::tcp::acceptor acceptor_;  // on its own strand
+  net::steady_timer retry_;
+  net::executor_work_guard<net::io_context::executor_type> work_;
+  int port_ = 0;
+  int max_connections_ = 0;
+  absl::Mutex mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
                                                              std::shared_ptr<const Router> router,
                                                              Authenticate authenticate) {
-  if (options.max_header_bytes < 256 || options.max_connections < 1 || options.max_connections > 65536 ||
-      options.head_timeout <= absl::ZeroDuration() || options.io_timeout <= absl::ZeroDuration()) {
+  if (options.max_header_bytes < 256 || options.max_connections < 1 || options.max_connections > 1'000'000 ||
+      options.head_timeout <= absl::ZeroDuration() || options.idle_timeout <= absl::ZeroDuration() ||
+      options.io_timeout <= absl::ZeroDuration() || options.max_streams_per_tenant < 1 ||
+      options.io_threads < 0 || options.handler_threads < 1) {
     return absl::InvalidArgumentError(
-        "HTTP server options out of range: max_header_bytes >= 256, 1 <= max_connections <= 65536, "
-        "positive timeouts");
+        "HTTP server options out of range: max_header_bytes >= 256, 1 <= max_connections <= 1000000, "
+        "positive timeouts, max_streams_per_tenant >= 1, io_threads >= 0, handler_threads >= 1");
   }
   if (router == nullptr) return absl::InvalidArgumentError("the HTTP server needs a router");
   auto endpoint = ParseListen(options.listen);
   if (!endpoint.ok()) return endpoint.status();
-
-  auto shared = std::make_shared<Shared>();
-  shared->options = std::move(options);
-  shared->router = std::move(router);
-  shared->authenticate = std::move(authenticate);
-  shared->access = AccessPolicy(shared->options.access);
-  beast::error_code ec;
-  auto& acceptor = shared->acceptor;
-  acceptor.open(endpoint->protocol(), ec);
-  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(*endpoint, ec);
-  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", shared->options.listen, " for the ",
-                                               shared->options.name, " front: ", ec.message()));
-  }
-  const int port = acceptor.local_endpoint().port();
-  auto server = std::unique_ptr<HttpServer>(new HttpServer(port, std::move(shared)));
-  absl::MutexLock lock(&server->stop_mu_);
-  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
-  return server;
+  const int io_threads = IoThreads(options.io_threads);
+  auto shared = std::make_shared<ServerShared>(std::move(options), std::move(router), std::move(authenticate),
+                                               io_threads);
+  auto core = std::make_shared<Core>(std::move(shared));
+  if (absl::Status listening = core->Listen(*endpoint); !listening.ok()) return listening;
+  core->Run(io_threads);
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(core)));
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
-int HttpServer::connections() const {
-  absl::MutexLock lock(&shared_->mu);
-  int n = 0;
-  for (const Shared::Live& c : shared_->live) n += c.done ? 0 : 1;
-  return n;
-}
+int HttpServer::port() const { return core_->port(); }
+int HttpServer::max_connections() const { return core_->max_connections(); }
+int HttpServer::connections() const { return core_->shared().table.size(); }
 
 bool HttpServer::WaitForConnectionsAtMost(int n, absl::Time deadline) const {
-  Shared& shared = *shared_;
-  absl::MutexLock lock(&shared.mu);
-  auto few = [&shared, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared.mu) {
-    int live = 0;
-    for (const Shared::Live& c : shared.live) live += c.done ? 0 : 1;
-    return live <= n;
-  };
-  return shared.mu.AwaitWithDeadline(absl::Condition(&few), deadline);
+  return core_->shared().table.WaitForAtMost(n, deadline);
 }
 
-void HttpServer::AcceptLoop() {
-  Shared& shared = *shared_;
-  static constexpr absl::string_view kBusyBody = "too many connections; try again in a moment\n";
-  const std::string busy = absl::StrCat(
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: ", kBusyBody.size(),
-      "\r\nConnection: close\r\n\r\n", kBusyBody);
-  while (true) {
-    beast::error_code ec;
-    net::ip::tcp::socket socket = shared.acceptor.accept(ec);
-    {
-      absl::MutexLock lock(&shared.mu);
-      if (shared.stopping) return;
-      // Join the connections that have finished.
-      for (auto it = shared.live.begin(); it != shared.live.end();) {
-        if (it->done) {
-          it->thread.join();
-          it = shared.live.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      if (ec) {
-        // Out of descriptors or memory: the pending connection waits in the
-        // queue; let a finishing connection free something first.
-        if (ec == net::error::no_descriptors || ec == net::error::no_memory || ec == net::error::no_buffer_space) {
-          shared.mu.AwaitWithTimeout(absl::Condition(+[](bool* s) { return *s; }, &shared.stopping),
-                                     absl::Milliseconds(100));
-        }
-        continue;
-      }
-      if (shared.live.size() >= static_cast<size_t>(shared.options.max_connections)) {
-        // The answer fits in any socket buffer; a client that misses it sees
-        // the connection closed, which is also an answer.
-        (void)::send(socket.native_handle(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        continue;
-      }
-      // Streamed answers are many small writes: without TCP_NODELAY each
-      // waits for the client's delayed ACK of the last (40 ms).
-      socket.set_option(net::ip::tcp::no_delay(true), ec);
-      shared.live.emplace_back();
-      Shared::Live& live = shared.live.back();
-      live.fd = socket.native_handle();
-      live.thread = std::thread([shared = shared_, &live, socket = std::move(socket)]() mutable {
-        {
-          net::io_context io;
-          beast::error_code assign_ec;
-          const auto protocol = socket.local_endpoint(assign_ec).protocol();
-          net::ip::tcp::socket mine(io);
-          if (!assign_ec) mine.assign(protocol, socket.release(), assign_ec);
-          Connection connection(io, std::move(mine), shared->options, *shared->router, shared->access,
-                                shared->authenticate);
-          if (!assign_ec) connection.Serve();
-          // Forget the fd before it closes (with `connection`), so that Stop
-          // never shuts down a descriptor number reused by someone else.
-          absl::MutexLock lock(&shared->mu);
-          live.fd = -1;
-        }
-        // Done only once the connection and its io_context are destroyed: a
-        // caller of WaitForConnectionsAtMost sees all of its memory returned.
-        absl::MutexLock lock(&shared->mu);
-        live.done = true;
-      });
-    }
-  }
-}
+bool HttpServer::Drain(absl::Time deadline) { return core_->Drain(deadline); }
 
-void HttpServer::Stop() {
-  absl::MutexLock stop_lock(&stop_mu_);
-  if (stopped_) return;
-  stopped_ = true;
-  {
-    absl::MutexLock lock(&shared_->mu);
-    shared_->stopping = true;
-    // Wakes the blocking accept (Linux answers it with EINVAL).
-    ::shutdown(shared_->acceptor.native_handle(), SHUT_RDWR);
-  }
-  if (acceptor_.joinable()) acceptor_.join();
-  beast::error_code ec;
-  shared_->acceptor.close(ec);
-  {
-    absl::MutexLock lock(&shared_->mu);
-    for (Shared::Live& c : shared_->live) {
-      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);  // its reads and writes fail at once
-    }
-  }
-  // Join outside the lock (a finishing connection takes it); entries stay
-  // until joined, since their threads write to them to the end.
-  while (true) {
-    std::thread* thread = nullptr;
-    {
-      absl::MutexLock lock(&shared_->mu);
-      if (shared_->live.empty()) break;
-      thread = &shared_->live.front().thread;
-    }
-    thread->join();
-    absl::MutexLock lock(&shared_->mu);
-    shared_->live.pop_front();
-  }
-}
+void HttpServer::Stop() { core_->Stop(); }
 
 }  // namespace warden::http

@@ -1,41 +1,46 @@
 // HttpServer: Warden's one HTTP/1.1 + WebSocket server (Boost.Beast), which
-// every protocol front plugs into: the admin endpoints, MCP, and later E2B
-// and the Jupyter Kernel Gateway.
+// every protocol front plugs into: the admin endpoints, MCP, E2B and the
+// Jupyter Kernel Gateway.
 //
 // How a front plugs in (see fronts/mcp/mcp_http.cc for a whole one):
 //   1. Describe the protocol once: a Protocol (router.h) with the function
 //      that finds its credential (credentials.h: Bearer, X-API-KEY,
-//      "token X" or ?token=) and the one that renders any error in its shape.
+//      "token X" or ?token=), the one that renders any error in its shape,
+//      and the headers its browser clients send (CORS).
 //   2. Add routes: router.Add(protocol, "POST", "/api/kernels/{id}/restart",
 //      handler, {.max_body_bytes = ...}); router.Claim(protocol, "/api") so
 //      unknown paths under it get the protocol's 404.
-//   3. A handler, absl::Status(Request&, Exchange&), runs on the connection's
-//      own thread and may block (call the warden.v1 stub synchronously). It
-//      answers once through the Exchange: Send a Response, StartStream for
-//      chunked / SSE / NDJSON, or AcceptWebSocket (subprotocols negotiated)
-//      and Run it; or it returns an error for the protocol to render.
+//   3. A handler, absl::Status(Request&, Exchange&), runs on a thread of the
+//      server's handler pool and may block (call the warden.v1 stub
+//      synchronously). It answers once through the Exchange: Send a
+//      Response, StartStream for chunked / SSE / NDJSON, or AcceptWebSocket
+//      (subprotocols negotiated) and Start it, which frees the thread; or it
+//      returns an error for the protocol to render. A route whose handler
+//      never blocks (RouteOptions::nonblocking) runs on an I/O thread.
 //   4. By then the caller's Host and Origin passed the access policy
-//      (access_policy.h; preflights are answered by the server), the body
-//      is read (bounded by the route's max_body_bytes, 413 past it), and,
-//      unless the route is public, request.token was
-//      authenticated to request.tenant. Fronts reach sessions only through
-//      warden.v1, forwarding request.token (fronts/http/upstream.h).
+//      (access_policy.h), the body is read (bounded by the route's
+//      max_body_bytes, 413 past it), and, unless the route is public,
+//      request.token was authenticated to request.tenant. Fronts reach
+//      sessions only through warden.v1, forwarding request.token
+//      (fronts/http/upstream.h).
 //
-// Clients are not trusted: request heads and bodies are bounded before they
-// are read, every read and write has a deadline (an idle or slow client
-// loses its connection, never a thread for long), connections are capped
-// (one more gets 503), and no request can take the server down.
+// Asynchronous, the way Beast's advanced server is: a few I/O threads
+// (about one per core) drive every connection, and no connection holds a
+// thread while it waits for a client. Clients are not trusted: a request
+// head must arrive within head_timeout, an idle keep-alive connection is
+// closed after idle_timeout, every body read and write has io_timeout, heads
+// and bodies are bounded before they are read, each tenant's long-lived
+// streams are capped (TenantStreams), and connections are bounded in all:
+// at the bound, the connections that have waited longest for a request
+// head are closed to make room (a slowloris loses, a real client gets in),
+// and only when every connection is busy is one more answered 503.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "fronts/http/access_policy.h"
 #include "fronts/http/router.h"
@@ -49,25 +54,39 @@ struct HttpServerOptions {
   std::string name = "HTTP";  // in error messages: "cannot listen ... for the HTTP front"
   size_t max_header_bytes = 16 * 1024;  // request line and header fields
   size_t max_body_bytes = 1 << 20;      // for routes that do not set their own
-  // Waiting for a request head, from connect or from the previous answer.
-  absl::Duration head_timeout = absl::Seconds(30);
+  // A request head must arrive within this, from its first byte (or from
+  // connect): a slow or silent client loses the connection.
+  absl::Duration head_timeout = absl::Seconds(10);
+  // A keep-alive connection without a new request for this long is closed.
+  absl::Duration idle_timeout = absl::Seconds(60);
   // Reading a body, and each write of an answer (a client that stops reading).
   absl::Duration io_timeout = absl::Minutes(2);
-  // Connections served at once, each on a thread of its own; one more is
-  // answered 503 and closed at once.
-  int max_connections = 256;
+  // Connections open at once, WebSockets included. At the bound the ones
+  // waiting longest for a request head are closed first; if none is, one
+  // more is answered 503. Lowered to fit RLIMIT_NOFILE (max_connections()).
+  int max_connections = 10'000;
+  // Long-lived streams (event streams, WebSockets) one tenant may hold open.
+  int max_streams_per_tenant = 256;
+  // I/O threads; 0: one per core (std::thread::hardware_concurrency).
+  int io_threads = 0;
+  // Threads for handlers that block, started on demand up to this many;
+  // requests beyond wait for one, in order.
+  int handler_threads = 512;
   // Which hosts and web origins may call (access_policy.h); applied to
   // every request before its route's handler, preflights answered.
   AccessOptions access;
+  // Settings' names in refusals, e.g. "http." for "http.max_streams_per_tenant".
+  std::string settings_prefix = "http.";
 };
 
 // The tenant a token belongs to ("" when the request had none), or
-// UNAUTHENTICATED. Called for every request to an authenticated route.
+// UNAUTHENTICATED. Called for every request to an authenticated route, on
+// an I/O thread: it must be quick and must not block.
 using Authenticate = std::function<absl::StatusOr<std::string>(absl::string_view token)>;
 
 class HttpServer {
  public:
-  // Binds, listens and starts accepting. Errors: InvalidArgument for a
+  // Binds, listens and starts serving. Errors: InvalidArgument for a
   // malformed listen address or options; Unavailable with the reason when
   // the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
@@ -77,26 +96,28 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
   ~HttpServer();  // Stop()
 
-  int port() const { return port_; }
-  // Connections being served now (each holds a thread).
+  int port() const;
+  // The connection bound in force: options.max_connections, lowered to
+  // what RLIMIT_NOFILE leaves room for.
+  int max_connections() const;
+  // Connections open now, WebSockets included.
   int connections() const;
-  // Waits until at most `n` connections are served, or `deadline`; says
-  // which came first.
+  // Waits until at most `n` connections are open (their memory returned),
+  // or `deadline`; says which came first.
   bool WaitForConnectionsAtMost(int n, absl::Time deadline) const;
-  // Stops accepting, breaks every open connection (handlers see their
-  // writes fail) and joins their threads. Idempotent.
+  // Stops accepting and closes every connection (handlers see their writes
+  // fail, WebSockets their close), then waits until `deadline` for the
+  // handlers still running; says whether they all returned. Before its
+  // upstream goes (wardend drains the HTTP front before the gRPC server,
+  // whose in-process channel its handlers call).
+  bool Drain(absl::Time deadline);
+  // Drain, then waits for every handler and joins the threads. Idempotent.
   void Stop();
 
  private:
-  struct Shared;
-  HttpServer(int port, std::shared_ptr<Shared> shared) : port_(port), shared_(std::move(shared)) {}
-  void AcceptLoop();
-
-  const int port_;
-  std::shared_ptr<Shared> shared_;
-  absl::Mutex stop_mu_;
-  std::thread acceptor_ ABSL_GUARDED_BY(stop_mu_);
-  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
+  class Core;  // server.cc: the I/O threads, the acceptor, the connections
+  explicit HttpServer(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  std::shared_ptr<Core> core_;
 };
 
 }  // namespace warden::http

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "fronts/jupyter/messages.h"
+#include "grpcpp/support/client_callback.h"
 
 namespace warden::jupyter {
 
@@ -13,14 +14,40 @@ void Caller::Apply(grpc::ClientContext& context) const {
 
 // --- Lane ---
 
-KernelChannel::Lane::Lane(std::function<void(Message)> handle)
-    : handle_(std::move(handle)), thread_([this] { Loop(); }) {}
+void KernelChannel::Lane::Push(std::shared_ptr<KernelChannel> owner, Message m) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    queue_.push_back(std::move(m));
+    if (running_) return;
+    running_ = true;
+  }
+  Schedule(std::move(owner));
+}
 
-KernelChannel::Lane::~Lane() { Stop(); }
+void KernelChannel::Lane::Resume(std::shared_ptr<KernelChannel> owner) { Schedule(std::move(owner)); }
 
-void KernelChannel::Lane::Push(Message m) {
-  absl::MutexLock lock(&mu_);
-  if (!stopping_) queue_.push_back(std::move(m));
+void KernelChannel::Lane::Schedule(std::shared_ptr<KernelChannel> owner) {
+  if (!pool_->Submit([this, owner = std::move(owner)] { Drain(); })) {
+    absl::MutexLock lock(&mu_);  // the pool stops: nothing more will run
+    running_ = false;
+  }
+}
+
+void KernelChannel::Lane::Drain() {
+  for (;;) {
+    Message next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ || queue_.empty()) {
+        running_ = false;
+        return;
+      }
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!handle_(std::move(next))) return;  // goes on asynchronously; Resume() follows
+  }
 }
 
 std::deque<Message> KernelChannel::Lane::TakeIf(const std::function<bool(const Message&)>& match) {
@@ -32,46 +59,140 @@ std::deque<Message> KernelChannel::Lane::TakeIf(const std::function<bool(const M
 }
 
 void KernelChannel::Lane::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    queue_.clear();
-  }
-  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  queue_.clear();
 }
 
-void KernelChannel::Lane::Loop() {
-  for (;;) {
-    Message next;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane->mu_) {
-            return lane->stopping_ || !lane->queue_.empty();
-          },
-          this));
-      if (stopping_) return;
-      next = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    handle_(std::move(next));
+// --- ExecuteCall: one cell as a gRPC callback call ---
+
+class KernelChannel::ExecuteCall : public grpc::ClientReadReactor<v1::ExecuteEvent> {
+ public:
+  ExecuteCall(std::shared_ptr<KernelChannel> channel, Message request, int predicted_count)
+      : channel_(std::move(channel)), request_(std::move(request)), predicted_count_(predicted_count) {
+    silent_ = request_.content.value("silent", false);
+    stop_on_error_ = request_.content.value("stop_on_error", true);
+    call_.set_code(request_.content["code"].get<std::string>());
+    call_.set_session_id(channel_->session_id_);
+    channel_->caller_.Apply(context_);
   }
-}
+
+  // False when the channel closed first (nothing started).
+  bool Begin() {
+    {
+      absl::MutexLock lock(&channel_->call_mu_);
+      if (channel_->closed_) return false;
+      channel_->running_ = &context_;
+    }
+    channel_->stub_->async()->ExecuteStream(&context_, &call_, this);
+    StartRead(&event_);
+    StartCall();
+    return true;
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    KernelChannel& c = *channel_;
+    switch (event_.event_case()) {
+      case v1::ExecuteEvent::kStdout:
+        c.Publish("iopub", "stream", {{"name", "stdout"}, {"text", event_.stdout()}}, request_);
+        break;
+      case v1::ExecuteEvent::kStderr:
+        c.Publish("iopub", "stream", {{"name", "stderr"}, {"text", event_.stderr()}}, request_);
+        break;
+      case v1::ExecuteEvent::kDisplay:
+        c.Publish("iopub", "display_data",
+                  {{"data", MimeBundle(event_.display())},
+                   {"metadata", nlohmann::json::object()},
+                   {"transient", nlohmann::json::object()}},
+                  request_);
+        break;
+      case v1::ExecuteEvent::kResult:
+        value_ = event_.result();  // sent once the real execution count is known
+        break;
+      case v1::ExecuteEvent::kError:
+        error_ = ErrorContent(event_.error());
+        c.Publish("iopub", "error", *error_, request_);
+        break;
+      case v1::ExecuteEvent::kSummary:
+        summary_ = event_.summary();
+        break;
+      case v1::ExecuteEvent::EVENT_NOT_SET:
+        break;
+    }
+    StartRead(&event_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::shared_ptr<KernelChannel> channel = std::move(channel_);
+    {
+      absl::MutexLock lock(&channel->call_mu_);
+      channel->running_ = nullptr;
+    }
+    Finish(*channel, status);
+    delete this;
+    channel->ExecuteDone();
+  }
+
+ private:
+  void Finish(KernelChannel& c, const grpc::Status& status) {
+    const int count = summary_.execution_count() > 0 ? summary_.execution_count() : predicted_count_;
+    if (!status.ok()) {
+      error_ = ErrorForStatus(status.error_message());
+      c.Publish("iopub", "error", *error_, request_);
+    } else {
+      if (value_ && !silent_) {
+        c.Publish("iopub", "execute_result",
+                  {{"execution_count", count}, {"data", MimeBundle(*value_)}, {"metadata", nlohmann::json::object()}},
+                  request_);
+      }
+      if (!error_ && summary_.outcome() != v1::OUTCOME_OK) {
+        error_ = ErrorForOutcome(summary_);
+        c.Publish("iopub", "error", *error_, request_);
+      }
+    }
+    nlohmann::json reply = {{"status", "ok"},
+                            {"execution_count", count},
+                            {"user_expressions", nlohmann::json::object()},
+                            {"payload", nlohmann::json::array()}};
+    if (error_) {
+      reply.update(*error_);
+      reply["status"] = "error";
+      reply.erase("user_expressions");
+      reply.erase("payload");
+    }
+    c.Publish("shell", "execute_reply", std::move(reply), request_);
+    c.Status("idle", request_);
+    if (error_ && stop_on_error_) c.AbortQueuedExecutes();
+  }
+
+  std::shared_ptr<KernelChannel> channel_;
+  const Message request_;
+  const int predicted_count_;
+  bool silent_ = false;
+  bool stop_on_error_ = true;
+  grpc::ClientContext context_;
+  v1::ExecuteRequest call_;
+  v1::ExecuteEvent event_;
+  std::optional<v1::Result> value_;
+  std::optional<nlohmann::json> error_;
+  v1::ExecuteResponse summary_;
+};
 
 // --- KernelChannel ---
 
 KernelChannel::KernelChannel(std::shared_ptr<v1::Executor::StubInterface> stub, Caller caller,
-                             std::string session_id, const KernelSpec& spec, WireFormat format, ChannelSink sink)
+                             std::string session_id, const KernelSpec& spec, WireFormat format, ChannelSink sink,
+                             std::shared_ptr<http::WorkPool> pool)
     : stub_(std::move(stub)),
       caller_(std::move(caller)),
       session_id_(std::move(session_id)),
       spec_(spec),
       format_(format),
       kernel_session_(NewUuid()),
-      sink_(std::move(sink)) {
-  shell_ = std::make_unique<Lane>([this](Message m) { HandleShell(std::move(m)); });
-  control_ = std::make_unique<Lane>([this](Message m) { HandleControl(std::move(m)); });
-}
+      sink_(std::move(sink)),
+      shell_(pool, [this](Message m) { return HandleShell(std::move(m)); }),
+      control_(pool, [this](Message m) { return HandleControl(std::move(m)); }) {}
 
 KernelChannel::~KernelChannel() { Close(); }
 
@@ -81,8 +202,8 @@ void KernelChannel::Close() {
     closed_ = true;
     if (running_ != nullptr) running_->TryCancel();
   }
-  control_->Stop();
-  shell_->Stop();
+  control_.Stop();
+  shell_.Stop();
   absl::MutexLock lock(&send_mu_);
   sink_ = ChannelSink{};
 }
@@ -111,9 +232,9 @@ void KernelChannel::OnFrame(absl::string_view frame) {
     return;
   }
   if (message->channel == "control") {
-    control_->Push(*std::move(message));
+    control_.Push(shared_from_this(), *std::move(message));
   } else if (message->channel == "shell") {
-    shell_->Push(*std::move(message));
+    shell_.Push(shared_from_this(), *std::move(message));
   }
   // stdin (input_reply) has nothing to answer: Warden's kernels never ask.
 }
@@ -130,12 +251,9 @@ void KernelChannel::Status(const char* state, const Message& parent) {
   Publish("iopub", "status", {{"execution_state", state}}, parent);
 }
 
-void KernelChannel::HandleShell(Message request) {
+bool KernelChannel::HandleShell(Message request) {
   const std::string type = request.msg_type();
-  if (type == "execute_request") {
-    Execute(request);
-    return;
-  }
+  if (type == "execute_request") return Execute(request);
   Status("busy", request);
   if (type == "kernel_info_request") {
     Publish("shell", "kernel_info_reply", KernelInfoContent(spec_), request);
@@ -164,9 +282,10 @@ void KernelChannel::HandleShell(Message request) {
     Publish("shell", type.substr(0, type.size() - 8) + "_reply", std::move(content), request);
   }
   Status("idle", request);
+  return true;
 }
 
-void KernelChannel::HandleControl(Message request) {
+bool KernelChannel::HandleControl(Message request) {
   const std::string type = request.msg_type();
   if (type == "interrupt_request") {
     v1::InterruptSessionRequest req;
@@ -217,13 +336,12 @@ void KernelChannel::HandleControl(Message request) {
   } else if (type == "kernel_info_request") {
     Publish("control", "kernel_info_reply", KernelInfoContent(spec_), request);
   }
+  return true;
 }
 
-void KernelChannel::Execute(const Message& request) {
+bool KernelChannel::Execute(const Message& request) {
   Status("busy", request);
   const auto code_it = request.content.find("code");
-  const bool silent = request.content.value("silent", false);
-  const bool stop_on_error = request.content.value("stop_on_error", true);
   if (code_it == request.content.end() || !code_it->is_string()) {
     nlohmann::json error = ErrorForStatus("execute_request needs content.code, a string");
     Publish("iopub", "error", error, request);
@@ -231,7 +349,7 @@ void KernelChannel::Execute(const Message& request) {
     error["execution_count"] = 0;
     Publish("shell", "execute_reply", std::move(error), request);
     Status("idle", request);
-    return;
+    return true;
   }
 
   // execute_input comes before the cell runs, so its count is predicted
@@ -245,95 +363,25 @@ void KernelChannel::Execute(const Message& request) {
     caller_.Apply(ctx);
     if (stub_->GetSession(&ctx, req, &session).ok()) predicted_count = session.execution_count() + 1;
   }
-  if (!silent) {
+  if (!request.content.value("silent", false)) {
     Publish("iopub", "execute_input", {{"code", code_it->get<std::string>()}, {"execution_count", predicted_count}},
             request);
   }
-
-  v1::ExecuteRequest req;
-  req.set_code(code_it->get<std::string>());
-  req.set_session_id(session_id_);
-  grpc::ClientContext ctx;
-  caller_.Apply(ctx);
-  {
-    absl::MutexLock lock(&call_mu_);
-    if (closed_) return;
-    running_ = &ctx;
+  auto* call = new ExecuteCall(shared_from_this(), request, predicted_count);
+  if (!call->Begin()) {
+    delete call;  // closed: the lane is stopped too
+    return true;
   }
-  std::unique_ptr<grpc::ClientReaderInterface<v1::ExecuteEvent>> reader = stub_->ExecuteStream(&ctx, req);
-  v1::ExecuteEvent event;
-  std::optional<v1::Result> value;
-  std::optional<nlohmann::json> error;
-  v1::ExecuteResponse summary;
-  while (reader->Read(&event)) {
-    switch (event.event_case()) {
-      case v1::ExecuteEvent::kStdout:
-        Publish("iopub", "stream", {{"name", "stdout"}, {"text", event.stdout()}}, request);
-        break;
-      case v1::ExecuteEvent::kStderr:
-        Publish("iopub", "stream", {{"name", "stderr"}, {"text", event.stderr()}}, request);
-        break;
-      case v1::ExecuteEvent::kDisplay:
-        Publish("iopub", "display_data",
-                {{"data", MimeBundle(event.display())},
-                 {"metadata", nlohmann::json::object()},
-                 {"transient", nlohmann::json::object()}},
-                request);
-        break;
-      case v1::ExecuteEvent::kResult:
-        value = event.result();  // sent once the real execution count is known
-        break;
-      case v1::ExecuteEvent::kError:
-        error = ErrorContent(event.error());
-        Publish("iopub", "error", *error, request);
-        break;
-      case v1::ExecuteEvent::kSummary:
-        summary = event.summary();
-        break;
-      case v1::ExecuteEvent::EVENT_NOT_SET:
-        break;
-    }
-  }
-  const grpc::Status status = reader->Finish();
-  {
-    absl::MutexLock lock(&call_mu_);
-    running_ = nullptr;
-  }
-  int count = summary.execution_count() > 0 ? summary.execution_count() : predicted_count;
-  if (!status.ok()) {
-    error = ErrorForStatus(status.error_message());
-    Publish("iopub", "error", *error, request);
-  } else {
-    if (value && !silent) {
-      Publish("iopub", "execute_result",
-              {{"execution_count", count}, {"data", MimeBundle(*value)}, {"metadata", nlohmann::json::object()}},
-              request);
-    }
-    if (!error && summary.outcome() != v1::OUTCOME_OK) {
-      error = ErrorForOutcome(summary);
-      Publish("iopub", "error", *error, request);
-    }
-  }
-  nlohmann::json reply = {{"status", "ok"},
-                          {"execution_count", count},
-                          {"user_expressions", nlohmann::json::object()},
-                          {"payload", nlohmann::json::array()}};
-  if (error) {
-    reply.update(*error);
-    reply["status"] = "error";
-    reply.erase("user_expressions");
-    reply.erase("payload");
-  }
-  Publish("shell", "execute_reply", std::move(reply), request);
-  Status("idle", request);
-  if (error && stop_on_error) AbortQueuedExecutes();
+  return false;  // ExecuteDone() resumes the lane
 }
+
+void KernelChannel::ExecuteDone() { shell_.Resume(shared_from_this()); }
 
 // After an error with stop_on_error, the execute requests already queued
 // are not run, as in ipykernel: each gets execute_reply status "aborted".
 void KernelChannel::AbortQueuedExecutes() {
   std::deque<Message> aborted =
-      shell_->TakeIf([](const Message& m) { return m.msg_type() == "execute_request"; });
+      shell_.TakeIf([](const Message& m) { return m.msg_type() == "execute_request"; });
   for (const Message& m : aborted) {
     Status("busy", m);
     Publish("shell", "execute_reply", {{"status", "aborted"}, {"execution_count", 0}}, m);

@@ -61,9 +61,12 @@ Reply ErrorReplyFor(const grpc::Status& status) {
                     status.error_message());
 }
 
-KernelGateway::KernelGateway(std::shared_ptr<v1::Executor::StubInterface> stub) : stub_(std::move(stub)) {}
+KernelGateway::KernelGateway(std::shared_ptr<v1::Executor::StubInterface> stub)
+    : stub_(std::move(stub)), lanes_(std::make_shared<http::WorkPool>(1, kLaneThreads)) {}
 
-KernelGateway::~KernelGateway() = default;
+// Channels may outlive the gateway (a WebSocket still closing); they share
+// the pool, which refuses their work from now on.
+KernelGateway::~KernelGateway() { lanes_->Stop(); }
 
 Reply KernelGateway::ApiInfo() const {
   // The Jupyter Server API version this follows; clients only read it.
@@ -202,7 +205,7 @@ std::shared_ptr<KernelChannel> KernelGateway::Connect(const Caller& caller, absl
     return nullptr;
   }
   auto channel = std::make_shared<KernelChannel>(stub_, caller, session.id(), KernelSpecFor(session.language()),
-                                                 format, std::move(sink));
+                                                 format, std::move(sink), lanes_);
   absl::MutexLock lock(&mu_);
   channels_[session.id()].push_back(channel);
   return channel;

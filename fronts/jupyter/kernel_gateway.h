@@ -29,6 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "fronts/http/work_pool.h"
 #include "fronts/jupyter/kernel_channel.h"
 #include "grpcpp/support/status.h"
 #include "nlohmann/json.hpp"
@@ -56,7 +57,12 @@ class KernelGateway {
   static constexpr size_t kMaxBodyBytes = 64 * 1024;
 
   explicit KernelGateway(std::shared_ptr<v1::Executor::StubInterface> stub);
-  ~KernelGateway();
+  ~KernelGateway();  // stops the channels' lanes: nothing queued runs after
+
+  // Threads the channels' lanes run their short blocking calls on
+  // (interrupts, restarts, the count a cell predicts); cells themselves
+  // hold none.
+  static constexpr int kLaneThreads = 64;
 
   Reply ApiInfo() const;
   Reply ListKernelSpecs() const;
@@ -80,6 +86,7 @@ class KernelGateway {
   std::vector<std::shared_ptr<KernelChannel>> ChannelsOf(const std::string& session_id);
 
   const std::shared_ptr<v1::Executor::StubInterface> stub_;
+  const std::shared_ptr<http::WorkPool> lanes_;
   absl::Mutex mu_;
   // session id -> its open channels (pruned as they expire).
   std::map<std::string, std::vector<std::weak_ptr<KernelChannel>>> channels_ ABSL_GUARDED_BY(mu_);

@@ -22,8 +22,9 @@ Caller CallerOf(const http::Request& request) {
   return Caller{request.token.empty() ? "" : absl::StrCat("Bearer ", request.token)};
 }
 
-// GET /api/kernels/{kernel_id}/channels: the WebSocket, served on this
-// connection's thread until either side closes it.
+// GET /api/kernels/{kernel_id}/channels: the WebSocket. Once upgraded it is
+// served by the HTTP server's I/O threads and the channel's lanes; this
+// handler's thread returns at once.
 absl::Status ServeChannels(KernelGateway& gateway, http::Request& request, http::Exchange& exchange) {
   if (!exchange.IsWebSocketUpgrade()) {
     return exchange.Send(ToResponse(ErrorReply(
@@ -40,18 +41,25 @@ absl::Status ServeChannels(KernelGateway& gateway, http::Request& request, http:
   if (!socket.ok()) return socket.status();
   std::shared_ptr<http::WebSocket> ws = *std::move(socket);
   const WireFormat format = ws->subprotocol() == kV1Subprotocol ? WireFormat::kV1 : WireFormat::kJson;
+  // The socket keeps itself alive while open; the channel only reaches it.
+  std::weak_ptr<http::WebSocket> weak = ws;
   ChannelSink sink{
-      [ws](std::string frame, bool binary) { (void)ws->Send({std::move(frame), binary}); },
-      [ws] { ws->Close(); },
+      [weak](std::string frame, bool binary) {
+        if (std::shared_ptr<http::WebSocket> s = weak.lock()) (void)s->Send({std::move(frame), binary});
+      },
+      [weak] {
+        if (std::shared_ptr<http::WebSocket> s = weak.lock()) s->Close();
+      },
   };
   Reply error;
   std::shared_ptr<KernelChannel> channel = gateway.Connect(caller, kernel_id, format, std::move(sink), &error);
   if (channel == nullptr) {  // the kernel went away between the check and now
+    ws->Start([](http::WebSocket::Message) {});
     ws->Close();
     return absl::OkStatus();
   }
-  (void)ws->Run([&channel](http::WebSocket::Message m) { channel->OnFrame(m.data); });
-  channel->Close();
+  ws->Start([channel](http::WebSocket::Message m) { channel->OnFrame(m.data); },
+            [channel](absl::Status) { channel->Close(); });
   return absl::OkStatus();  // the exchange was answered by the upgrade; a broken socket is the client's business
 }
 

@@ -4,7 +4,7 @@
 // WebSocket frames after an upgrade, Host and Origin fields the access
 // policy weighs, and CORS preflights. The server must answer or close, and
 // close once the client has sent everything (no input may hold a
-// connection's thread), and it must keep serving.
+// connection), and it must keep serving.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -171,8 +171,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(std::string(head, 12) == "HTTP/1.1 200");
   close(probe);
 
-  // The input is over only when the server's connection threads are: the
-  // client sees the close before a thread has destroyed its io_context, and
+  // The input is over only when the server's connections are: the client
+  // sees the close before the server has freed the connection, and
   // libFuzzer's malloc accounting and leak check must not run into the
   // server's work still under way (docs/security.md "Fuzzing").
   FUZZ_CHECK(Server().WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(5)));

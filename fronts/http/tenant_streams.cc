@@ -1,0 +1,36 @@
+#include "fronts/http/tenant_streams.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace warden::http {
+
+TenantStreams::Lease::~Lease() { owner_->Close(tenant_); }
+
+absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> TenantStreams::Open(const std::string& tenant) {
+  {
+    absl::MutexLock lock(&mu_);
+    int& n = open_[tenant];
+    if (n >= cap_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this caller already holds ", n, " open streams (event streams and WebSockets), the most ", setting_,
+          " allows one tenant: close one first, or raise ", setting_));
+    }
+    ++n;
+  }
+  return std::unique_ptr<Lease>(new Lease(shared_from_this(), tenant));
+}
+
+void TenantStreams::Close(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(tenant);
+  if (it == open_.end()) return;
+  if (--it->second <= 0) open_.erase(it);
+}
+
+int TenantStreams::open(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(tenant);
+  return it == open_.end() ? 0 : it->second;
+}
+
+}  // namespace warden::http
