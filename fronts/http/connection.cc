@@ -66,7 +66,7 @@ struct Completion {
 
 }  // namespace
 
-bhttp::response<bhttp::string_body> MakeMessage(const Response& response, const Request& request,
+bhttp::response<bhttp::string_body> MakeMessage(Response response, const Request& request,
                                                 const std::vector<std::pair<std::string, std::string>>& extra,
                                                 bool close) {
   // Always 1.1 in the status line, our version (RFC 9110 6.2), whatever the client's.
@@ -75,7 +75,7 @@ bhttp::response<bhttp::string_body> MakeMessage(const Response& response, const 
   if (!response.content_type.empty()) res.set(bhttp::field::content_type, response.content_type);
   for (const auto& [name, value] : response.headers) res.insert(name, value);
   for (const auto& [name, value] : extra) res.insert(name, value);
-  res.body() = response.body;
+  res.body() = std::move(response.body);
   res.keep_alive(request.raw.keep_alive() && !close && !response.close);
   res.prepare_payload();
   return res;
@@ -284,7 +284,7 @@ void Connection::RunHandler() {
   const bool on_strand = route_->options.nonblocking;
   Handled handled;
   {
-    Exchange exchange(*this, *request_, cors_, /*deferred=*/on_strand);
+    Exchange exchange(*this, *request_, cors_, /*on_io_thread=*/on_strand);
     try {
       handled.status = route_->handler(*request_, exchange);
     } catch (const std::exception& e) {
@@ -294,7 +294,7 @@ void Connection::RunHandler() {
     handled.answered = exchange.answered();
     handled.upgraded = exchange.upgraded();
     handled.close_after = exchange.close_after();
-    handled.deferred = exchange.TakeDeferred();
+    handled.answer = exchange.TakeAnswer();
   }
   if (on_strand) return OnHandled(std::move(handled));
   net::post(stream_.get_executor(),
@@ -307,7 +307,7 @@ void Connection::OnHandled(Handled handled) {
     request_.reset();
     return;
   }
-  if (handled.deferred) return Answer(*std::move(handled.deferred), false);
+  if (handled.answer) return Answer(*std::move(handled.answer), false);
   if (!handled.answered) {
     if (handled.status.ok()) handled.status = absl::InternalError("the handler returned without answering");
     const bool upgrade = boost::beast::websocket::is_upgrade(request_->raw);
@@ -335,7 +335,7 @@ void Connection::Answer(Response response, bool close) {
     bhttp::response<bhttp::string_body> message;
     bhttp::response_serializer<bhttp::string_body> serializer;
   };
-  auto job = std::make_shared<Job>(MakeMessage(response, *request_, cors_, close));
+  auto job = std::make_shared<Job>(MakeMessage(std::move(response), *request_, cors_, close));
   const bool keep_alive = job->message.keep_alive();
   stream_.expires_after(absl::ToChronoNanoseconds(options().io_timeout));
   auto done = [self = shared_from_this(), job, keep_alive](beast::error_code ec, size_t) {

@@ -95,7 +95,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool answered = false;
     bool upgraded = false;
     bool close_after = false;
-    std::optional<Response> deferred;  // a nonblocking handler's answer
+    std::optional<Response> answer;  // what Send was given, written from the strand
   };
   void OnHandled(Handled handled);
   // Answers from the strand, then reads the next request (or closes).
@@ -125,7 +125,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 // request's keep-alive (false when `close`), `extra` headers, and the
 // payload's length.
 beast::http::response<beast::http::string_body> MakeMessage(
-    const Response& response, const Request& request,
+    Response response, const Request& request,
     const std::vector<std::pair<std::string, std::string>>& extra, bool close);
 
 }  // namespace warden::http

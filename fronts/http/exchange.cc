@@ -93,36 +93,11 @@ std::string SseEvent(absl::string_view data, absl::string_view event) {
 
 // --- Exchange
 
-absl::Status Exchange::Send(const Response& response) {
+absl::Status Exchange::Send(Response&& response) {
   if (answered_) return absl::FailedPreconditionError("this request was answered already");
   answered_ = true;
-  if (deferred_) {
-    deferred_response_ = response;
-    close_after_ = !request_.raw.keep_alive() || response.close;
-    return absl::OkStatus();
-  }
-  struct Job {
-    explicit Job(bhttp::response<bhttp::string_body> m) : message(std::move(m)), serializer(message) {}
-    bhttp::response<bhttp::string_body> message;
-    bhttp::response_serializer<bhttp::string_body> serializer;
-  };
-  auto job = std::make_shared<Job>(MakeMessage(response, request_, headers_, close_after_));
-  close_after_ = !job->message.keep_alive();
-  const bool head = request_.raw.method() == bhttp::verb::head;
-  beast::error_code ec = connection_.RunAndWait(
-      [job, head](beast::tcp_stream& stream, Done done) {
-        auto written = [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); };
-        if (head) {
-          bhttp::async_write_header(stream, job->serializer, std::move(written));
-        } else {
-          bhttp::async_write(stream, job->serializer, std::move(written));
-        }
-      },
-      job);
-  if (ec) {
-    close_after_ = true;
-    return WriteFailed(ec);
-  }
+  close_after_ = !request_.raw.keep_alive() || response.close;
+  answer_ = std::move(response);
   return absl::OkStatus();
 }
 
@@ -130,7 +105,7 @@ absl::StatusOr<std::unique_ptr<ResponseStream>> Exchange::StartStream(
     unsigned status, absl::string_view content_type,
     const std::vector<std::pair<std::string, std::string>>& headers) {
   if (answered_) return absl::FailedPreconditionError("this request was answered already");
-  if (deferred_) return absl::FailedPreconditionError("a nonblocking route cannot stream");
+  if (on_io_thread_) return absl::FailedPreconditionError("a nonblocking route cannot stream");
   absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> lease = connection_.shared().streams->Open(request_.tenant);
   if (!lease.ok()) return lease.status();
   answered_ = true;
@@ -176,7 +151,7 @@ absl::StatusOr<std::shared_ptr<WebSocket>> Exchange::AcceptWebSocket(
   if (!IsWebSocketUpgrade()) {
     return absl::InvalidArgumentError("this endpoint is a WebSocket: connect with an Upgrade: websocket request");
   }
-  if (deferred_) return absl::FailedPreconditionError("a nonblocking route cannot upgrade");
+  if (on_io_thread_) return absl::FailedPreconditionError("a nonblocking route cannot upgrade");
   std::string chosen;
   const std::string offered_field = request_.Header("Sec-WebSocket-Protocol");
   std::vector<std::string> offered;

@@ -1,11 +1,15 @@
 // Exchange: how a handler answers one request. Exactly one of Send,
-// StartStream or AcceptWebSocket, once. Send and StartStream block the
-// calling handler (a thread of the server's handler pool) until the bytes
-// are out or the write times out; none throws.
+// StartStream or AcceptWebSocket, once; none throws.
 //
+//   Send            hands the whole answer to the server, which writes it
+//                   once the handler has returned (so a handler's thread
+//                   goes back to the pool at once; Send's status says only
+//                   whether the request was answered already).
 //   ResponseStream  a chunked response written piece by piece: server-sent
 //                   events (SseEvent), NDJSON lines, anything streamed.
-//                   One of its tenant's long-lived streams while open.
+//                   StartStream and each Write block the handler until the
+//                   bytes are out or the write times out. One of its
+//                   tenant's long-lived streams while open.
 //   WebSocket       the connection upgraded (websocket.h), with the
 //                   subprotocol chosen from the client's offer.
 #pragma once
@@ -55,15 +59,15 @@ std::string SseEvent(absl::string_view data, absl::string_view event = "");
 
 class Exchange {
  public:
-  // `headers` go with every answer (the server's CORS headers). A
-  // `deferred` exchange (a nonblocking route's, on an I/O thread) keeps
-  // what Send is given for the server to write once the handler returns,
-  // and cannot stream or upgrade.
+  // `headers` go with every answer (the server's CORS headers). An
+  // exchange `on_io_thread` (a nonblocking route's) cannot stream or
+  // upgrade.
   Exchange(Connection& connection, const Request& request,
-           std::vector<std::pair<std::string, std::string>> headers = {}, bool deferred = false)
-      : connection_(connection), request_(request), headers_(std::move(headers)), deferred_(deferred) {}
+           std::vector<std::pair<std::string, std::string>> headers = {}, bool on_io_thread = false)
+      : connection_(connection), request_(request), headers_(std::move(headers)), on_io_thread_(on_io_thread) {}
 
-  absl::Status Send(const Response& response);
+  absl::Status Send(const Response& response) { return Send(Response(response)); }
+  absl::Status Send(Response&& response);
   // RESOURCE_EXHAUSTED (before anything is sent) when the caller's tenant
   // holds as many long-lived streams as the server allows.
   absl::StatusOr<std::unique_ptr<ResponseStream>> StartStream(
@@ -81,15 +85,15 @@ class Exchange {
   bool upgraded() const { return upgraded_; }
   // Whether the connection must close after this exchange.
   bool close_after() const { return close_after_; }
-  // A deferred exchange's answer, once.
-  std::optional<Response> TakeDeferred() { return std::exchange(deferred_response_, std::nullopt); }
+  // What Send was given, for the server to write; once.
+  std::optional<Response> TakeAnswer() { return std::exchange(answer_, std::nullopt); }
 
  private:
   Connection& connection_;
   const Request& request_;
   const std::vector<std::pair<std::string, std::string>> headers_;
-  const bool deferred_;
-  std::optional<Response> deferred_response_;
+  const bool on_io_thread_;
+  std::optional<Response> answer_;
   bool answered_ = false;
   bool upgraded_ = false;
   bool close_after_ = false;

@@ -13,10 +13,11 @@
 //   3. A handler, absl::Status(Request&, Exchange&), runs on a thread of the
 //      server's handler pool and may block (call the warden.v1 stub
 //      synchronously). It answers once through the Exchange: Send a
-//      Response, StartStream for chunked / SSE / NDJSON, or AcceptWebSocket
-//      (subprotocols negotiated) and Start it, which frees the thread; or it
-//      returns an error for the protocol to render. A route whose handler
-//      never blocks (RouteOptions::nonblocking) runs on an I/O thread.
+//      Response (written once the handler returns), StartStream for
+//      chunked / SSE / NDJSON, or AcceptWebSocket (subprotocols negotiated)
+//      and Start it, which frees the thread; or it returns an error for the
+//      protocol to render. A route whose handler never blocks
+//      (RouteOptions::nonblocking) runs on an I/O thread.
 //   4. By then the caller's Host and Origin passed the access policy
 //      (access_policy.h), the body is read (bounded by the route's
 //      max_body_bytes, 413 past it), and, unless the route is public,

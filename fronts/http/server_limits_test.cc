@@ -154,10 +154,16 @@ class HttpServerLimitsTest : public ::testing::Test {
       release_.WaitForNotification();
       return e.Send(Response::Text(200, "released"));
     });
-    router_->Add(protocol, "GET", "/big", [this](Request&, Exchange& e) {
-      absl::Status sent = e.Send(Response::Text(200, std::string(64 << 20, 'x')));
+    router_->Add(protocol, "GET", "/big", [](Request&, Exchange& e) {
+      return e.Send(Response::Text(200, std::string(64 << 20, 'x')));
+    });
+    router_->Add(protocol, "GET", "/flood", [this](Request&, Exchange& e) {
+      auto stream = e.StartStream(200, "application/octet-stream");
+      absl::Status written = stream.status();
+      const std::string chunk(1 << 20, 'x');
+      for (int i = 0; written.ok() && i < 64; ++i) written = (*stream)->Write(chunk);
       absl::MutexLock lock(&mu_);
-      big_status_ = sent;
+      big_status_ = written;
       big_done_ = true;
       return absl::OkStatus();
     });
@@ -346,12 +352,19 @@ TEST_F(HttpServerLimitsTest, EveryBodyReadAndEveryWriteHasADeadline) {
   const absl::Time start = absl::Now();
   EXPECT_EQ(stalled.ReadToClose(), "");
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
-  // A client that stops reading an answer: the write fails at its deadline
-  // and the handler hears of it.
-  Socket deaf(port());
+  // A client that stops reading an answer loses the connection at the
+  // write's deadline...
   const int small = 4096;
+  {
+    Socket deaf(port());
+    ASSERT_EQ(setsockopt(deaf.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    ASSERT_TRUE(deaf.Send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)));
+  }
+  // ...and a handler streaming to it hears of it from its Write.
+  Socket deaf(port());
   ASSERT_EQ(setsockopt(deaf.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-  ASSERT_TRUE(deaf.Send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  ASSERT_TRUE(deaf.Send("GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   {
     absl::MutexLock lock(&mu_);
     EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&big_done_), absl::Seconds(30)));
