@@ -64,7 +64,7 @@ struct HttpOptions {
   int64_t idle_timeout_ms = 60'000;
   // Connections at once, WebSockets included; at the bound the ones waiting
   // longest for a request head make room. Lowered to fit RLIMIT_NOFILE.
-  int64_t max_connections = 10'000;
+  int64_t max_connections = 16'384;
   // Long-lived streams (event streams, NDJSON, WebSockets) per tenant.
   int64_t max_streams_per_tenant = 256;
   // I/O threads (0: one per core) and the most threads for handlers that

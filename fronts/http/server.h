@@ -65,7 +65,7 @@ struct HttpServerOptions {
   // Connections open at once, WebSockets included. At the bound the ones
   // waiting longest for a request head are closed first; if none is, one
   // more is answered 503. Lowered to fit RLIMIT_NOFILE (max_connections()).
-  int max_connections = 10'000;
+  int max_connections = 16'384;
   // Long-lived streams (event streams, WebSockets) one tenant may hold open.
   int max_streams_per_tenant = 256;
   // I/O threads; 0: one per core (std::thread::hardware_concurrency).
