@@ -456,6 +456,33 @@ TEST_F(HttpServerTest, AWebSocketUpgradeFromAForeignOriginOrHostIsRefused) {
               ::testing::StartsWith("HTTP/1.1 101 Switching Protocols"));
 }
 
+// And past the server: the server's io_context (which the socket's stream
+// and strand belong to) is gone, and the socket must still answer every
+// call and be dropped without touching it (ASan sees a use after free at
+// once otherwise).
+TEST_F(HttpServerTest, AWebSocketKeptPastTheServerIsSafeToCallAndDrop) {
+  WsClient client;
+  beast::get_lowest_layer(client.ws).connect(Endpoint());
+  client.ws.set_option(websocket::stream_base::decorator(
+      [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
+  client.ws.handshake("localhost", "/ws-kept");
+  server_->Stop();  // the client is still connected: Stop ends the socket
+  server_.reset();
+  std::shared_ptr<WebSocket> kept;
+  {
+    absl::MutexLock lock(&kept_mu_);
+    kept = std::move(kept_);
+  }
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->Send({"late", false}).code(), absl::StatusCode::kFailedPrecondition);
+  kept->Close();
+  kept->Abort();
+  absl::Status closed;
+  kept->Start([](WebSocket::Message) {}, [&closed](absl::Status why) { closed = why; });
+  EXPECT_EQ(closed.code(), absl::StatusCode::kUnavailable) << "a socket started after it ended says so at once";
+  std::thread([kept = std::move(kept)]() mutable { kept.reset(); }).join();  // dropped from another thread
+}
+
 TEST_F(HttpServerTest, StopEndsOpenWebSocketsAndIdleConnections) {
   WsClient client;
   beast::get_lowest_layer(client.ws).connect(Endpoint());

@@ -1,6 +1,7 @@
 #include "fronts/http/websocket.h"
 
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/synchronization/notification.h"
@@ -21,10 +22,14 @@ struct WebSocket::Impl {
   Impl(std::shared_ptr<Connection> c, std::unique_ptr<TenantStreams::Lease> l, beast::tcp_stream stream)
       : connection(std::move(c)), lease(std::move(l)), executor(stream.get_executor()),
         ws(std::make_unique<websocket::stream<beast::tcp_stream>>(std::move(stream))) {}
-  // First, so released last: the connection counts until the socket is gone.
+  // First, so released last: the connection counts until the socket is
+  // gone, and keeps the server's io_context (which the strand and the
+  // stream belong to) alive until then.
   std::shared_ptr<Connection> connection;
   std::unique_ptr<TenantStreams::Lease> lease;
-  const net::any_io_executor executor;  // the connection's strand
+  // The connection's strand; null once done. Read under the WebSocket's mu_
+  // while it is open, reset on the strand (under mu_) once it is done.
+  std::optional<net::any_io_executor> executor;
   // Everything below is touched on the strand only.
   std::unique_ptr<websocket::stream<beast::tcp_stream>> ws;  // null once done
   beast::flat_buffer read_buffer;
@@ -69,24 +74,36 @@ std::shared_ptr<WebSocket> WebSocket::Accept(std::shared_ptr<Connection> connect
   return socket;
 }
 
+template <class F>
+bool WebSocket::Post(F&& f) {
+  absl::MutexLock lock(&mu_);
+  if (!open_) return false;
+  net::post(*impl_->executor, std::forward<F>(f));
+  return true;
+}
+
 void WebSocket::Start(std::function<void(Message)> on_message, std::function<void(absl::Status)> on_close) {
-  net::dispatch(impl_->executor, [self = shared_from_this(), on_message = std::move(on_message),
-                                  on_close = std::move(on_close)]() mutable {
+  auto closed_before = [](std::function<void(absl::Status)>& on_close) {
+    if (on_close) std::exchange(on_close, nullptr)(absl::UnavailableError("the WebSocket closed before it was served"));
+  };
+  // Both callbacks are shared with the strand's task, which may never run
+  // (the socket ends first): then they are still here to say so.
+  auto callbacks = std::make_shared<std::pair<std::function<void(Message)>, std::function<void(absl::Status)>>>(
+      std::move(on_message), std::move(on_close));
+  const bool posted = Post([self = shared_from_this(), callbacks, closed_before] {
     Impl& impl = *self->impl_;
-    impl.on_message = std::move(on_message);
-    impl.on_close = std::move(on_close);
+    impl.on_message = std::move(callbacks->first);
+    impl.on_close = std::move(callbacks->second);
     if (impl.ended || impl.started) {
       // Closed before it was started (the server stopping): say so once.
-      if (impl.ended && !impl.started && impl.on_close) {
-        auto on_close = std::move(impl.on_close);
-        on_close(absl::UnavailableError("the WebSocket closed before it was served"));
-      }
+      if (impl.ended && !impl.started) closed_before(impl.on_close);
       impl.started = true;
       return;
     }
     impl.started = true;
     self->ReadNext();
   });
+  if (!posted) closed_before(callbacks->second);
 }
 
 absl::Status WebSocket::Run(const std::function<void(Message)>& on_message) {
@@ -117,11 +134,7 @@ void WebSocket::ReadNext() {
 }
 
 absl::Status WebSocket::Send(Message message) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!open_) return absl::FailedPreconditionError("the WebSocket is closed");
-  }
-  net::post(impl_->executor, [self = shared_from_this(), message = std::move(message)]() mutable {
+  const bool posted = Post([self = shared_from_this(), message = std::move(message)]() mutable {
     Impl& impl = *self->impl_;
     if (impl.ended) return;
     impl.outbox_bytes += message.data.size();
@@ -134,7 +147,7 @@ absl::Status WebSocket::Send(Message message) {
     }
     if (!impl.writing) self->WriteNext();
   });
-  return absl::OkStatus();
+  return posted ? absl::OkStatus() : absl::FailedPreconditionError("the WebSocket is closed");
 }
 
 void WebSocket::WriteNext() {
@@ -160,7 +173,7 @@ void WebSocket::WriteNext() {
 }
 
 void WebSocket::Close() {
-  net::dispatch(impl_->executor, [self = shared_from_this()] {
+  (void)Post([self = shared_from_this()] {
     Impl& impl = *self->impl_;
     if (impl.ended || impl.closing) return;
     impl.closing = true;
@@ -172,8 +185,7 @@ void WebSocket::Close() {
 }
 
 void WebSocket::Abort() {
-  net::dispatch(impl_->executor,
-                [self = shared_from_this()] { self->End(absl::UnavailableError("the server closed the WebSocket")); });
+  (void)Post([self = shared_from_this()] { self->End(absl::UnavailableError("the server closed the WebSocket")); });
 }
 
 void WebSocket::End(absl::Status why) {
@@ -194,13 +206,19 @@ void WebSocket::End(absl::Status why) {
     on_close(std::move(why));
   }
   impl.on_message = nullptr;
-  // Once the aborted operations have returned, free the stream and let the
-  // connection go: whoever still holds this WebSocket holds only a husk.
-  net::post(impl.executor, [self = shared_from_this()] {
+  // Last, after everything queued before open_ went false: free the stream
+  // (the aborted operations keep what they use), the strand and the
+  // connection. Whoever still holds this WebSocket holds only a husk, safe
+  // to call and to drop anywhere, after the server too.
+  net::post(*impl.executor, [self = shared_from_this()] {
     Impl& impl = *self->impl_;
     impl.ws.reset();
     impl.read_buffer = beast::flat_buffer();
     impl.lease.reset();
+    {
+      absl::MutexLock lock(&self->mu_);
+      impl.executor.reset();
+    }
     impl.connection.reset();
   });
 }

@@ -36,7 +36,8 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
   // (the peer closed, the connection failed, Close() or Abort(), the server
   // stopped): OK for a normal close, else why. Both run on the socket's I/O
   // strand, one at a time, and must not block: hand slow work to a thread
-  // pool. Call once.
+  // pool. A socket already done when Start is called says so through
+  // `on_close` at once, on the calling thread. Call once.
   void Start(std::function<void(Message)> on_message, std::function<void(absl::Status)> on_close = nullptr);
   // Start, then wait until the socket is done; holds the calling thread for
   // the socket's whole life, so only for short-lived sockets and tests.
@@ -46,10 +47,16 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
   // kMaxQueuedBytes pile up unread loses the connection.
   absl::Status Send(Message message);
   static constexpr size_t kMaxQueuedBytes = 64 << 20;
-  // Starts a normal close (1000); any thread.
+  // Starts a normal close (1000); any thread. Nothing once the socket is done.
   void Close();
   // Drops the TCP connection now (the server stops); any thread.
   void Abort();
+
+  // Whoever holds a WebSocket (a kernel's channel, a close callback) may
+  // keep it past its connection, and past the server, and call it or drop
+  // it from any thread: once the socket is done, it holds nothing of the
+  // server's (no stream, no strand, no connection), and every call above
+  // answers without touching the server's io_context.
 
  private:
   friend class Exchange;
@@ -63,6 +70,11 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
                                            boost::beast::tcp_stream stream, std::shared_ptr<const RawRequest> request,
                                            std::string subprotocol, size_t max_message_bytes,
                                            std::function<void(boost::beast::error_code)> done);
+  // Queues `f` on the strand (never runs it inline) and says true, or says
+  // false once the socket is done: then nothing is queued, so everything
+  // queued runs before End's last step lets the strand go.
+  template <class F>
+  bool Post(F&& f);
   void ReadNext();    // on the strand
   void WriteNext();   // on the strand
   void End(absl::Status why);  // on the strand; once
