@@ -161,9 +161,15 @@ class KernelChannel::ExecuteCall : public grpc::ClientReadReactor<v1::ExecuteEve
       reply.erase("user_expressions");
       reply.erase("payload");
     }
+    // The requests to abort are those queued before the reply goes out: a
+    // client that sends its next cell on seeing the reply and idle must
+    // not find it aborted (the callback thread publishing here races the
+    // frames the I/O threads queue).
+    std::deque<Message> aborted;
+    if (error_ && stop_on_error_) aborted = c.TakeQueuedExecutes();
     c.Publish("shell", "execute_reply", std::move(reply), request_);
     c.Status("idle", request_);
-    if (error_ && stop_on_error_) c.AbortQueuedExecutes();
+    c.Abort(aborted);
   }
 
   std::shared_ptr<KernelChannel> channel_;
@@ -379,9 +385,11 @@ void KernelChannel::ExecuteDone() { shell_.Resume(shared_from_this()); }
 
 // After an error with stop_on_error, the execute requests already queued
 // are not run, as in ipykernel: each gets execute_reply status "aborted".
-void KernelChannel::AbortQueuedExecutes() {
-  std::deque<Message> aborted =
-      shell_.TakeIf([](const Message& m) { return m.msg_type() == "execute_request"; });
+std::deque<Message> KernelChannel::TakeQueuedExecutes() {
+  return shell_.TakeIf([](const Message& m) { return m.msg_type() == "execute_request"; });
+}
+
+void KernelChannel::Abort(const std::deque<Message>& aborted) {
   for (const Message& m : aborted) {
     Status("busy", m);
     Publish("shell", "execute_reply", {{"status", "aborted"}, {"execution_count", 0}}, m);

@@ -99,7 +99,8 @@ class KernelChannel : public std::enable_shared_from_this<KernelChannel> {
   // Starts the cell; false when it runs on (ExecuteCall resumes the lane).
   bool Execute(const Message& request);
   void ExecuteDone();
-  void AbortQueuedExecutes();
+  std::deque<Message> TakeQueuedExecutes();
+  void Abort(const std::deque<Message>& aborted);
   void Publish(const std::string& channel, const std::string& msg_type, nlohmann::json content,
                const Message& parent);
   void Status(const char* state, const Message& parent);

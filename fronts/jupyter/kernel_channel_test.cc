@@ -3,6 +3,11 @@
 // client sees for what the daemon says.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <list>
+#include <memory>
+#include <vector>
+
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -95,11 +100,17 @@ class Collector {
                          auto m = DecodeFrame(frame, format);
                          ASSERT_TRUE(m.ok()) << m.status();
                          EXPECT_EQ(binary, format == WireFormat::kV1);
-                         absl::MutexLock lock(&mu_);
-                         messages_.push_back(*std::move(m));
+                         {
+                           absl::MutexLock lock(&mu_);
+                           messages_.push_back(*m);
+                         }
+                         if (then) then(*m);
                        },
                        [] {}};
   }
+  // Called with each message as it is sent, on the channel's sending thread
+  // (a client answering at once). Set before the channel sends anything.
+  std::function<void(const Message&)> then;
   // Waits (up to a deadline) until a shell/control reply of `type` to `parent` and the
   // status idle after it arrived; returns everything sent for `parent`.
   std::vector<Message> UntilIdle(const std::string& parent) {
@@ -167,6 +178,10 @@ class KernelGatewayTest : public ::testing::Test {
     gateway_ = std::make_unique<KernelGateway>(stub_);
   }
   void TearDown() override {
+    // A channel may still send (a last status) after the test's body has
+    // seen what it waited for: closed first, it sends nothing more, and
+    // the collectors (destroyed after this) are not called late.
+    for (const std::shared_ptr<KernelChannel>& channel : channels_) channel->Close();
     if (!fake_.release_raise.HasBeenNotified()) fake_.release_raise.Notify();
     gateway_.reset();
     server_->Shutdown();
@@ -177,8 +192,14 @@ class KernelGatewayTest : public ::testing::Test {
     Reply error;
     auto channel = gateway_->Connect(caller_, KernelIdFromSessionId(kSession), format, got.Sink(format), &error);
     EXPECT_NE(channel, nullptr) << error.body.dump();
+    if (channel != nullptr) channels_.push_back(channel);
     return channel;
   }
+  // A collector that lives until the channels sending to it are closed.
+  Collector& NewCollector() { return collectors_.emplace_back(); }
+
+  std::list<Collector> collectors_;  // first, so destroyed last
+  std::vector<std::shared_ptr<KernelChannel>> channels_;
 
   FakeExecutor fake_;
   std::unique_ptr<grpc::Server> server_;
@@ -188,7 +209,7 @@ class KernelGatewayTest : public ::testing::Test {
 };
 
 TEST_F(KernelGatewayTest, ExecuteRequestBecomesJupyterIopubMessagesInOrder) {
-  Collector got;
+  Collector& got = NewCollector();
   auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame(Request("e1", "execute_request", {{"code", "1+1"}, {"silent", false}}));
@@ -208,7 +229,7 @@ TEST_F(KernelGatewayTest, ExecuteRequestBecomesJupyterIopubMessagesInOrder) {
 }
 
 TEST_F(KernelGatewayTest, AnErrorRepliesErrorAndAbortsTheQueuedCells) {
-  Collector got;
+  Collector& got = NewCollector();
   auto channel = Open(got, WireFormat::kV1);
   ASSERT_NE(channel, nullptr);
   auto v1_frame = [](const std::string& json) {
@@ -229,8 +250,30 @@ TEST_F(KernelGatewayTest, AnErrorRepliesErrorAndAbortsTheQueuedCells) {
   EXPECT_EQ(aborted[1].content["status"], "aborted");
 }
 
+// ipykernel aborts the cells queued when an error's reply goes out, not a
+// cell the client sends on seeing that reply (as @jupyterlab/services does
+// once a cell's future is done): here the client answers from the very
+// callback that sends the reply, before the channel goes on.
+TEST_F(KernelGatewayTest, ACellSentOnSeeingAnErrorsReplyRunsAndIsNotAborted) {
+  Collector& got = NewCollector();
+  auto channel = Open(got);
+  ASSERT_NE(channel, nullptr);
+  got.then = [weak = std::weak_ptr<KernelChannel>(channel)](const Message& m) {
+    if (m.msg_type() != "execute_reply" || m.parent_header.value("msg_id", "") != "bad") return;
+    if (std::shared_ptr<KernelChannel> channel = weak.lock()) {
+      channel->OnFrame(Request("next", "execute_request", {{"code", "1+1"}}));
+    }
+  };
+  fake_.release_raise.Notify();
+  channel->OnFrame(Request("bad", "execute_request", {{"code", "raise"}}));
+  std::vector<Message> ms = got.UntilIdle("next");
+  ASSERT_EQ(Types(ms), (std::vector<std::string>{"status:busy", "execute_input", "stream", "display_data",
+                                                 "execute_result", "execute_reply", "status:idle"}));
+  EXPECT_EQ(ms[5].content["status"], "ok");
+}
+
 TEST_F(KernelGatewayTest, ALimitWithoutAnExceptionIsStillAnError) {
-  Collector got;
+  Collector& got = NewCollector();
   auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame(Request("t", "execute_request", {{"code", "sleep"}}));
@@ -242,7 +285,7 @@ TEST_F(KernelGatewayTest, ALimitWithoutAnExceptionIsStillAnError) {
 }
 
 TEST_F(KernelGatewayTest, MalformedFramesAreDroppedAndTheChannelKeepsServing) {
-  Collector got;
+  Collector& got = NewCollector();
   auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame("{not json");
@@ -256,7 +299,7 @@ TEST_F(KernelGatewayTest, MalformedFramesAreDroppedAndTheChannelKeepsServing) {
 }
 
 TEST_F(KernelGatewayTest, InterruptRequestOnControlInterruptsTheSession) {
-  Collector got;
+  Collector& got = NewCollector();
   auto channel = Open(got);
   ASSERT_NE(channel, nullptr);
   channel->OnFrame(Request("i", "interrupt_request", nlohmann::json::object(), "control"));
@@ -299,7 +342,7 @@ TEST_F(KernelGatewayTest, RestApiAnswersInKernelGatewayShapes) {
   EXPECT_EQ(got.status, 200);
   EXPECT_EQ(got.body["connections"], 0);
   {
-    Collector sink;
+    Collector& sink = NewCollector();
     auto one = gateway_->Connect(caller_, kSession, WireFormat::kJson, sink.Sink(WireFormat::kJson), &connect_error);
     auto two = gateway_->Connect(caller_, kSession, WireFormat::kJson, sink.Sink(WireFormat::kJson), &connect_error);
     for (int i = 0; i < 3; ++i) {  // counting does not forget live channels
