@@ -106,7 +106,8 @@ absl::StatusOr<std::unique_ptr<ResponseStream>> Exchange::StartStream(
     const std::vector<std::pair<std::string, std::string>>& headers) {
   if (answered_) return absl::FailedPreconditionError("this request was answered already");
   if (on_io_thread_) return absl::FailedPreconditionError("a nonblocking route cannot stream");
-  absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> lease = connection_.shared().streams->Open(request_.tenant);
+  absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> lease =
+      connection_.shared().streams->Open(request_.tenant, /*holds_thread=*/true);
   if (!lease.ok()) return lease.status();
   answered_ = true;
   const bool chunked = request_.raw.version() >= 11;

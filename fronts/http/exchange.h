@@ -69,7 +69,8 @@ class Exchange {
   absl::Status Send(const Response& response) { return Send(Response(response)); }
   absl::Status Send(Response&& response);
   // RESOURCE_EXHAUSTED (before anything is sent) when the caller's tenant
-  // holds as many long-lived streams as the server allows.
+  // holds as many long-lived streams as the server allows; UNAVAILABLE when
+  // streams hold half of the handler threads already (TenantStreams).
   absl::StatusOr<std::unique_ptr<ResponseStream>> StartStream(
       unsigned status, absl::string_view content_type,
       const std::vector<std::pair<std::string, std::string>>& headers = {});

@@ -80,7 +80,9 @@ ServerShared::ServerShared(HttpServerOptions options_in, std::shared_ptr<const R
       io(io_threads),
       pool(io_threads, options.handler_threads),
       streams(std::make_shared<TenantStreams>(options.max_streams_per_tenant,
-                                              absl::StrCat(options.settings_prefix, "max_streams_per_tenant"))) {}
+                                              absl::StrCat(options.settings_prefix, "max_streams_per_tenant"),
+                                              options.handler_threads,
+                                              absl::StrCat(options.settings_prefix, "handler_threads"))) {}
 
 class HttpServer::Core {
  public:

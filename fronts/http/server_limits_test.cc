@@ -92,6 +92,20 @@ class Socket {
     }
     return out;
   }
+  // What arrives until `text` has (or 30 s pass).
+  std::string ReadUntil(const std::string& text) const {
+    std::string out;
+    char buffer[4096];
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (out.find(text) == std::string::npos && absl::Now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 1000) <= 0) continue;
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      out.append(buffer, static_cast<size_t>(n));
+    }
+    return out;
+  }
   // One whole response to a request already sent (Content-Length bodies).
   std::string ReadResponse() const {
     std::string out;
@@ -172,6 +186,15 @@ class HttpServerLimitsTest : public ::testing::Test {
       auto stream = e.StartStream(200, "application/x-ndjson");
       if (!stream.ok()) return stream.status();
       return (*stream)->Write("{}\n");
+    });
+    // A stream that lasts until the test releases it (a background
+    // command's events, a long cell's output).
+    router_->Add(protocol, "GET", "/long", [this](Request&, Exchange& e) {
+      auto stream = e.StartStream(200, "application/x-ndjson");
+      if (!stream.ok()) return stream.status();
+      if (absl::Status s = (*stream)->Write("{}\n"); !s.ok()) return s;
+      release_.WaitForNotification();
+      return (*stream)->Finish();
     });
     router_->Add(protocol, "GET", "/ws", [](Request&, Exchange& e) {
       auto ws = e.AcceptWebSocket({});
@@ -416,6 +439,34 @@ TEST_F(HttpServerLimitsTest, ATenantAtItsStreamCapGetsAClearErrorAndOtherTenants
     websocket::stream<beast::tcp_stream> again(io);
     return Handshake(port(), "acme", again) == 101;
   }));
+}
+
+// However many tenants stream, their streams hold at most half of the
+// handler threads: the rest serve everyone's ordinary requests.
+TEST_F(HttpServerLimitsTest, StreamsOfManyTenantsHoldAtMostHalfTheHandlerThreads) {
+  HttpServerOptions options;
+  options.handler_threads = 4;
+  Start(options);
+  std::vector<std::unique_ptr<Socket>> streams;
+  for (const char* tenant : {"a", "b"}) {
+    streams.push_back(std::make_unique<Socket>(port()));
+    ASSERT_TRUE(streams.back()->Send(absl::StrCat("GET /long HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: ", tenant,
+                                                  "\r\n\r\n")));
+  }
+  // Both streaming (each under its own tenant's cap).
+  for (const auto& s : streams) EXPECT_THAT(s->ReadUntil("{}\n"), ::testing::StartsWith("HTTP/1.1 200 OK"));
+  // A third tenant's stream is refused, saying what to raise...
+  Socket third(port());
+  ASSERT_TRUE(third.Send("GET /long HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: c\r\n\r\n"));
+  const std::string refused = third.ReadResponse();
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(refused, HasSubstr("http.handler_threads"));
+  // ...while requests that block a thread, but not for a stream, are served.
+  Socket one(port()), two(port());
+  for (Socket* s : {&one, &two}) ASSERT_TRUE(s->Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: c\r\n\r\n"));
+  ASSERT_TRUE(Eventually([&] { return blocked_ == 2; }));
+  release_.Notify();
+  for (Socket* s : {&one, &two}) EXPECT_THAT(s->ReadResponse(), HasSubstr("released"));
 }
 
 TEST_F(HttpServerLimitsTest, BlockingHandlersLeaveTheIoThreadsFree) {

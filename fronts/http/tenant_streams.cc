@@ -4,9 +4,10 @@
 
 namespace warden::http {
 
-TenantStreams::Lease::~Lease() { owner_->Close(tenant_); }
+TenantStreams::Lease::~Lease() { owner_->Close(tenant_, holds_thread_); }
 
-absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> TenantStreams::Open(const std::string& tenant) {
+absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> TenantStreams::Open(const std::string& tenant,
+                                                                          bool holds_thread) {
   {
     absl::MutexLock lock(&mu_);
     int& n = open_[tenant];
@@ -15,13 +16,26 @@ absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> TenantStreams::Open(const 
           "this caller already holds ", n, " open streams (event streams and WebSockets), the most ", setting_,
           " allows one tenant: close one first, or raise ", setting_));
     }
+    if (holds_thread && holding_threads_ >= thread_cap_) {
+      if (n == 0) open_.erase(tenant);
+      return absl::UnavailableError(absl::StrCat(
+          "the server streams ", holding_threads_, " responses already, each on a handler thread, half of its ",
+          handler_threads_, " (", threads_setting_, "); try again shortly, or raise ", threads_setting_));
+    }
     ++n;
+    if (holds_thread) ++holding_threads_;
   }
-  return std::unique_ptr<Lease>(new Lease(shared_from_this(), tenant));
+  return std::unique_ptr<Lease>(new Lease(shared_from_this(), tenant, holds_thread));
 }
 
-void TenantStreams::Close(const std::string& tenant) {
+int TenantStreams::holding_threads() const {
   absl::MutexLock lock(&mu_);
+  return holding_threads_;
+}
+
+void TenantStreams::Close(const std::string& tenant, bool holds_thread) {
+  absl::MutexLock lock(&mu_);
+  if (holds_thread) --holding_threads_;
   auto it = open_.find(tenant);
   if (it == open_.end()) return;
   if (--it->second <= 0) open_.erase(it);

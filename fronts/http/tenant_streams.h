@@ -4,6 +4,11 @@
 // connections and handler threads every other tenant needs. A tenant at its
 // cap gets RESOURCE_EXHAUSTED (429 in its protocol's shape) naming the
 // setting; the others are unaffected.
+//
+// A response stream holds a handler thread while it lasts (a WebSocket
+// holds none). However many tenants stream, such streams together take at
+// most half of the handler threads: one more is UNAVAILABLE (503), so
+// requests that are not streams always find threads.
 #pragma once
 
 #include <memory>
@@ -27,27 +32,42 @@ class TenantStreams : public std::enable_shared_from_this<TenantStreams> {
 
    private:
     friend class TenantStreams;
-    Lease(std::shared_ptr<TenantStreams> owner, std::string tenant)
-        : owner_(std::move(owner)), tenant_(std::move(tenant)) {}
+    Lease(std::shared_ptr<TenantStreams> owner, std::string tenant, bool holds_thread)
+        : owner_(std::move(owner)), tenant_(std::move(tenant)), holds_thread_(holds_thread) {}
     const std::shared_ptr<TenantStreams> owner_;
     const std::string tenant_;
+    const bool holds_thread_;
   };
 
-  // `setting` names the cap in refusals ("http.max_streams_per_tenant").
-  TenantStreams(int cap_per_tenant, std::string setting) : cap_(cap_per_tenant), setting_(std::move(setting)) {}
+  // `setting` names the cap in refusals ("http.max_streams_per_tenant");
+  // `threads_setting` the handler threads ("http.handler_threads"), of which
+  // streams that hold one take at most half (at least one).
+  TenantStreams(int cap_per_tenant, std::string setting, int handler_threads, std::string threads_setting)
+      : cap_(cap_per_tenant),
+        setting_(std::move(setting)),
+        thread_cap_(handler_threads / 2 > 0 ? handler_threads / 2 : 1),
+        handler_threads_(handler_threads),
+        threads_setting_(std::move(threads_setting)) {}
 
   // A lease for one more stream of `tenant` ("" for callers without one),
-  // or RESOURCE_EXHAUSTED once it holds the cap.
-  absl::StatusOr<std::unique_ptr<Lease>> Open(const std::string& tenant);
+  // or RESOURCE_EXHAUSTED once it holds the cap. A stream that
+  // `holds_thread` may also be UNAVAILABLE: such streams hold half of the
+  // handler threads already.
+  absl::StatusOr<std::unique_ptr<Lease>> Open(const std::string& tenant, bool holds_thread = false);
   int open(const std::string& tenant) const;
+  int holding_threads() const;
 
  private:
-  void Close(const std::string& tenant);
+  void Close(const std::string& tenant, bool holds_thread);
 
   const int cap_;
   const std::string setting_;
+  const int thread_cap_;
+  const int handler_threads_;
+  const std::string threads_setting_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, int> open_ ABSL_GUARDED_BY(mu_);
+  int holding_threads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace warden::http
