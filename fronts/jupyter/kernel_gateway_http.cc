@@ -89,9 +89,14 @@ void AddKernelGatewayRoutes(http::Router& router, std::shared_ptr<KernelGateway>
                },
                options);
   };
-  rest("GET", "/api", [](KernelGateway& g, const Caller&, const http::Request&) { return g.ApiInfo(); });
+  // The server's info and the kernel specs are constants: answered on the
+  // I/O thread, without a hop to the handler pool (clients poll /api to
+  // see whether the gateway is up).
+  http::RouteOptions constant;
+  constant.nonblocking = true;
+  rest("GET", "/api", [](KernelGateway& g, const Caller&, const http::Request&) { return g.ApiInfo(); }, constant);
   rest("GET", "/api/kernelspecs",
-       [](KernelGateway& g, const Caller&, const http::Request&) { return g.ListKernelSpecs(); });
+       [](KernelGateway& g, const Caller&, const http::Request&) { return g.ListKernelSpecs(); }, constant);
   rest("GET", "/api/kernels",
        [](KernelGateway& g, const Caller& c, const http::Request&) { return g.ListKernels(c); });
   http::RouteOptions bounded;
