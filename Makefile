@@ -197,20 +197,32 @@ demo: build
 
 # Benchmarks against the anchors, side by side (docs/benchmarks.md). They
 # need root, like the sandbox tests, and never fail on a number. bench-deps
-# installs the anchors: bubblewrap and a Jupyter kernel with its client, and
-# (test-deps) the real Jupyter Kernel Gateway in $(BUILD_DIR)/pyenv.
-BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client
+# installs the anchors: bubblewrap, a Jupyter kernel with its client, nginx
+# (the HTTP front's anchor: bench/run_bench.py runs its own on a free port,
+# and the service the package starts is stopped and disabled again when
+# this installed it), and (test-deps) the real Jupyter Kernel Gateway in
+# $(BUILD_DIR)/pyenv.
+BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client nginx-light
 
 bench-deps: deps test-deps
-	@$(call install_missing,$(BENCH_PACKAGES))
+	@nginx_before=$$(dpkg-query -W -f='$${Status}' nginx-light 2>/dev/null); \
+	$(call install_missing,$(BENCH_PACKAGES)); \
+	case "$$nginx_before" in *"install ok installed"*) ;; *) \
+	  if [ -d /run/systemd/system ]; then $(SUDO) systemctl disable --now nginx >/dev/null 2>&1 || true; fi;; \
+	esac
 
 # The full run (under 20 minutes) and the quick one (under 4); both write
 # bench/results/latest.json and the generated part of docs/benchmarks.md.
+# HTTP_BASELINE_BIN: a directory holding an older wardend (and its zygote)
+# whose HTTP front the http section measures beside the current one.
+HTTP_BASELINE_BIN ?=
 bench: bench-deps build
-	/usr/bin/python3 bench/run_bench.py --bin-dir $(BUILD_DIR)/bin
+	/usr/bin/python3 bench/run_bench.py --bin-dir $(BUILD_DIR)/bin \
+	  $(if $(HTTP_BASELINE_BIN),--http-baseline-bin $(HTTP_BASELINE_BIN))
 
 bench-quick: bench-deps build
-	/usr/bin/python3 bench/run_bench.py --quick --bin-dir $(BUILD_DIR)/bin
+	/usr/bin/python3 bench/run_bench.py --quick --bin-dir $(BUILD_DIR)/bin \
+	  $(if $(HTTP_BASELINE_BIN),--http-baseline-bin $(HTTP_BASELINE_BIN))
 
 # Soak and fault injection (scripts/soak.py; docs/benchmarks.md, "Soak"):
 # its own keeper + wardend driven by a mixed load while faults are injected,

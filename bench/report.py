@@ -170,6 +170,28 @@ def figures(results):
                      (_get(kg, "warden", "concurrent", "kernels") or "?"), "s",
                      _get(kg, "warden", "concurrent", "total_s"), "Jupyter Kernel Gateway + ipykernel (PyPI)",
                      _get(kg, "kernel_gateway", "concurrent", "total_s")))
+    http = s.get("http", {})
+    for name, key in (("nginx", "nginx"), ("the HTTP server before issue 20", "baseline")):
+        other = http.get(key, {})
+        rows.append(_row("HTTP front", "idle keep-alive connections held (%s asked)" % _get(http, "warden", "idle",
+                                                                                            "connections"),
+                         "connections", _get(http, "warden", "idle", "held_after_probes"), name,
+                         _get(other, "idle", "held_after_probes"), better="higher"))
+        rows.append(_row("HTTP front", "a real client beside them, new connection each, p99", "ms",
+                         _get(http, "warden", "idle", "probe", "p99_ms"), name,
+                         _get(other, "idle", "probe", "p99_ms")))
+        rows.append(_row("HTTP front", "memory per idle connection (server RSS)", "bytes",
+                         _get(http, "warden", "idle", "rss_bytes_per_connection"), name,
+                         _get(other, "idle", "rss_bytes_per_connection")))
+        rows.append(_row("HTTP front", "`GET /healthz` per second (a connection each), 8 clients", "req/s",
+                         _get(http, "warden", "healthz", "per_second"), name,
+                         _get(other, "healthz", "per_second"), better="higher"))
+        rows.append(_row("HTTP front", "`GET /api` per second (kept alive), 8 clients", "req/s",
+                         _get(http, "warden", "api", "per_second"), name,
+                         _get(other, "api", "per_second"), better="higher"))
+    rows.append(_row("HTTP front", "E2B `/execute` of `print(1)` per second, 4 sandboxes", "runs/s",
+                     _get(http, "warden", "execute", "per_second"), "the HTTP server before issue 20",
+                     _get(http, "baseline", "execute", "per_second"), better="higher"))
     return rows
 
 
@@ -332,6 +354,40 @@ def goals_22(results):
             _fmt(sdk["p50_ms"]), _fmt(sdk.get("client_cpu_ms")), _fmt(raw.get("p50_ms")))
     out.append({"goal": "`commands.run('true')` through the E2B front <= 2 ms p50",
                 "measured": value, "met": None if value is None else sdk["p50_ms"] <= 2})
+    return out
+
+
+def goals_20(results):
+    """Issue 20's goals (the HTTP front against ten thousand connections)."""
+    http = results.get("sections", {}).get("http", {})
+    w = http.get("warden", {})
+    out = []
+
+    def goal(text, value, fmt, ok):
+        out.append({"goal": text, "measured": None if value is None else fmt % value,
+                    "met": None if value is None else bool(ok(value))})
+
+    idle = w.get("idle", {})
+    asked = idle.get("connections")
+    held = idle.get("held_after_probes")
+    goal("10,000 concurrent idle connections held%s" % ("" if asked in (None, 10000) else
+                                                        " (this run: %s asked)" % asked),
+         held, "%d held", lambda v: v >= 10000)
+    probe = _get(idle, "probe", "p99_ms")
+    failed = idle.get("probe_failed")
+    goal("... a real client beside them served in under 100 ms p99", probe,
+         "%%.1f ms (%s failed)" % failed if failed is not None else "%.1f ms", lambda v: v < 100 and not failed)
+    k = w.get("kernels", {})
+    goal("1,000 Kernel Gateway channel WebSockets open at once, one per kernel, each answering a cell%s" % (
+        "" if k.get("kernels") in (None, 1000) else " (this run: %s)" % k.get("kernels")),
+         k.get("cells_answered"), "%%d answered of %s open" % k.get("channels_open"),
+         lambda v: v >= 1000 and v == k.get("channels_open"))
+    goal("memory per idle connection <= 16 KiB of wardend's RSS", idle.get("rss_bytes_per_connection"),
+         "%.0f bytes", lambda v: v <= 16 * 1024)
+    for what, key in (("`GET /healthz`", "healthz"), ("a one-shot through `/execute`", "execute")):
+        new, old = _get(w, key, "per_second"), _get(http, "baseline", key, "per_second")
+        goal("throughput of %s at least as high as before (same run)" % what, _ratio(new, old), "%.2fx",
+             lambda v: v >= 1)
     return out
 
 
@@ -512,6 +568,18 @@ def details(results):
                        _fmt(live.get("p50_ms")), " (a random sample)" if hib.get("sample") else "",
                        wake.get("answered"), wake.get("called"), _fmt(wake.get("per_second")),
                        _fmt(wake.get("p50_ms")), _fmt(wake.get("p99_ms")), _fmt(hib.get("wardend_rss_after_mib"))))
+    http = s.get("http", {})
+    if http:
+        k = _get(http, "warden", "kernels") or {}
+        out.append("HTTP front (`build/bin/http_load`, load average %s): %s Kernel Gateway kernels started in %s s; "
+                   "%s channel WebSockets open at once in %s s (%s failed), wardend then %s threads and %s MiB RSS; "
+                   "one cell on each: %s answered, %s failed, reply p50 %s ms, p99 %s ms, all in %s s.%s\n" % (
+                       " ".join(http.get("loadavg", [])), k.get("started"), _fmt(k.get("start_seconds")),
+                       k.get("channels_open"), _fmt(k.get("open_seconds")), k.get("open_failed"),
+                       k.get("server_threads_open"), _fmt((k.get("server_rss_kib_open") or 0) / 1024),
+                       k.get("cells_answered"), k.get("cells_failed"), _fmt(_get(k, "reply", "p50_ms")),
+                       _fmt(_get(k, "reply", "p99_ms")), _fmt(k.get("cells_seconds")),
+                       "" if "baseline" in http else " (no --http-baseline-bin: the server before issue 20 not run)"))
     errors = results.get("errors") or {}
     for name, err in errors.items():
         out.append("Section `%s` failed in this run: %s\n" % (name, err))
@@ -530,6 +598,7 @@ def generated(results):
                       table(results), "", "### Goals\n", goals_table(results), "",
                       goals_table(results, goals_11, 11), "", goals_table(results, goals_12, 12), "",
                       goals_table(results, goals_22, 22), "",
+                      goals_table(results, goals_20, 20), "",
                       "### Details\n",
                       details(results), END])
 

@@ -21,9 +21,15 @@ under warden-keeper), snapshots (bench/snapshot_bench: ForkSession of a
 10 MB DataFrame, wake from hibernation), hibernation
 (bench/hibernation_scale: many sessions, most hibernated, each called),
 kernel_gateway (bench/kernel_gateway_bench.py: Warden's Kernel Gateway front
-beside the real Jupyter Kernel Gateway from build/pyenv, `make test-deps`).
+beside the real Jupyter Kernel Gateway from build/pyenv, `make test-deps`),
+http (bench/http_load against the HTTP front: idle connections held and a
+real client beside them, memory per idle connection, GET /healthz and
+E2B's /execute per second, Kernel Gateway channels open at once each
+answering a cell; beside nginx serving the same, and beside the HTTP
+server before issue 20 when --http-baseline-bin names its wardend).
 Each runs against a wardend this script starts on its own socket under
-/tmp and always stops (keeper, snapshots and hibernation start their own).
+/tmp and always stops (keeper, snapshots, hibernation and http start their
+own).
 """
 
 import argparse
@@ -56,7 +62,8 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "commands", "throughput", "humaneval", "noisy", "memory",
-            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway"]
+            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway", "http"]
+NGINX = "/usr/sbin/nginx"
 
 # Sizes of each section: (quick, full). Quick stays under 4 minutes, full
 # under 20 on the 2-core machines (keeper, snapshots and hibernation add
@@ -90,6 +97,13 @@ SIZES = {
     # separate, longer run (docs/benchmarks.md, issue 12).
     "hibernation_sessions": (150, 600),
     "hibernation_live": (30, 100),
+    # http: idle connections held (with a real client's requests beside
+    # them), seconds of each throughput run, Kernel Gateway channels open
+    # at once (one kernel each).
+    "http_idle": (2000, 10000),
+    "http_probes": (200, 1000),
+    "http_rate_s": (3, 8),
+    "http_kernels": (100, 1000),
 }
 
 
@@ -205,6 +219,142 @@ class Daemon:
                 self.proc.wait()
         self.log.close()
         self.proc = None
+
+
+def pids_of(proc):
+    """The process and its children (nginx's workers)."""
+    pids = [proc.pid]
+    try:
+        for line in subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True,
+                                   text=True).stdout.split():
+            pids.append(int(line))
+    except (OSError, ValueError):
+        pass
+    return pids
+
+
+class HttpFront:
+    """A wardend serving the HTTP front on loopback without tokens (the
+    README's workstation setup), sized for the http section; `baseline`
+    is the wardend from before issue 20, which knows none of the http.*
+    connection settings."""
+
+    def __init__(self, bin_dir, workdir, name, kernels, baseline=False):
+        self.bin_dir = pathlib.Path(bin_dir)
+        self.dir = pathlib.Path(workdir) / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        config = json.loads((REPO / "deploy" / "wardend.json").read_text())
+        config["listen"] = ["unix:%s" % (self.dir / "wardend.sock")]
+        config["http_listen"] = "127.0.0.1:%d" % self.port
+        config["allow_insecure_loopback"] = True
+        config["sessions"]["max_total"] = kernels + 100
+        config["sessions"]["max_per_tenant"] = kernels + 100
+        config["max_concurrent_per_tenant"] = 64
+        config["pools"] = [{"language": "python", "size": 4}, {"language": "javascript", "size": 0},
+                           {"language": "bash", "size": 0}]
+        config["executor"]["host_id_base"] = 3000000 + (os.getpid() % 1000) * 70000 + 30000
+        if baseline:
+            config["http"] = {k: v for k, v in config["http"].items() if k in ("allowed_hosts", "allowed_origins")}
+        else:
+            config["http"]["idle_timeout_ms"] = 600000  # held for the whole measurement
+            config["http"]["max_streams_per_tenant"] = kernels + 100
+        self.config_path = self.dir / "wardend.json"
+        self.config_path.write_text(json.dumps(config, indent=2))
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.dir / "wardend.log", "w")
+        self.proc = subprocess.Popen([str(self.bin_dir / "wardend"), "--config", str(self.config_path)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/readyz" % self.port, timeout=5).read()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        raise RuntimeError("wardend's HTTP front did not get ready: %s" % (
+            (self.dir / "wardend.log").read_text(errors="replace")[-1500:]))
+
+    def call(self, method, path, body=None, headers=None):
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers=dict({"Content-Type": "application/json"}, **(headers or {})))
+        with urllib.request.urlopen(req, timeout=120) as res:
+            text = res.read()
+            return json.loads(text) if text else None
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        self.proc = None
+
+
+class Nginx:
+    """nginx answering GET /healthz with "ok" and closing, as wardend does,
+    and anything else with a small JSON body over kept-alive connections,
+    held as long as wardend holds them: the anchor for connections a server
+    of that kind holds on a few threads."""
+
+    def __init__(self, workdir):
+        self.dir = pathlib.Path(workdir) / "nginx"
+        (self.dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        conf = self.dir / "nginx.conf"
+        conf.write_text("""
+user root;
+worker_processes auto;
+worker_rlimit_nofile 65536;
+daemon off;
+pid %(d)s/nginx.pid;
+error_log %(d)s/error.log;
+events { worker_connections 30000; }
+http {
+  access_log off;
+  keepalive_timeout 600s;
+  keepalive_requests 1000000;
+  client_body_temp_path %(d)s/tmp/body;
+  proxy_temp_path %(d)s/tmp/proxy;
+  fastcgi_temp_path %(d)s/tmp/fastcgi;
+  uwsgi_temp_path %(d)s/tmp/uwsgi;
+  scgi_temp_path %(d)s/tmp/scgi;
+  server {
+    listen 127.0.0.1:%(port)d;
+    # As wardend's: /healthz closes the connection, the rest keeps it.
+    location = /healthz { keepalive_timeout 0; default_type text/plain; return 200 "ok\\n"; }
+    location / { default_type application/json; return 200 '{"gateway":"nginx","version":"1"}'; }
+  }
+}
+""" % {"d": self.dir, "port": self.port})
+        self.proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(self.dir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.port, timeout=2).read()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nginx did not start: %s" % (self.dir / "error.log").read_text(errors="replace")[-800:])
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGQUIT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class Bench:
@@ -544,6 +694,78 @@ class Bench:
         out["loadavg"] = open("/proc/loadavg").read().split()[:3]
         return out
 
+    def http_load(self, mode, port, *flags, timeout=1800):
+        return run_json([str(self.bin / "http_load"), mode, "--port", str(port)] + [str(f) for f in flags],
+                        timeout=timeout)
+
+    def http_server(self, port, pids):
+        """What one server does: idle connections held with a real client
+        beside them, and GET /healthz per second."""
+        pid_flags = []
+        for pid in pids:
+            pid_flags += ["--server-pid", pid]
+        # Idle connections are answered GET /api (the Kernel Gateway's info,
+        # kept alive; the admin endpoints close every connection), the real
+        # client asks GET /healthz on a fresh connection each time.
+        out = {"idle": self.http_load("idle", port, "--connections", self.size("http_idle"), "--probes",
+                                      self.size("http_probes"), "--path", "/api", "--probe-path", "/healthz",
+                                      *pid_flags),
+               "healthz": self.http_load("rate", port, "--path", "/healthz", "--clients", 8, "--seconds",
+                                         self.size("http_rate_s")),
+               "api": self.http_load("rate", port, "--path", "/api", "--clients", 8, "--seconds",
+                                     self.size("http_rate_s"))}
+        return out
+
+    def http_execute(self, front):
+        """E2B's /execute, one sandbox per client: `print(1)` per second."""
+        sandboxes = [front.call("POST", "/sandboxes", {}) for _ in range(4)]
+        ids = ",".join(s["sandboxID"] for s in sandboxes)
+        tokens = ",".join(s["envdAccessToken"] for s in sandboxes)
+        result = self.http_load("rate", front.port, "--method", "POST", "--path", "/execute", "--body",
+                                json.dumps({"code": "print(1)"}), "--header", "Content-Type:application/json",
+                                "--each-client-header", "E2b-Sandbox-Id:" + ids,
+                                "--each-client-header", "X-Access-Token:" + tokens, "--clients", 4,
+                                "--seconds", self.size("http_rate_s"))
+        for s in sandboxes:
+            front.call("DELETE", "/sandboxes/%s" % s["sandboxID"])
+        return result
+
+    def section_http(self):
+        """Issue 20: the HTTP front against 10,000 connections. The same
+        client (bench/http_load) against wardend, against nginx, and against
+        the wardend from before the asynchronous server (a thread per
+        connection, at most 256) when --http-baseline-bin gives it."""
+        kernels = self.size("http_kernels")
+        out = {"kernels_asked": kernels, "loadavg": open("/proc/loadavg").read().split()[:3]}
+        front = HttpFront(self.bin, self.work, "http", kernels)
+        try:
+            front.start()
+            out["warden"] = self.http_server(front.port, [front.proc.pid])
+            out["warden"]["execute"] = self.http_execute(front)
+            log("http: %d Kernel Gateway channels" % kernels)
+            out["warden"]["kernels"] = self.http_load("kernels", front.port, "--kernels", kernels,
+                                                      "--server-pid", front.proc.pid, timeout=3600)
+        finally:
+            front.stop()
+        baseline = self.args.http_baseline_bin
+        if baseline:
+            old = HttpFront(baseline, self.work, "http-baseline", kernels, baseline=True)
+            try:
+                old.start()
+                out["baseline"] = self.http_server(old.port, [old.proc.pid])
+                out["baseline"]["execute"] = self.http_execute(old)
+            finally:
+                old.stop()
+        if os.path.exists(NGINX):
+            nginx = Nginx(self.work)
+            try:
+                out["nginx"] = self.http_server(nginx.port, pids_of(nginx.proc))
+            finally:
+                nginx.stop()
+        else:
+            out["nginx_missing"] = "%s is not installed (make bench-deps installs nginx-light)" % NGINX
+        return out
+
     # --- driver ---------------------------------------------------------
 
     def run(self, sections):
@@ -595,6 +817,8 @@ def main():
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"))
     parser.add_argument("--doc", default=str(REPO / "docs" / "benchmarks.md"))
+    parser.add_argument("--http-baseline-bin", default="",
+                        help="a directory with the wardend (and its zygote) to compare the HTTP front with")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run_bench.py needs root: wardend builds sandboxes (user namespaces, cgroups)")
