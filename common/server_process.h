@@ -1,9 +1,10 @@
 // What wardend and warden-gateway set for their own process before any
 // thread starts: how Abseil's mutexes and glibc's allocator behave in a
-// long-running server.
+// long-running server, and how many descriptors it may hold.
 #pragma once
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include "absl/synchronization/mutex.h"
 
@@ -23,6 +24,16 @@ inline void ConfigureServerProcess() {
   // 320 malformed 5 MiB bodies to /mcp left wardend at 105 MiB RSS against
   // 30 MiB with this (the soak's memory growth, docs/benchmarks.md).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // Every HTTP connection is a descriptor: the soft RLIMIT_NOFILE is raised
+  // to the hard one, as servers that use epoll do (the soft limit of 1024
+  // that shells and systemd give exists for select() alone). From 1024 the
+  // HTTP front would hold fewer than 800 connections. Sandboxes set their
+  // own limit.
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 }  // namespace warden

@@ -205,20 +205,26 @@ absl::Status Gateway::Start() {
                                             .admin_listen = options_.admin_listen,
                                             .max_code_bytes = options_.max_code_bytes,
                                             .max_file_bytes = options_.max_file_bytes,
-                                            .tokens_configured = true};
+                                            .tokens_configured = true,
+                                            .http = options_.http};
   fronts::TokenAuthenticator by_header = [this](const std::string& header) {
     return TenantFromAuthorization(tokens_, header);
   };
   ASSIGN_OR_RETURN(http_, fronts::HttpFronts::Start(fronts_options, *server_, by_header, std::move(admin)));
+  if (std::string warning = http_->ConnectionBoundWarning(); !warning.empty()) spdlog::warn("{}", warning);
   return absl::OkStatus();
 }
 
 void Gateway::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + grace;
+  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+  // The HTTP fronts first: their handlers call the gRPC server in process,
+  // and must be done with it before it goes (as wardend does).
+  if (http_ && !http_->Drain(deadline)) spdlog::warn("HTTP requests were still running at shutdown");
   if (server_) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+    server_->Shutdown(absl::ToChronoTime(deadline));
     server_->Wait();
   }
   http_.reset();

@@ -19,6 +19,7 @@ absl::StatusOr<GatewayOptions> GatewayOptions::FromFile(const std::string& path)
   r.Bool("allow_insecure_loopback", &o.allow_insecure_loopback);
   r.String("http_listen", &o.http_listen);
   r.String("admin_listen", &o.admin_listen);
+  r.Object("http", [&o](ObjectReader& h) { fronts::ReadHttpSettings(h, &o.http); });
   r.Object("tls", [&o](ObjectReader& t) {
     t.String("cert_file", &o.tls.cert_file);
     t.String("key_file", &o.tls.key_file);
@@ -86,6 +87,7 @@ absl::Status GatewayOptions::Validate() const {
                                        /*allow_host_names=*/false);
     if (!parsed.ok()) p.Add(std::string(parsed.status().message()));
   }
+  fronts::CheckHttpSettings(http, p);
   config::CheckPositive(p, "limits.max_code_bytes", max_code_bytes);
   config::CheckPositive(p, "limits.max_file_bytes", max_file_bytes);
 

@@ -1,7 +1,7 @@
 // GatewayOptions: warden-gateway's configuration (docs/fleet.md), a JSON
 // file read as strictly as wardend's (common/config_reader.h). The keys a
-// gateway shares with wardend (listen, tls, auth, http_listen, limits of
-// what the HTTP fronts accept) mean the same: clients cannot tell the two
+// gateway shares with wardend (listen, tls, auth, http_listen, http, limits
+// of what the HTTP fronts accept) mean the same: clients cannot tell the two
 // apart. The rest says where the nodes are and how to reach them.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fronts/host/http_settings.h"
 
 namespace warden::gateway {
 
@@ -61,6 +62,9 @@ struct GatewayOptions {
   bool allow_insecure_loopback = false;
   std::string http_listen;   // the HTTP fronts (MCP, E2B, Kernel Gateway), as wardend's
   std::string admin_listen;  // /metrics, /healthz, /readyz alone
+  // The `http` section, as wardend's: hosts and origins that may call, the
+  // HTTP front's connections, streams and threads.
+  fronts::HttpSettings http;
   GatewayTlsOptions tls;
   std::string tokens_file;  // auth.tokens_file: the same tokens as the nodes'
   int64_t max_code_bytes = 1 << 20;   // limits.* of the nodes, for the HTTP fronts' bounds

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "gateway/gateway.h"
 #include "gateway/gateway_options.h"
@@ -227,11 +229,17 @@ TEST_F(OptionsTest, ReadsEveryKeyAndRefusesUnknownOnes) {
       "auth": {"tokens_file": ")" + dir_ + R"(/tokens.json"},
       "nodes": {"dns": "tasks.wardend", "port": 7443, "cert_file": ")" + dir_ + R"(/cert.pem",
                 "key_file": ")" + dir_ + R"(/key.pem", "ca_file": ")" + dir_ + R"(/ca.pem", "server_name": "wardend"},
-      "placement": {"choices": 3}})"));
+      "placement": {"choices": 3},
+      "http": {"allowed_origins": ["https://app.example"], "max_connections": 20000, "idle_timeout_ms": 5000}})"));
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->nodes.dns, "tasks.wardend");
   EXPECT_EQ(options->nodes.port, 7443);
   EXPECT_EQ(options->placement.choices, 3);
+  // The http section is wardend's: the same keys, the same defaults.
+  EXPECT_EQ(options->http.allowed_origins, std::vector<std::string>{"https://app.example"});
+  EXPECT_EQ(options->http.max_connections, 20000);
+  EXPECT_EQ(options->http.idle_timeout_ms, 5000);
+  EXPECT_EQ(options->http.head_timeout_ms, fronts::HttpSettings().head_timeout_ms);
   EXPECT_TRUE(options->Validate().ok()) << options->Validate();
 
   auto typo = GatewayOptions::FromFile(Write(R"({"nodes": {"dsn": "x"}})"));
@@ -249,6 +257,15 @@ TEST_F(OptionsTest, NeedsNodesTheirCertificateAndTokens) {
   options.nodes.dns = "tasks.wardend";
   options.nodes.addresses = {"10.0.0.1:7000"};
   EXPECT_THAT(std::string(options.Validate().message()), HasSubstr("not both"));
+}
+
+TEST_F(OptionsTest, TheHttpSectionIsCheckedAsWardendsIs) {
+  GatewayOptions options;
+  options.http.allowed_origins = {"*"};
+  options.http.max_connections = 0;
+  const std::string problems(options.Validate().message());
+  EXPECT_THAT(problems, HasSubstr("http.allowed_origins"));
+  EXPECT_THAT(problems, HasSubstr("http.max_connections is 0"));
 }
 
 }  // namespace

@@ -283,22 +283,11 @@ absl::Status Daemon::Start() {
                                             .max_code_bytes = options_.limits.max_code_bytes,
                                             .max_file_bytes = options_.limits.max_file_bytes,
                                             .tokens_configured = !options_.auth.tokens_file.empty(),
-                                            .allowed_hosts = options_.http.allowed_hosts,
-                                            .allowed_origins = options_.http.allowed_origins,
-                                            .head_timeout_ms = options_.http.head_timeout_ms,
-                                            .idle_timeout_ms = options_.http.idle_timeout_ms,
-                                            .max_connections = options_.http.max_connections,
-                                            .max_streams_per_tenant = options_.http.max_streams_per_tenant,
-                                            .io_threads = options_.http.io_threads,
-                                            .handler_threads = options_.http.handler_threads};
+                                            .http = options_.http};
   ASSIGN_OR_RETURN(http_, fronts::HttpFronts::Start(fronts_options, *server_, authenticate_, std::move(admin)));
   if (http_->http_port() != 0) {
     spdlog::info("HTTP front (MCP at /mcp) on port {}", http_->http_port());
-    if (http_->http_max_connections() < options_.http.max_connections) {
-      spdlog::warn("the HTTP front holds at most {} connections, not http.max_connections {}: RLIMIT_NOFILE is "
-                   "too low for more (raise LimitNOFILE, or ulimit -n)",
-                   http_->http_max_connections(), options_.http.max_connections);
-    }
+    if (std::string warning = http_->ConnectionBoundWarning(); !warning.empty()) spdlog::warn("{}", warning);
   }
   if (keeper_) {
     keeper_->Serving();

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -131,22 +130,10 @@ void CheckFromAScopeOfItsOwn(const warden::CgroupOptions& cgroup, int argc, char
   std::cout << "note: cannot run systemd-run (" << strerror(errno) << "); checking from here\n";
 }
 
-// Every HTTP connection is a descriptor: raise the soft RLIMIT_NOFILE to
-// the hard one, as servers that use epoll do (systemd's default soft limit
-// of 1024 exists only for select(); sandboxes set their own, 256). From a
-// shell's 1024 the HTTP front would hold fewer than 800 connections.
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  (void)setrlimit(RLIMIT_NOFILE, &limit);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   warden::ConfigureServerProcess();  // common/server_process.h
-  RaiseOpenFileLimit();
   std::string config;
   std::vector<std::string> listen;
   std::string admin_listen, http_listen;

@@ -34,7 +34,6 @@
 #include "common/config_reader.h"
 #include "common/status_macros.h"
 #include "kernel/language.h"
-#include "fronts/http/access_policy.h"
 #include "nlohmann/json.hpp"
 
 namespace warden {
@@ -62,16 +61,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
   r.Bool("allow_insecure_loopback", &o->allow_insecure_loopback);
   r.String("admin_listen", &o->admin_listen);
   r.String("http_listen", &o->http_listen);
-  r.Object("http", [o](ObjectReader& h) {
-    h.StringList("allowed_hosts", &o->http.allowed_hosts);
-    h.StringList("allowed_origins", &o->http.allowed_origins);
-    h.Int("head_timeout_ms", &o->http.head_timeout_ms);
-    h.Int("idle_timeout_ms", &o->http.idle_timeout_ms);
-    h.Int("max_connections", &o->http.max_connections);
-    h.Int("max_streams_per_tenant", &o->http.max_streams_per_tenant);
-    h.Int("io_threads", &o->http.io_threads);
-    h.Int("handler_threads", &o->http.handler_threads);
-  });
+  r.Object("http", [o](ObjectReader& h) { fronts::ReadHttpSettings(h, &o->http); });
   r.Object("tls", [o](ObjectReader& t) {
     t.String("cert_file", &o->tls.cert_file);
     t.String("key_file", &o->tls.key_file);
@@ -386,30 +376,8 @@ absl::Status DaemonOptions::Validate() const {
     }
   }
 
-  // The HTTP front's connections.
-  const std::tuple<const char*, int64_t, int64_t, int64_t> http_bounds[] = {
-      {"http.head_timeout_ms", http.head_timeout_ms, 100, 3'600'000},
-      {"http.idle_timeout_ms", http.idle_timeout_ms, 100, 86'400'000},
-      {"http.max_connections", http.max_connections, 1, 1'000'000},
-      {"http.max_streams_per_tenant", http.max_streams_per_tenant, 1, 1'000'000},
-      {"http.io_threads", http.io_threads, 0, 64},
-      {"http.handler_threads", http.handler_threads, 1, 16'384}};
-  for (const auto& [name, value, min, max] : http_bounds) {
-    if (value < min || value > max) {
-      p.Add(absl::StrCat(name, " is ", value, "; it must be between ", min, " and ", max));
-    }
-  }
-  // Who may call the HTTP front from a browser.
-  for (const std::string& host : http.allowed_hosts) {
-    if (absl::Status s = http::NormalizeAllowedHost(host).status(); !s.ok()) {
-      p.Add(absl::StrCat("http.allowed_hosts: ", s.message()));
-    }
-  }
-  for (const std::string& origin : http.allowed_origins) {
-    if (absl::Status s = http::NormalizeOrigin(origin).status(); !s.ok()) {
-      p.Add(absl::StrCat("http.allowed_origins: ", s.message()));
-    }
-  }
+  // The HTTP front: its connections, and who may call it from a browser.
+  fronts::CheckHttpSettings(http, p);
 
   // TLS.
   if (tls.cert_file.empty() != tls.key_file.empty()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fronts/host/http_settings.h"
 #include "sandbox/sandbox.h"
 
 namespace warden {
@@ -45,32 +46,6 @@ struct SessionsOptions {
   // this is how many sessions fit under RLIMIT_NOFILE when all are called.
   // 0: no bound.
   int64_t max_live = 0;
-};
-
-// The HTTP front (http_listen): who may call it from a browser, and how
-// many connections, streams and threads it holds.
-struct HttpOptions {
-  // Host names (or name:port) a request's Host may give besides loopback
-  // ones. Checked when there are no tokens, and whenever this is set
-  // (fronts/http/access_policy.h: DNS rebinding).
-  std::vector<std::string> allowed_hosts;
-  // Web origins ("https://app.example.com") that may call besides loopback
-  // ones, with CORS; any other Origin is refused, tokens or not.
-  std::vector<std::string> allowed_origins;
-  // A request head must arrive within this (from connect, or from its
-  // first byte on a kept-alive connection).
-  int64_t head_timeout_ms = 10'000;
-  // A kept-alive connection without a new request for this long is closed.
-  int64_t idle_timeout_ms = 60'000;
-  // Connections at once, WebSockets included; at the bound the ones waiting
-  // longest for a request head make room. Lowered to fit RLIMIT_NOFILE.
-  int64_t max_connections = 16'384;
-  // Long-lived streams (event streams, NDJSON, WebSockets) per tenant.
-  int64_t max_streams_per_tenant = 256;
-  // I/O threads (0: one per core) and the most threads for handlers that
-  // block on the engine.
-  int64_t io_threads = 0;
-  int64_t handler_threads = 512;
 };
 
 // Session snapshots (SnapshotSession, ForkSession, hibernation).
@@ -213,7 +188,10 @@ struct DaemonOptions {
   // "HOST:PORT" for /metrics, /healthz and /readyz alone (no protocol
   // fronts, no token), e.g. for a scrape port apart from http_listen.
   std::string admin_listen;
-  HttpOptions http;
+  // The HTTP front (http_listen): who may call it from a browser, and how
+  // many connections, streams and threads it holds (shared with
+  // warden-gateway).
+  fronts::HttpSettings http;
   TlsOptions tls;
   AuthOptions auth;
   LimitsOptions limits;

@@ -50,16 +50,18 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     http_options.listen = options.http_listen;
     // DNS rebinding: without tokens nothing but the Host tells a rebound
     // web page from a local client; listed hosts are checked always.
-    http_options.access.check_host = !options.tokens_configured || !options.allowed_hosts.empty();
-    http_options.access.allowed_hosts = options.allowed_hosts;
-    http_options.access.allowed_origins = options.allowed_origins;
-    http_options.head_timeout = absl::Milliseconds(options.head_timeout_ms);
-    http_options.idle_timeout = absl::Milliseconds(options.idle_timeout_ms);
-    http_options.max_connections = static_cast<int>(options.max_connections);
-    http_options.max_streams_per_tenant = static_cast<int>(options.max_streams_per_tenant);
-    http_options.io_threads = static_cast<int>(options.io_threads);
-    http_options.handler_threads = static_cast<int>(options.handler_threads);
+    const HttpSettings& http = options.http;
+    http_options.access.check_host = !options.tokens_configured || !http.allowed_hosts.empty();
+    http_options.access.allowed_hosts = http.allowed_hosts;
+    http_options.access.allowed_origins = http.allowed_origins;
+    http_options.head_timeout = absl::Milliseconds(http.head_timeout_ms);
+    http_options.idle_timeout = absl::Milliseconds(http.idle_timeout_ms);
+    http_options.max_connections = static_cast<int>(http.max_connections);
+    http_options.max_streams_per_tenant = static_cast<int>(http.max_streams_per_tenant);
+    http_options.io_threads = static_cast<int>(http.io_threads);
+    http_options.handler_threads = static_cast<int>(http.handler_threads);
     fronts->router_ = router;
+    fronts->max_connections_ = http.max_connections;
     ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));
   }
   if (!options.admin_listen.empty()) {
@@ -82,6 +84,12 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
 }
 
 HttpFronts::~HttpFronts() { Stop(); }
+
+std::string HttpFronts::ConnectionBoundWarning() const {
+  if (http_ == nullptr || http_->max_connections() >= max_connections_) return "";
+  return absl::StrCat("the HTTP front holds at most ", http_->max_connections(), " connections, not http.max_connections ",
+                      max_connections_, ": RLIMIT_NOFILE is too low for more (raise LimitNOFILE, or ulimit -n)");
+}
 
 bool HttpFronts::Drain(absl::Time deadline) { return http_ == nullptr || http_->Drain(deadline); }
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "fronts/admin/admin_front.h"
+#include "fronts/host/http_settings.h"
 #include "fronts/http/server.h"
 #include "fronts/jupyter/kernel_gateway.h"
 #include "fronts/mcp/mcp_server.h"
@@ -32,22 +33,12 @@ struct HttpFrontsOptions {
   int64_t max_code_bytes = 1 << 20;
   int64_t max_file_bytes = 64LL << 20;
   // Without tokens, a request's Host must name loopback or an entry of
-  // allowed_hosts (DNS rebinding); listed hosts are checked with tokens too.
+  // http.allowed_hosts (DNS rebinding); listed hosts are checked with
+  // tokens too.
   bool tokens_configured = false;
-  // Which hosts and web origins may call besides loopback ones
-  // (http.allowed_hosts, http.allowed_origins; fronts/http/access_policy.h).
-  std::vector<std::string> allowed_hosts;
-  std::vector<std::string> allowed_origins;
-  // The HTTP front's connections (http.*; fronts/http/server.h): a request
-  // head's deadline, a kept-alive connection's idle time, connections at
-  // once, long-lived streams per tenant, I/O threads (0: one per core) and
-  // threads for handlers that block.
-  int64_t head_timeout_ms = 10'000;
-  int64_t idle_timeout_ms = 60'000;
-  int64_t max_connections = 10'000;
-  int64_t max_streams_per_tenant = 256;
-  int64_t io_threads = 0;
-  int64_t handler_threads = 512;
+  // The `http` section: who may call from a browser, and the connections,
+  // streams and threads the front holds.
+  HttpSettings http;
 };
 
 // Maps an "authorization" header value ("Bearer <token>", or empty) to a
@@ -63,10 +54,11 @@ class HttpFronts {
 
   int http_port() const { return http_ ? http_->port() : 0; }
   int admin_port() const { return admin_ ? admin_->port() : 0; }
-  // The HTTP front's connection bound in force (max_connections, or lower
-  // to fit RLIMIT_NOFILE), and its connections now; 0 without it.
-  int http_max_connections() const { return http_ ? http_->max_connections() : 0; }
+  // The HTTP front's connections now; 0 without it.
   int http_connections() const { return http_ ? http_->connections() : 0; }
+  // What the operator should hear when RLIMIT_NOFILE lowered the bound
+  // below http.max_connections; empty otherwise.
+  std::string ConnectionBoundWarning() const;
   // The routes served on http_listen (null without it): for tests that
   // walk every route.
   const http::Router* router() const { return router_.get(); }
@@ -87,6 +79,7 @@ class HttpFronts {
   std::unique_ptr<mcp::McpServer> mcp_;
   std::shared_ptr<jupyter::KernelGateway> kernel_gateway_;
   std::shared_ptr<const http::Router> router_;
+  int64_t max_connections_ = 0;  // http.max_connections as configured
   std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<http::HttpServer> admin_;
 };

@@ -1,0 +1,48 @@
+// HttpSettings: the `http` section of wardend's and warden-gateway's
+// configuration, read and checked the same way by both (their HTTP fronts
+// are one and the same, fronts/host/http_fronts.h): which hosts and web
+// origins may call besides loopback ones (fronts/http/access_policy.h), and
+// how many connections, streams and threads the front holds
+// (fronts/http/server.h). docs/operations.md documents each key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config_reader.h"
+
+namespace warden::fronts {
+
+struct HttpSettings {
+  // Host names (or name:port) a request's Host may give besides loopback
+  // ones. Checked when there are no tokens, and whenever this is set (DNS
+  // rebinding).
+  std::vector<std::string> allowed_hosts;
+  // Web origins ("https://app.example.com") that may call besides loopback
+  // ones, with CORS; any other Origin is refused, tokens or not.
+  std::vector<std::string> allowed_origins;
+  // A request head must arrive within this (from connect, or from its
+  // first byte on a kept-alive connection).
+  int64_t head_timeout_ms = 10'000;
+  // A kept-alive connection without a new request for this long is closed.
+  int64_t idle_timeout_ms = 60'000;
+  // Connections at once, WebSockets included; at the bound the ones waiting
+  // longest for a request head make room. Lowered to fit RLIMIT_NOFILE.
+  // 10,000 idle connections and real clients beside them fit.
+  int64_t max_connections = 16'384;
+  // Long-lived streams (event streams, NDJSON, WebSockets) per tenant.
+  int64_t max_streams_per_tenant = 256;
+  // I/O threads (0: one per core) and the most threads for handlers that
+  // block on the engine.
+  int64_t io_threads = 0;
+  int64_t handler_threads = 512;
+};
+
+// Reads the keys of the `http` object (the caller opens it).
+void ReadHttpSettings(config::ObjectReader& r, HttpSettings* out);
+// Adds a problem, naming the key ("http.max_connections"), for each value
+// out of range and each host or origin that cannot be matched.
+void CheckHttpSettings(const HttpSettings& settings, config::Problems& problems);
+
+}  // namespace warden::fronts
