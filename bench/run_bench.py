@@ -158,6 +158,7 @@ class Daemon:
         self.config_path = self.dir / "wardend.json"
         self.config_path.write_text(json.dumps(config, indent=2))
         self.proc = None
+        self.stop_timeout = 30
 
     def pool_sizes(self):
         return {p["language"]: p.get("size", 2) for p in self.config["pools"]}
@@ -213,7 +214,7 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -233,35 +234,30 @@ def pids_of(proc):
     return pids
 
 
-class HttpFront:
+class HttpFront(Daemon):
     """A wardend serving the HTTP front on loopback without tokens (the
     README's workstation setup), sized for the http section; `baseline`
     is the wardend from before issue 20, which knows none of the http.*
     connection settings."""
 
     def __init__(self, bin_dir, workdir, name, kernels, baseline=False):
-        self.bin_dir = pathlib.Path(bin_dir)
-        self.dir = pathlib.Path(workdir) / name
-        self.dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(pathlib.Path(bin_dir), workdir, name,
+                         pools=[{"language": "python", "size": 4}, {"language": "javascript", "size": 0},
+                                {"language": "bash", "size": 0}])
         self.port = free_port()
-        config = json.loads((REPO / "deploy" / "wardend.json").read_text())
-        config["listen"] = ["unix:%s" % (self.dir / "wardend.sock")]
+        config = self.config
         config["http_listen"] = "127.0.0.1:%d" % self.port
         config["allow_insecure_loopback"] = True
         config["sessions"]["max_total"] = kernels + 100
         config["sessions"]["max_per_tenant"] = kernels + 100
-        config["max_concurrent_per_tenant"] = 64
-        config["pools"] = [{"language": "python", "size": 4}, {"language": "javascript", "size": 0},
-                           {"language": "bash", "size": 0}]
-        config["executor"]["host_id_base"] = 3000000 + (os.getpid() % 1000) * 70000 + 30000
+        config["executor"]["host_id_base"] += 30000  # beside the main daemon's range
         if baseline:
             config["http"] = {k: v for k, v in config["http"].items() if k in ("allowed_hosts", "allowed_origins")}
         else:
             config["http"]["idle_timeout_ms"] = 600000  # held for the whole measurement
             config["http"]["max_streams_per_tenant"] = kernels + 100
-        self.config_path = self.dir / "wardend.json"
         self.config_path.write_text(json.dumps(config, indent=2))
-        self.proc = None
+        self.stop_timeout = 60
 
     def start(self):
         self.log = open(self.dir / "wardend.log", "w")
@@ -276,8 +272,7 @@ class HttpFront:
                 if self.proc.poll() is not None:
                     break
                 time.sleep(0.1)
-        raise RuntimeError("wardend's HTTP front did not get ready: %s" % (
-            (self.dir / "wardend.log").read_text(errors="replace")[-1500:]))
+        raise RuntimeError("wardend's HTTP front did not get ready: %s" % self.log_tail())
 
     def call(self, method, path, body=None, headers=None):
         req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), method=method,
@@ -286,19 +281,6 @@ class HttpFront:
         with urllib.request.urlopen(req, timeout=120) as res:
             text = res.read()
             return json.loads(text) if text else None
-
-    def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        self.proc = None
 
 
 class Nginx:

@@ -4,9 +4,6 @@
 // connection makes room at it, deadlines on reads and writes, per-tenant
 // caps on long-lived streams, blocking handlers that leave the I/O threads
 // free, and WebSockets that hold no thread.
-#include <poll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +21,7 @@
 #include "boost/beast/websocket.hpp"
 #include "fronts/http/exchange.h"
 #include "fronts/http/server.h"
+#include "fronts/http/testing/raw_socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -35,101 +33,8 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 namespace websocket = boost::beast::websocket;
 using ::testing::HasSubstr;
-
-// The client side of thousands of connections needs their descriptors.
-void RaiseDescriptorLimit() {
-  rlimit limit{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
-  limit.rlim_cur = limit.rlim_max;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
-  ASSERT_GE(limit.rlim_cur, 8192u) << "these tests open thousands of connections";
-}
-
-// A raw client socket; closed by its destructor.
-class Socket {
- public:
-  explicit Socket(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  bool ok() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  bool Send(const std::string& bytes) const {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-  }
-  // Whether the server has closed its side (EOF or reset), without waiting.
-  bool ClosedByServer() const {
-    char buffer[4096];
-    while (true) {
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT);
-      if (n == 0) return true;
-      if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-    }
-  }
-  // Everything until the server closes, or `timeout` passes.
-  std::string ReadToClose(absl::Duration timeout = absl::Seconds(30)) const {
-    std::string out;
-    const absl::Time deadline = absl::Now() + timeout;
-    char buffer[4096];
-    while (absl::Now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()))) <= 0) break;
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;
-      out.append(buffer, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  // What arrives until `text` has (or 30 s pass).
-  std::string ReadUntil(const std::string& text) const {
-    std::string out;
-    char buffer[4096];
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (out.find(text) == std::string::npos && absl::Now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 1000) <= 0) continue;
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;
-      out.append(buffer, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  // One whole response to a request already sent (Content-Length bodies).
-  std::string ReadResponse() const {
-    std::string out;
-    char buffer[4096];
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      const size_t head = out.find("\r\n\r\n");
-      if (head != std::string::npos) {
-        const size_t cl = out.find("Content-Length: ");
-        const size_t length = cl == std::string::npos ? 0 : std::stoul(out.substr(cl + 16));
-        if (out.size() >= head + 4 + length) return out;
-      }
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 1000) <= 0) continue;
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;
-      out.append(buffer, static_cast<size_t>(n));
-    }
-    return out;
-  }
-
- private:
-  int fd_ = -1;
-};
+using testing::RaiseDescriptorLimit;
+using testing::RawSocket;
 
 // Waits, with a deadline, for a condition that other threads make true.
 template <class Condition>
@@ -181,7 +86,8 @@ class HttpServerLimitsTest : public ::testing::Test {
       big_done_ = true;
       return absl::OkStatus();
     });
-    router_->Add(protocol, "POST", "/echo", [](Request& r, Exchange& e) { return e.Send(Response::Text(200, r.body())); });
+    router_->Add(protocol, "POST", "/echo",
+                 [](Request& r, Exchange& e) { return e.Send(Response::Text(200, r.body())); });
     router_->Add(protocol, "GET", "/lines", [](Request&, Exchange& e) {
       auto stream = e.StartStream(200, "application/x-ndjson");
       if (!stream.ok()) return stream.status();
@@ -254,10 +160,10 @@ TEST_F(HttpServerLimitsTest, ASlowlorisOfThousandsOfHalfSentHeadsLeavesARealClie
   options.max_connections = 500;
   options.head_timeout = absl::Minutes(5);  // the bound, not the deadline, must save the real client
   Start(options);
-  std::vector<std::unique_ptr<Socket>> slow;
+  std::vector<std::unique_ptr<RawSocket>> slow;
   int served = 0, refused = 0;
   for (int i = 0; i < 3000; ++i) {
-    auto s = std::make_unique<Socket>(port());
+    auto s = std::make_unique<RawSocket>(port());
     ASSERT_TRUE(s->ok()) << i;
     ASSERT_TRUE(s->Send("GET /public HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
     slow.push_back(std::move(s));
@@ -285,9 +191,9 @@ TEST_F(HttpServerLimitsTest, IdleConnectionsAreHeldUntilTheIdleTimeoutAndARealCl
   options.idle_timeout = absl::Seconds(2);
   options.head_timeout = absl::Seconds(1);
   Start(options);
-  std::vector<std::unique_ptr<Socket>> idle;
+  std::vector<std::unique_ptr<RawSocket>> idle;
   for (int i = 0; i < 2000; ++i) {
-    auto s = std::make_unique<Socket>(port());
+    auto s = std::make_unique<RawSocket>(port());
     ASSERT_TRUE(s->ok()) << i;
     ASSERT_TRUE(s->Send("GET /public HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     ASSERT_THAT(s->ReadResponse(), ::testing::StartsWith("HTTP/1.1 200 OK")) << i;
@@ -312,7 +218,7 @@ TEST_F(HttpServerLimitsTest, IdleConnectionsAreHeldUntilTheIdleTimeoutAndARealCl
   EXPECT_GE(absl::Now() - answered, absl::Seconds(1));
   EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(10)));
   // A fresh connection that never sends a head lasts the head deadline only.
-  Socket silent(port());
+  RawSocket silent(port());
   const absl::Time start = absl::Now();
   EXPECT_EQ(silent.ReadToClose(), "");
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(900));
@@ -323,12 +229,12 @@ TEST_F(HttpServerLimitsTest, AtTheBoundTheConnectionWaitingLongestForAHeadIsClos
   HttpServerOptions options;
   options.max_connections = 3;
   Start(options);
-  Socket a(port());
+  RawSocket a(port());
   ASSERT_TRUE(Eventually([&] { return server_->connections() == 1; }));
-  Socket b(port());
+  RawSocket b(port());
   ASSERT_TRUE(b.Send("GET /public HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half:"));
   ASSERT_TRUE(Eventually([&] { return server_->connections() == 2; }));
-  Socket busy(port());
+  RawSocket busy(port());
   ASSERT_TRUE(busy.Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   ASSERT_TRUE(Eventually([&] { return blocked_ == 1; }));
   // Full: a new client makes room by closing `a`, which waited longest.
@@ -338,7 +244,7 @@ TEST_F(HttpServerLimitsTest, AtTheBoundTheConnectionWaitingLongestForAHeadIsClos
   // Full again with `c`: then `b` goes, older than `c`; the busy connection
   // is never the one closed.
   ASSERT_TRUE(server_->WaitForConnectionsAtMost(2, absl::Now() + absl::Seconds(10)));
-  Socket c(port());
+  RawSocket c(port());
   ASSERT_TRUE(Eventually([&] { return server_->connections() == 3; }));
   EXPECT_EQ(RealClientGet("/public"), 200u);
   EXPECT_TRUE(Eventually([&] { return b.ClosedByServer(); }, absl::Seconds(5)));
@@ -351,11 +257,11 @@ TEST_F(HttpServerLimitsTest, WhenEveryConnectionIsBusyOneMoreIsAnswered503) {
   HttpServerOptions options;
   options.max_connections = 2;
   Start(options);
-  Socket first(port()), second(port());
+  RawSocket first(port()), second(port());
   ASSERT_TRUE(first.Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   ASSERT_TRUE(second.Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   ASSERT_TRUE(Eventually([&] { return blocked_ == 2; }));
-  Socket third(port());
+  RawSocket third(port());
   const std::string over = third.ReadToClose();
   EXPECT_THAT(over, ::testing::StartsWith("HTTP/1.1 503"));
   EXPECT_THAT(over, HasSubstr("too many connections"));
@@ -370,7 +276,7 @@ TEST_F(HttpServerLimitsTest, EveryBodyReadAndEveryWriteHasADeadline) {
   options.max_body_bytes = 1024;
   Start(options);
   // A body that stops coming: the connection is closed, not held.
-  Socket stalled(port());
+  RawSocket stalled(port());
   ASSERT_TRUE(stalled.Send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n0123456789"));
   const absl::Time start = absl::Now();
   EXPECT_EQ(stalled.ReadToClose(), "");
@@ -379,13 +285,13 @@ TEST_F(HttpServerLimitsTest, EveryBodyReadAndEveryWriteHasADeadline) {
   // write's deadline...
   const int small = 4096;
   {
-    Socket deaf(port());
+    RawSocket deaf(port());
     ASSERT_EQ(setsockopt(deaf.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
     ASSERT_TRUE(deaf.Send("GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)));
   }
   // ...and a handler streaming to it hears of it from its Write.
-  Socket deaf(port());
+  RawSocket deaf(port());
   ASSERT_EQ(setsockopt(deaf.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
   ASSERT_TRUE(deaf.Send("GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   {
@@ -420,14 +326,14 @@ TEST_F(HttpServerLimitsTest, ATenantAtItsStreamCapGetsAClearErrorAndOtherTenants
     ASSERT_EQ(Handshake(port(), "acme", *acme.back()), 101u);
   }
   // A third WebSocket, or an event stream: refused, saying which setting.
-  Socket third(port());
+  RawSocket third(port());
   ASSERT_TRUE(third.Send("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: acme\r\nConnection: Upgrade\r\n"
                          "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"));
   const std::string refused = third.ReadToClose();
   EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 429"));
   EXPECT_THAT(refused, HasSubstr("http.max_streams_per_tenant"));
-  Socket lines(port());
+  RawSocket lines(port());
   ASSERT_TRUE(lines.Send("GET /lines HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: acme\r\n\r\n"));
   EXPECT_THAT(lines.ReadResponse(), ::testing::StartsWith("HTTP/1.1 429"));
   // Another tenant is not affected.
@@ -447,26 +353,28 @@ TEST_F(HttpServerLimitsTest, StreamsOfManyTenantsHoldAtMostHalfTheHandlerThreads
   HttpServerOptions options;
   options.handler_threads = 4;
   Start(options);
-  std::vector<std::unique_ptr<Socket>> streams;
+  std::vector<std::unique_ptr<RawSocket>> streams;
   for (const char* tenant : {"a", "b"}) {
-    streams.push_back(std::make_unique<Socket>(port()));
+    streams.push_back(std::make_unique<RawSocket>(port()));
     ASSERT_TRUE(streams.back()->Send(absl::StrCat("GET /long HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: ", tenant,
                                                   "\r\n\r\n")));
   }
   // Both streaming (each under its own tenant's cap).
   for (const auto& s : streams) EXPECT_THAT(s->ReadUntil("{}\n"), ::testing::StartsWith("HTTP/1.1 200 OK"));
   // A third tenant's stream is refused, saying what to raise...
-  Socket third(port());
+  RawSocket third(port());
   ASSERT_TRUE(third.Send("GET /long HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: c\r\n\r\n"));
   const std::string refused = third.ReadResponse();
   EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 503"));
   EXPECT_THAT(refused, HasSubstr("http.handler_threads"));
   // ...while requests that block a thread, but not for a stream, are served.
-  Socket one(port()), two(port());
-  for (Socket* s : {&one, &two}) ASSERT_TRUE(s->Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: c\r\n\r\n"));
+  RawSocket one(port()), two(port());
+  for (RawSocket* s : {&one, &two}) {
+    ASSERT_TRUE(s->Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: c\r\n\r\n"));
+  }
   ASSERT_TRUE(Eventually([&] { return blocked_ == 2; }));
   release_.Notify();
-  for (Socket* s : {&one, &two}) EXPECT_THAT(s->ReadResponse(), HasSubstr("released"));
+  for (RawSocket* s : {&one, &two}) EXPECT_THAT(s->ReadResponse(), HasSubstr("released"));
 }
 
 TEST_F(HttpServerLimitsTest, BlockingHandlersLeaveTheIoThreadsFree) {
@@ -475,17 +383,17 @@ TEST_F(HttpServerLimitsTest, BlockingHandlersLeaveTheIoThreadsFree) {
   options.handler_threads = 2;
   Start(options);
   // Every handler thread blocked, and one more request waiting for a thread.
-  Socket one(port()), two(port()), three(port());
-  for (Socket* s : {&one, &two, &three}) ASSERT_TRUE(s->Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  RawSocket one(port()), two(port()), three(port());
+  for (RawSocket* s : {&one, &two, &three}) ASSERT_TRUE(s->Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   ASSERT_TRUE(Eventually([&] { return blocked_ == 2; }));
   // The one I/O thread still reads, routes and answers what never blocks.
   EXPECT_EQ(RealClientGet("/quick"), 200u);
-  Socket half(port());
+  RawSocket half(port());
   ASSERT_TRUE(half.Send("GET /quick HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
   ASSERT_TRUE(half.Send("\r\n"));
   EXPECT_THAT(half.ReadResponse(), ::testing::StartsWith("HTTP/1.1 200 OK"));
   release_.Notify();
-  for (Socket* s : {&one, &two, &three}) EXPECT_THAT(s->ReadResponse(), HasSubstr("released"));
+  for (RawSocket* s : {&one, &two, &three}) EXPECT_THAT(s->ReadResponse(), HasSubstr("released"));
 }
 
 TEST_F(HttpServerLimitsTest, AThousandOpenWebSocketsHoldNoThreadEach) {

@@ -154,6 +154,12 @@ class HttpServerTest : public ::testing::Test {
   absl::Mutex kept_mu_;
   std::shared_ptr<WebSocket> kept_ ABSL_GUARDED_BY(kept_mu_);
 
+  // The socket /ws-kept's handler kept, taken from the fixture.
+  std::shared_ptr<WebSocket> TakeKept() {
+    absl::MutexLock lock(&kept_mu_);
+    return std::move(kept_);
+  }
+
   void ExpectStillServing() {
     auto res = Call(bhttp::verb::get, "/public");
     EXPECT_EQ(res.result_int(), 200);
@@ -258,6 +264,14 @@ TEST(SseEventTest, FramesEachLine) {
 struct WsClient {
   net::io_context io;
   websocket::stream<beast::tcp_stream> ws{io};
+
+  // Connects to `at` and opens `target` with the token, no subprotocol.
+  void Open(const net::ip::tcp::endpoint& at, const std::string& target) {
+    beast::get_lowest_layer(ws).connect(at);
+    ws.set_option(
+        websocket::stream_base::decorator([](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
+    ws.handshake("localhost", target);
+  }
 };
 
 TEST_F(HttpServerTest, WebSocketHandshakeNegotiatesTheSubprotocol) {
@@ -320,10 +334,7 @@ TEST_F(HttpServerTest, AWebSocketClientThatDropsTheConnectionFreesItsThreadAtOnc
   for (bool reset : {false, true}) {
     {
       WsClient client;
-      beast::get_lowest_layer(client.ws).connect(Endpoint());
-      client.ws.set_option(websocket::stream_base::decorator(
-          [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
-      client.ws.handshake("localhost", "/ws");
+      client.Open(Endpoint(), "/ws");
       ASSERT_EQ(server_->connections(), 1);
       // No close frame: the TCP connection just goes (with RST, or FIN).
       net::ip::tcp::socket& socket = beast::get_lowest_layer(client.ws).socket();
@@ -349,18 +360,11 @@ TEST_F(HttpServerTest, AWebSocketClientThatDropsTheConnectionFreesItsThreadAtOnc
 TEST_F(HttpServerTest, AWebSocketKeptPastItsConnectionIsClosedAndSafeToDrop) {
   {
     WsClient client;
-    beast::get_lowest_layer(client.ws).connect(Endpoint());
-    client.ws.set_option(websocket::stream_base::decorator(
-        [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
-    client.ws.handshake("localhost", "/ws-kept");
+    client.Open(Endpoint(), "/ws-kept");
     beast::get_lowest_layer(client.ws).socket().close();
   }
   ASSERT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(20)));
-  std::shared_ptr<WebSocket> kept;
-  {
-    absl::MutexLock lock(&kept_mu_);
-    kept = std::move(kept_);
-  }
+  std::shared_ptr<WebSocket> kept = TakeKept();
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->Send({"late", false}).code(), absl::StatusCode::kFailedPrecondition);
   kept->Close();
@@ -462,17 +466,10 @@ TEST_F(HttpServerTest, AWebSocketUpgradeFromAForeignOriginOrHostIsRefused) {
 // once otherwise).
 TEST_F(HttpServerTest, AWebSocketKeptPastTheServerIsSafeToCallAndDrop) {
   WsClient client;
-  beast::get_lowest_layer(client.ws).connect(Endpoint());
-  client.ws.set_option(websocket::stream_base::decorator(
-      [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
-  client.ws.handshake("localhost", "/ws-kept");
+  client.Open(Endpoint(), "/ws-kept");
   server_->Stop();  // the client is still connected: Stop ends the socket
   server_.reset();
-  std::shared_ptr<WebSocket> kept;
-  {
-    absl::MutexLock lock(&kept_mu_);
-    kept = std::move(kept_);
-  }
+  std::shared_ptr<WebSocket> kept = TakeKept();
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->Send({"late", false}).code(), absl::StatusCode::kFailedPrecondition);
   kept->Close();
@@ -485,10 +482,7 @@ TEST_F(HttpServerTest, AWebSocketKeptPastTheServerIsSafeToCallAndDrop) {
 
 TEST_F(HttpServerTest, StopEndsOpenWebSocketsAndIdleConnections) {
   WsClient client;
-  beast::get_lowest_layer(client.ws).connect(Endpoint());
-  client.ws.set_option(websocket::stream_base::decorator(
-      [](websocket::request_type& req) { req.set("X-API-KEY", kToken); }));
-  client.ws.handshake("localhost", "/ws");
+  client.Open(Endpoint(), "/ws");
   net::io_context io;
   net::ip::tcp::socket idle(io);
   idle.connect(Endpoint());
