@@ -597,8 +597,7 @@ def generated(results):
                       "Warden for times and memory, Warden ÷ anchor for rates: above 1x Warden is better.\n",
                       table(results), "", "### Goals\n", goals_table(results), "",
                       goals_table(results, goals_11, 11), "", goals_table(results, goals_12, 12), "",
-                      goals_table(results, goals_22, 22), "",
-                      goals_table(results, goals_20, 20), "",
+                      goals_table(results, goals_20, 20), "", goals_table(results, goals_22, 22), "",
                       "### Details\n",
                       details(results), END])
 
