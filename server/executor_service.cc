@@ -54,12 +54,18 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
     Pump();
   }
   void Close(grpc::Status status) {
+    bool pump;
     {
       absl::MutexLock lock(&mu_);
       final_ = std::move(status);
       closing_ = true;
+      // An operation in flight pumps when it is done, and may then finish
+      // the call and free this reactor at once (OnDone): past the lock, only
+      // who finds nothing in flight may touch it (ASan saw the other order:
+      // a use after free in this Pump).
+      pump = !writing_;
     }
-    Pump();
+    if (pump) Pump();
   }
   // Sends the response's initial metadata now, with `key: value` added,
   // ahead of any message: a client learns that its request was accepted
