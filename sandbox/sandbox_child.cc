@@ -512,8 +512,15 @@ void Spawn(const ChildPlan& p, const SpawnRequest& request, int* fds, int n_fds,
   q.rlimits = rlimits;
   q.n_rlimits = n_rlimits;
 
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's bookkeeping cannot follow a child that borrows this process's
+  // memory on a stack of its own: sanitizer builds spawn by a real fork.
+  constexpr bool kBorrowMemory = false;
+#else
+  constexpr bool kBorrowMemory = true;
+#endif
   pid_t pid;
-  if (q.run_in_place) {
+  if (q.run_in_place || !kBorrowMemory) {
     // The warm program runs in a copy of this process's memory: a real fork.
     pid = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
     if (pid == 0) PayloadMain(q);
