@@ -54,18 +54,22 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
     Pump();
   }
   void Close(grpc::Status status) {
-    bool pump;
     {
       absl::MutexLock lock(&mu_);
       final_ = std::move(status);
       closing_ = true;
-      // An operation in flight pumps when it is done, and may then finish
-      // the call and free this reactor at once (OnDone): past the lock, only
-      // who finds nothing in flight may touch it (ASan saw the other order:
-      // a use after free in this Pump).
-      pump = !writing_;
+      ++closing_pumps_;
     }
-    if (pump) Pump();
+    Pump();
+    // A write in flight may finish the call and reach OnDone while this Pump
+    // still runs (ASan saw the reactor freed under it): whichever of the two
+    // ends last frees it.
+    bool free;
+    {
+      absl::MutexLock lock(&mu_);
+      free = --closing_pumps_ == 0 && done_;
+    }
+    if (free) delete this;
   }
   // Sends the response's initial metadata now, with `key: value` added,
   // ahead of any message: a client learns that its request was accepted
@@ -112,8 +116,13 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
   // thread after the last OnWriteDone by a lock: plain to a reader, and to
   // ThreadSanitizer, which cannot see inside libgrpc (docs/security.md).
   void OnDone() override {
-    { absl::MutexLock lock(&mu_); }
-    delete this;
+    bool free;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      free = closing_pumps_ == 0;
+    }
+    if (free) delete this;
   }
 
  private:
@@ -161,6 +170,8 @@ class QueuedWriter : public grpc::ServerWriteReactor<Message> {
   grpc::CallbackServerContext* headers_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;  // not owned
   std::pair<std::string, std::string> headers_ ABSL_GUARDED_BY(mu_);
   bool headers_sent_ ABSL_GUARDED_BY(mu_) = false;
+  int closing_pumps_ ABSL_GUARDED_BY(mu_) = 0;  // Close calls still in their Pump
+  bool done_ ABSL_GUARDED_BY(mu_) = false;       // OnDone came
 };
 
 v1::ExecuteEvent ToEvent(const CellEvent& event) {
