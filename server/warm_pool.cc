@@ -55,9 +55,12 @@ WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max
       on_health_change_(std::move(on_health_change)) {}
 
 double WarmPool::AcquireRate() const {
-  // A pool nobody asked for a while cools down: the rate is at most one
-  // acquisition per the time since the last.
-  const double idle_s = absl::ToDoubleSeconds(absl::Now() - last_acquire_);
+  // A pool nobody asked for a while cools down: past a hold, the rate is at
+  // most one acquisition per the time since the hold ended. The hold lets
+  // the workers a burst asked for finish starting (otherwise the target
+  // falls within two start times of the last acquisition, before the
+  // fillers catch up) and serves the next burst of a bursty caller.
+  const double idle_s = absl::ToDoubleSeconds(absl::Now() - last_acquire_ - kHold);
   return idle_s <= 0 ? acquire_rate_ : std::min(acquire_rate_, 1.0 / idle_s);
 }
 

@@ -90,6 +90,8 @@ class WarmPool {
   // luck (a kernel slow under load), two with none succeeding between is
   // a pool that cannot start workers.
   static constexpr int kFailuresToReport = 2;
+  // How long a grown pool keeps its target after the last acquisition.
+  static constexpr absl::Duration kHold = absl::Seconds(2);
 
   void FillLoop();
   // Workers to keep ready: the acquisitions expected while one starts,

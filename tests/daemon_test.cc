@@ -419,9 +419,10 @@ TEST_F(DaemonTest, WarmPoolGrowsWithDemandWithinItsBoundsAndCoolsDown) {
   EXPECT_EQ(stats().target, 1);
   // Three callers at once drain the pool of one: the rate of acquisitions
   // times the time a worker takes to start asks for more. The target is
-  // read while they call: once they stop it cools (the rate is at most one
-  // per the time since the last acquisition), which a loaded machine's slow
-  // last call made visible when it was read only after them.
+  // read while they call: it holds for 2 s after the last acquisition,
+  // which lets the fillers finish the workers the burst asked for (without
+  // the hold, a sanitizer build's slow calls saw it cool within two start
+  // times, before the second worker started), and then cools.
   absl::Mutex mu;
   WarmPoolStats busy;
   std::vector<std::thread> callers;
@@ -712,7 +713,7 @@ class WheelhouseTest : public DaemonTest {
     ASSERT_NE(mkdtemp(dir), nullptr);
     wheelhouse_ = dir;
     ASSERT_EQ(chmod(dir, 0755), 0);
-    for (const std::string& args : {"wardentiny 1.0 'VALUE = 42' 'wardendep>=0.5'",
+    for (const char* args : {"wardentiny 1.0 'VALUE = 42' 'wardendep>=0.5'",
                                     "wardendep 0.4", "wardendep 0.5 'VERSION = \"0.5\"'"}) {
       const std::string command = absl::StrCat("/usr/bin/python3 ", WARDEN_SOURCE_DIR,
                                                "/kernel/testing/wheels.py ", wheelhouse_, " ", args,
