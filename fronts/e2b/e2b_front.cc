@@ -1,7 +1,5 @@
 #include "fronts/e2b/e2b_front.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -22,8 +20,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/call_metadata.h"
-#include "common/constant_time.h"
 #include "common/status_macros.h"
+#include "fronts/e2b/access_token.h"
 #include "fronts/e2b/envd_front.h"
 #include "fronts/e2b/execution_lines.h"
 #include "fronts/e2b/file_signature.h"
@@ -48,33 +46,67 @@ constexpr char kNoInternet[] =
     "none, and connections from inside fail at once";
 constexpr char kPathHint[] = "give the file's path in ?path=";
 
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  return absl::BytesToHexString(raw);
-}
-
 std::string Rfc3339(int64_t unix_ms) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
 }
 
-// What the front remembers of a sandbox it created or connected to.
-struct Record {
-  std::string token;         // the X-API-KEY (Warden token) it is used with
-  std::string tenant;        // whose it is: the sandbox plane's streams count as theirs
-  std::string access_token;  // envdAccessToken
-  std::string template_id;
+// What a sandbox carries in its session's labels, so that any front, also
+// one started after the sandbox was made, knows it (Labels, InfoOf).
+struct SandboxInfo {
+  std::string template_id;  // as the client asked for it (a snapshot's id for a restore)
   json metadata = json::object();
-  bool auto_resume = false;  // a request to the paused sandbox resumes it (lifecycle.autoResume)
+  bool auto_resume = false;     // a request to the paused sandbox resumes it (lifecycle.autoResume)
   bool internet_asked = false;  // allow_internet_access was true: served as no network
+};
+
+constexpr char kTemplateLabel[] = "e2b.template";  // the served template: what List filters on
+constexpr char kTemplateIdLabel[] = "e2b.template_id";
+constexpr char kMetadataLabel[] = "e2b.metadata";
+constexpr char kAutoResumeLabel[] = "e2b.auto_resume";
+constexpr char kInternetLabel[] = "e2b.internet_asked";
+constexpr size_t kMaxLabelValue = 255;  // warden.v1's bound on a label's value
+
+SandboxInfo InfoOf(const v1::Session& session, const std::string& served_template) {
+  SandboxInfo info;
+  const auto& labels = session.labels();
+  auto label = [&labels](const char* key) {
+    auto it = labels.find(key);
+    return it == labels.end() ? std::string() : it->second;
+  };
+  info.template_id = label(kTemplateIdLabel);
+  if (info.template_id.empty()) info.template_id = served_template;
+  if (const std::string metadata = label(kMetadataLabel); !metadata.empty()) {
+    json parsed = json::parse(metadata, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) info.metadata = std::move(parsed);
+  }
+  info.auto_resume = label(kAutoResumeLabel) == "true";
+  info.internet_asked = label(kInternetLabel) == "true";
+  return info;
+}
+
+// What a front keeps of a sandbox it has seen: a cache, rebuilt from the
+// session (its labels, its contexts) by any front that has not.
+struct Record {
+  explicit Record(SandboxInfo info_in) : info(std::move(info_in)) {}
+  const SandboxInfo info;
   absl::Mutex mu;
-  std::map<v1::Language, std::string> default_contexts ABSL_GUARDED_BY(mu);  // beyond python
+  // The default contexts beyond Python's, by language; `contexts_known`
+  // once they were listed (or the sandbox is new).
+  std::map<v1::Language, std::string> default_contexts ABSL_GUARDED_BY(mu);
+  bool contexts_known ABSL_GUARDED_BY(mu) = false;
   // The last metrics sample: when, and the CPU time used by then (ns).
   std::optional<std::pair<absl::Time, int64_t>> last_sample ABSL_GUARDED_BY(mu);
+  // Access tokens seen for it, newest last: what a signed URL is checked
+  // against (file_signature.h).
+  std::vector<std::string> access_tokens ABSL_GUARDED_BY(mu);
+
+  void Remember(const std::string& access_token) {
+    constexpr size_t kMaxTokens = 8;
+    absl::MutexLock lock(&mu);
+    if (std::find(access_tokens.begin(), access_tokens.end(), access_token) != access_tokens.end()) return;
+    if (access_tokens.size() == kMaxTokens) access_tokens.erase(access_tokens.begin());
+    access_tokens.push_back(access_token);
+  }
 };
 
 class Sandboxes {
@@ -88,15 +120,26 @@ class Sandboxes {
     auto it = records_.find(id);
     return it == records_.end() ? nullptr : it->second;
   }
+  // The cached record of `session`, or a new one from its labels.
+  std::shared_ptr<Record> GetOrAdd(const v1::Session& session, const std::string& served_template) {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Record>& record = records_[session.id()];
+    if (!record) record = std::make_shared<Record>(InfoOf(session, served_template));
+    return record;
+  }
   void Remove(const std::string& id) {
     absl::MutexLock lock(&mu_);
     records_.erase(id);
   }
-  // The sandbox whose access token signed `url` (file_signature.h).
-  std::optional<std::pair<std::string, std::shared_ptr<Record>>> SignedBy(const SignedUrl& url) const {
+  // The sandbox and the access token that signed `url` (file_signature.h),
+  // among the tokens seen since this front started.
+  std::optional<std::pair<std::string, std::string>> SignedBy(const SignedUrl& url) const {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, record] : records_) {
-      if (SignedWith(url, record->access_token)) return std::make_pair(id, record);
+      absl::MutexLock record_lock(&record->mu);
+      for (const std::string& token : record->access_tokens) {
+        if (SignedWith(url, token)) return std::make_pair(id, token);
+      }
     }
     return std::nullopt;
   }
@@ -160,9 +203,10 @@ std::string LanguageName(v1::Language language) {
   }
 }
 
-json SandboxJson(const v1::Session& session, const Record* record, const E2bOptions& options) {
+json SandboxJson(const v1::Session& session, const E2bOptions& options) {
+  const SandboxInfo info = InfoOf(session, options.template_id);
   json out = {{"sandboxID", session.id()},
-              {"templateID", record ? record->template_id : options.template_id},
+              {"templateID", info.template_id},
               {"alias", options.template_id},
               {"clientID", "warden"},
               {"envdVersion", options.envd_version},
@@ -172,9 +216,9 @@ json SandboxJson(const v1::Session& session, const Record* record, const E2bOpti
               {"memoryMB", session.limits().memory_mb()},
               {"diskSizeMB", 0},
               {"state", session.state() == v1::SESSION_STATE_PAUSED ? "paused" : "running"},
-              {"metadata", record ? record->metadata : json::object()},
+              {"metadata", info.metadata},
               {"allowInternetAccess", false}};
-  if (record != nullptr && record->internet_asked) {
+  if (info.internet_asked) {
     out["warden"] = {{"network", "none"},
                      {"note", kNoInternet}};
   }
@@ -193,7 +237,9 @@ std::string PresentedToken(const http::Request& request) {
 class Front {
  public:
   Front(v1::Executor::StubInterface* executor, E2bOptions options)
-      : executor_(executor), options_(std::move(options)) {}
+      : executor_(executor),
+        options_(std::move(options)),
+        tokens_(options_.access_key.empty() ? AccessTokens::Random() : *AccessTokens::WithKey(options_.access_key)) {}
 
   // ---- Control plane ----
 
@@ -227,17 +273,12 @@ class Front {
     create.mutable_env()->insert(env.begin(), env.end());
     create.set_ttl_seconds(timeout);
     create.set_idle_timeout_seconds(timeout);  // E2B has only the TTL
-    (*create.mutable_labels())["e2b.template"] = options_.template_id;
+    ASSIGN_OR_RETURN(*create.mutable_labels(), Labels(template_id, body));
     v1::Session session;
     RETURN_IF_ERROR(FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(),
                                                   create, &session)));
-    auto record = Register(session.id(), request, template_id, body);
-    if (body.contains("autoResume") && body["autoResume"].is_object()) {
-      record->auto_resume = body["autoResume"].value("enabled", false);
-    }
-    record->internet_asked = internet;
     if (internet) spdlog::info("E2B sandbox {}: {}", session.id(), kNoInternet);
-    return exchange.Send(http::Response::Json(201, Created(session, *record)));
+    return exchange.Send(http::Response::Json(201, Created(session, request, /*contexts_known=*/true)));
   }
 
   // A snapshot's id as a template (Sandbox.create(snapshotId)): a new
@@ -248,7 +289,7 @@ class Front {
     v1::RestoreSnapshotRequest restore;
     restore.set_snapshot_id(snapshot_id);
     restore.set_ttl_seconds(timeout);
-    (*restore.mutable_labels())["e2b.template"] = options_.template_id;
+    ASSIGN_OR_RETURN(*restore.mutable_labels(), Labels(snapshot_id, body));
     v1::Session session;
     RETURN_IF_ERROR(FromGrpc(executor_->RestoreSnapshot(
         http::UpstreamContext(request.token, kCallTimeout).get(), restore, &session)));
@@ -257,8 +298,7 @@ class Front {
       return absl::InvalidArgumentError(absl::StrCat(
           "snapshot ", snapshot_id, " was not taken from an E2B sandbox: restore it over warden.v1"));
     }
-    auto record = Register(session.id(), request, snapshot_id, body);
-    return exchange.Send(http::Response::Json(201, Created(session, *record)));
+    return exchange.Send(http::Response::Json(201, Created(session, request, /*contexts_known=*/false)));
   }
 
   // Sandbox.createSnapshot: the sandbox's files and Python state, kept
@@ -309,10 +349,9 @@ class Front {
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
     if (count < 1 || count > 16) return absl::InvalidArgumentError("count must be 1 to 16");
     ASSIGN_OR_RETURN(v1::Session source, Session(request));
-    std::shared_ptr<Record> parent = sandboxes_.Get(source.id());
     json out = json::array();
     for (int64_t i = 0; i < count; ++i) {
-      v1::ForkSessionRequest fork;
+      v1::ForkSessionRequest fork;  // no labels: the source's
       fork.set_session_id(source.id());
       v1::ForkSessionResponse forked;
       grpc::Status s = executor_->ForkSession(http::UpstreamContext(request.token, kCallTimeout).get(), fork, &forked);
@@ -328,10 +367,8 @@ class Front {
         out.push_back({{"error", {{"code", http::HttpStatusFor(error.code())}, {"message", std::string(error.message())}}}});
         continue;
       }
-      json metadata = parent ? parent->metadata : json::object();
-      auto record = Register(session.id(), request, parent ? parent->template_id : options_.template_id,
-                             {{"metadata", metadata}});
-      json created = Created(session, *record);
+      // The fork carries the source's labels, its E2B template and metadata with them.
+      json created = Created(session, request, /*contexts_known=*/false);
       out.push_back({{"sandbox", created}});
     }
     return exchange.Send(http::Response::Json(200, out));
@@ -345,7 +382,7 @@ class Front {
                                                  &sessions)));
     json out = json::array();
     for (const v1::Session& s : sessions.sessions()) {
-      out.push_back(SandboxJson(s, sandboxes_.Get(s.id()).get(), options_));
+      out.push_back(SandboxJson(s, options_));
     }
     return exchange.Send(http::Response::Json(200, out));
   }
@@ -353,7 +390,7 @@ class Front {
   absl::Status Get(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(v1::Session session, Session(request));
     return exchange.Send(
-        http::Response::Json(200, SandboxJson(session, sandboxes_.Get(session.id()).get(), options_)));
+        http::Response::Json(200, SandboxJson(session, options_)));
   }
 
   absl::Status Kill(http::Request& request, http::Exchange& exchange) {
@@ -402,21 +439,9 @@ class Front {
     if (absl::FromUnixMillis(session.expires_unix_ms()) < absl::Now() + absl::Seconds(timeout)) {
       ASSIGN_OR_RETURN(session, Extend(request, timeout));
     }
-    std::shared_ptr<Record> record = sandboxes_.Get(session.id());
-    if (!record || record->token != request.token) {
-      // Reached through another key (same tenant) or created elsewhere:
-      // from now on the sandbox plane uses this key.
-      auto fresh = std::make_shared<Record>();
-      fresh->token = request.token;
-      fresh->tenant = request.tenant;
-      fresh->access_token = RandomHex(16);
-      fresh->template_id = record ? record->template_id : options_.template_id;
-      if (record) fresh->metadata = record->metadata;
-      if (record) fresh->internet_asked = record->internet_asked;
-      sandboxes_.Put(session.id(), fresh);
-      record = fresh;
-    }
-    return exchange.Send(http::Response::Json(200, Created(session, *record)));
+    // A token of its own for this key (another key of the tenant, or a
+    // sandbox made elsewhere): the sandbox plane then calls with this key.
+    return exchange.Send(http::Response::Json(200, Created(session, request, /*contexts_known=*/false)));
   }
 
   // One sample of what the sandbox uses now, in E2B's SandboxMetric shape,
@@ -443,10 +468,12 @@ class Front {
     const int cpus = std::max(1u, std::thread::hardware_concurrency());
     double used_pct = 0;
     {
-      std::shared_ptr<Record> record = sandboxes_.Get(session.id());
+      // A cache: a front that has not sampled it before (it just started)
+      // averages since the sandbox started.
+      std::shared_ptr<Record> record = sandboxes_.GetOrAdd(session, options_.template_id);
       absl::Time since = absl::FromUnixMillis(session.created_unix_ms());
       int64_t cpu_before = 0;
-      if (record) {
+      {
         absl::MutexLock lock(&record->mu);
         if (record->last_sample) std::tie(since, cpu_before) = *record->last_sample;
         record->last_sample = std::make_pair(now, session.cpu_used_ns());
@@ -481,7 +508,7 @@ class Front {
     if (sandbox.ok()) {
       v1::GetSessionRequest get;
       get.set_session_id(sandbox->id);
-      s = executor_->GetSession(http::UpstreamContext(sandbox->record->token, kCallTimeout).get(), get, &session);
+      s = executor_->GetSession(http::UpstreamContext(sandbox->api_key, kCallTimeout).get(), get, &session);
     }
     if (!s.ok() || session.state() == v1::SESSION_STATE_PAUSED) {
       return exchange.Send(http::Response::Json(
@@ -521,7 +548,7 @@ class Front {
 
     // The response starts as soon as the cell is accepted, as E2B's server
     // starts it: the SDK's timeout and kill() then govern a silent cell.
-    auto ctx = http::UpstreamContext(sandbox.record->token);
+    auto ctx = http::UpstreamContext(sandbox.api_key);
     auto reader = executor_->ExecuteStream(ctx.get(), execute);
     reader->WaitForInitialMetadata();
     if (ctx->GetServerInitialMetadata().count(kCellAcceptedMetadataKey) == 0) {
@@ -581,7 +608,7 @@ class Front {
     create.set_cwd(cwd == kHome ? std::string() : cwd);
     v1::Context context;
     RETURN_IF_ERROR(FromGrpc(executor_->CreateContext(
-        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), create, &context)));
+        http::UpstreamContext(sandbox.api_key, kCallTimeout).get(), create, &context)));
     return exchange.Send(http::Response::Json(200, ContextJson(context)));
   }
 
@@ -595,7 +622,7 @@ class Front {
     list.set_session_id(sandbox.id);
     v1::ListContextsResponse contexts;
     RETURN_IF_ERROR(FromGrpc(executor_->ListContexts(
-        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), list, &contexts)));
+        http::UpstreamContext(sandbox.api_key, kCallTimeout).get(), list, &contexts)));
     std::set<std::string> defaults = {sandbox.id, javascript};
     {
       absl::MutexLock lock(&sandbox.record->mu);
@@ -617,7 +644,7 @@ class Front {
     restart.set_context_id(request.Param("context"));
     v1::Context context;
     RETURN_IF_ERROR(FromGrpc(executor_->RestartContext(
-        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), restart, &context)));
+        http::UpstreamContext(sandbox.api_key, kCallTimeout).get(), restart, &context)));
     return exchange.Send(NoContent());
   }
 
@@ -628,7 +655,7 @@ class Front {
     remove.set_context_id(request.Param("context"));
     v1::RemoveContextResponse removed;
     RETURN_IF_ERROR(FromGrpc(executor_->RemoveContext(
-        http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), remove, &removed)));
+        http::UpstreamContext(sandbox.api_key, kCallTimeout).get(), remove, &removed)));
     {
       absl::MutexLock lock(&sandbox.record->mu);
       for (auto it = sandbox.record->default_contexts.begin(); it != sandbox.record->default_contexts.end();) {
@@ -644,7 +671,7 @@ class Front {
     v1::DownloadFileRequest download;
     download.set_session_id(sandbox.id);
     download.set_path(path);
-    auto ctx = http::UpstreamContext(sandbox.record->token, kCallTimeout);
+    auto ctx = http::UpstreamContext(sandbox.api_key, kCallTimeout);
     auto reader = executor_->DownloadFile(ctx.get(), download);
     std::string data;
     v1::FileChunk chunk;
@@ -705,34 +732,63 @@ class Front {
 
   struct SandboxRef {
     std::string id;
+    std::string api_key;  // the X-API-KEY its access token carries: what the front calls warden.v1 with
+    std::string tenant;   // that key's tenant
     std::shared_ptr<Record> record;
   };
 
   // The sandbox a sandbox-plane request names, once its access token is
   // checked: X-Access-Token, or E2B-Traffic-Access-Token (which the code
-  // interpreter SDK sends on its contexts calls instead), compared in
-  // constant time. A missing or wrong token and an unknown sandbox get the
-  // same refusal, so that it tells nothing about which sandboxes exist.
+  // interpreter SDK sends on its contexts calls instead), opened
+  // (access_token.h) for the sandbox the E2b-Sandbox-Id header names. A
+  // missing or wrong token and an unknown sandbox get the same refusal, so
+  // that it tells nothing about which sandboxes exist. Nothing of it is
+  // kept but a cache: a front started after the token was made opens it.
   absl::StatusOr<SandboxRef> Known(const http::Request& request) {
     const std::string id = request.Header("E2b-Sandbox-Id");
     if (id.empty()) {
       return absl::InvalidArgumentError(
           "name the sandbox in the E2b-Sandbox-Id header (set E2B_SANDBOX_URL to this server)");
     }
-    std::shared_ptr<Record> record = sandboxes_.Get(id);
     const std::string presented = PresentedToken(request);
-    if (!record || presented.empty() || !ConstantTimeEquals(presented, record->access_token)) {
+    absl::StatusOr<std::string> api_key =
+        presented.empty() ? absl::NotFoundError("no token") : tokens_.Open(presented, id);
+    if (!api_key.ok()) {
       return absl::NotFoundError(absl::StrCat(
           "sandbox ", id, " is not known here with this access token: create it, or connect to it, "
-          "through this server first, and send its envdAccessToken as X-Access-Token"));
+          "through this server (or a front sharing its http.e2b_key_file) first, and send its envdAccessToken "
+          "as X-Access-Token"));
     }
-    return SandboxRef{id, std::move(record)};
+    return Opened(id, *std::move(api_key), presented);
+  }
+
+  // A sandbox whose access token opened to `api_key`: the key must still be
+  // valid (a revoked key revokes its tokens), and the sandbox is looked up
+  // with it when this front has not seen it yet.
+  absl::StatusOr<SandboxRef> Opened(const std::string& id, std::string api_key, const std::string& access_token) {
+    absl::StatusOr<std::string> tenant = options_.authenticate(api_key);
+    if (!tenant.ok()) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the API key sandbox ", id, "'s access token was made for is no longer accepted: connect to the "
+          "sandbox with a valid key for a new access token"));
+    }
+    std::shared_ptr<Record> record = sandboxes_.Get(id);
+    if (!record) {
+      v1::GetSessionRequest get;
+      get.set_session_id(id);
+      v1::Session session;
+      RETURN_IF_ERROR(
+          FromGrpc(executor_->GetSession(http::UpstreamContext(api_key, kCallTimeout).get(), get, &session)));
+      record = sandboxes_.GetOrAdd(session, options_.template_id);
+    }
+    record->Remember(access_token);
+    return SandboxRef{id, std::move(api_key), *std::move(tenant), std::move(record)};
   }
 
   // Known, resumed first when it was paused with autoResume.
   absl::StatusOr<SandboxRef> Sandbox(const http::Request& request) {
     ASSIGN_OR_RETURN(SandboxRef sandbox, Known(request));
-    if (sandbox.record->auto_resume) RETURN_IF_ERROR(Resume(sandbox.record->token, sandbox.id));
+    if (sandbox.record->info.auto_resume) RETURN_IF_ERROR(Resume(sandbox.api_key, sandbox.id));
     return sandbox;
   }
 
@@ -747,12 +803,13 @@ class Front {
             ? FileSandbox(request, request.method() == "GET" ? "read" : "write")
             : Known(request);
     if (!sandbox.ok()) return sandbox.status();
-    return sandbox->record->tenant;
+    return sandbox->tenant;
   }
 
   // The sandbox of a /files request: named by the E2b-Sandbox-Id header
   // with its access token, or, for a signed URL (downloadUrl, uploadUrl),
-  // found by the token that signed it: such a URL carries neither.
+  // found by the token that signed it: such a URL carries neither, so it is
+  // checked against the tokens this front has seen (Record::Remember).
   absl::StatusOr<SandboxRef> FileSandbox(const http::Request& request, const char* operation) {
     if (request.Query("signature").empty() || !PresentedToken(request).empty()) return Sandbox(request);
     SignedUrl url{request.Query("path"), operation, request.Query("username"), request.Query("signature"),
@@ -767,10 +824,13 @@ class Front {
     auto signer = sandboxes_.SignedBy(url);
     const std::string named = request.Header("E2b-Sandbox-Id");
     if (!signer || (!named.empty() && named != signer->first)) {
-      return absl::UnauthenticatedError("invalid signature");
+      return absl::UnauthenticatedError(
+          "invalid signature, or a URL of a sandbox this server has not seen since it started: a signed URL "
+          "works once its sandbox has made any call through this server (e.g. files.list)");
     }
     RETURN_IF_ERROR(CheckExpiration(url, absl::Now()));
-    return SandboxRef{signer->first, signer->second};
+    ASSIGN_OR_RETURN(std::string api_key, tokens_.Open(signer->second, signer->first));
+    return Opened(signer->first, std::move(api_key), signer->second);
   }
 
  private:
@@ -779,7 +839,7 @@ class Front {
     v1::GetSessionRequest get;
     get.set_session_id(sandbox.id);
     v1::Session session;
-    return executor_->GetSession(http::UpstreamContext(sandbox.record->token, kCallTimeout).get(), get, &session)
+    return executor_->GetSession(http::UpstreamContext(sandbox.api_key, kCallTimeout).get(), get, &session)
                .error_code() != grpc::StatusCode::NOT_FOUND;
   }
 
@@ -793,18 +853,29 @@ class Front {
     return absl::IsFailedPrecondition(resumed) ? absl::OkStatus() : resumed;
   }
 
-  // Remembers a sandbox this front made (create, restore, fork): the key it
-  // is used with, its tenant and a fresh access token.
-  std::shared_ptr<Record> Register(const std::string& id, const http::Request& request,
-                                   const std::string& template_id, const json& body) {
-    auto record = std::make_shared<Record>();
-    record->token = request.token;
-    record->tenant = request.tenant;
-    record->access_token = RandomHex(16);
-    record->template_id = template_id;
-    if (body.contains("metadata") && body["metadata"].is_object()) record->metadata = body["metadata"];
-    sandboxes_.Put(id, record);
-    return record;
+  // The labels that carry what the front must know of a sandbox (InfoOf),
+  // from a create or restore request's body.
+  absl::StatusOr<google::protobuf::Map<std::string, std::string>> Labels(const std::string& template_id,
+                                                                        const json& body) const {
+    google::protobuf::Map<std::string, std::string> labels;
+    labels[kTemplateLabel] = options_.template_id;
+    if (template_id != options_.template_id) labels[kTemplateIdLabel] = template_id;
+    if (body.contains("metadata") && body["metadata"].is_object() && !body["metadata"].empty()) {
+      std::string metadata = body["metadata"].dump();
+      if (metadata.size() > kMaxLabelValue) {
+        return absl::InvalidArgumentError(absl::StrCat("the sandbox's metadata is ", metadata.size(),
+                                                       " bytes as JSON; Warden keeps at most ", kMaxLabelValue,
+                                                       ": give fewer or shorter entries"));
+      }
+      labels[kMetadataLabel] = std::move(metadata);
+    }
+    if (body.contains("autoResume") && body["autoResume"].is_object()) {
+      ASSIGN_OR_RETURN(bool auto_resume, Field(body["autoResume"], "enabled", false));
+      if (auto_resume) labels[kAutoResumeLabel] = "true";
+    }
+    ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", false));
+    if (internet) labels[kInternetLabel] = "true";
+    return labels;
   }
 
   void CloseQuietly(const std::string& token, const std::string& id) {
@@ -831,16 +902,26 @@ class Front {
     return id == options_.template_id || id == "code-interpreter" || id == "base";
   }
 
-  json Created(const v1::Session& session, const Record& record) const {
+  // What create, restore, fork and connect answer: the sandbox with a new
+  // access token for the caller's key. `contexts_known`: a new sandbox,
+  // which has no contexts yet.
+  json Created(const v1::Session& session, const http::Request& request, bool contexts_known) {
+    std::shared_ptr<Record> record = sandboxes_.GetOrAdd(session, options_.template_id);
+    if (contexts_known) {
+      absl::MutexLock lock(&record->mu);
+      record->contexts_known = true;
+    }
+    const std::string access_token = tokens_.Seal(session.id(), request.token);
+    record->Remember(access_token);
     return {{"sandboxID", session.id()},
-            {"templateID", record.template_id},
+            {"templateID", record->info.template_id},
             {"alias", options_.template_id},
             {"clientID", "warden"},
             {"envdVersion", options_.envd_version},
-            {"envdAccessToken", record.access_token},
+            {"envdAccessToken", access_token},
             // The SDKs send it back where they send no envdAccessToken
             // (the code interpreter's contexts calls).
-            {"trafficAccessToken", record.access_token},
+            {"trafficAccessToken", access_token},
             {"domain", nullptr}};
   }
 
@@ -874,13 +955,30 @@ class Front {
   absl::StatusOr<std::string> DefaultContext(const SandboxRef& sandbox, v1::Language language) {
     if (language == v1::LANGUAGE_PYTHON) return sandbox.id;
     absl::MutexLock lock(&sandbox.record->mu);  // one creation per language
+    if (!sandbox.record->contexts_known) {
+      // A front that has not seen the sandbox yet (it just started): its
+      // default context of a language is the oldest one of that language.
+      v1::ListContextsRequest list;
+      list.set_session_id(sandbox.id);
+      v1::ListContextsResponse contexts;
+      RETURN_IF_ERROR(FromGrpc(
+          executor_->ListContexts(http::UpstreamContext(sandbox.api_key, kCallTimeout).get(), list, &contexts)));
+      std::map<v1::Language, const v1::Context*> oldest;
+      for (const v1::Context& c : contexts.contexts()) {
+        if (c.id() == sandbox.id) continue;
+        const v1::Context*& seen = oldest[c.language()];
+        if (seen == nullptr || c.created_unix_ms() < seen->created_unix_ms()) seen = &c;
+      }
+      for (const auto& [lang, c] : oldest) sandbox.record->default_contexts.emplace(lang, c->id());
+      sandbox.record->contexts_known = true;
+    }
     auto it = sandbox.record->default_contexts.find(language);
     if (it != sandbox.record->default_contexts.end()) return it->second;
     v1::CreateContextRequest create;
     create.set_session_id(sandbox.id);
     create.set_language(language);
     v1::Context context;
-    grpc::Status s = executor_->CreateContext(http::UpstreamContext(sandbox.record->token, kCallTimeout).get(),
+    grpc::Status s = executor_->CreateContext(http::UpstreamContext(sandbox.api_key, kCallTimeout).get(),
                                               create, &context);
     if (!s.ok()) return http::FromGrpc(s);
     sandbox.record->default_contexts[language] = context.id();
@@ -889,7 +987,7 @@ class Front {
 
   absl::StatusOr<v1::FileInfo> Upload(const SandboxRef& sandbox, const std::string& path, const std::string& content,
                                       const std::map<std::string, std::string>& metadata) {
-    auto ctx = http::UpstreamContext(sandbox.record->token, kCallTimeout);
+    auto ctx = http::UpstreamContext(sandbox.api_key, kCallTimeout);
     v1::FileInfo info;
     auto writer = executor_->UploadFile(ctx.get(), &info);
     v1::UploadFileRequest header;
@@ -929,6 +1027,7 @@ class Front {
 
   v1::Executor::StubInterface* const executor_;
   const E2bOptions options_;
+  const AccessTokens tokens_;
   Sandboxes sandboxes_;
 };
 
@@ -1009,7 +1108,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   envd.max_body_bytes = std::min<size_t>(options.max_body_bytes, envd.max_body_bytes);
   AddEnvdRoutes(router, executor, [front](const http::Request& request) -> absl::StatusOr<EnvdSandbox> {
     ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request));
-    return EnvdSandbox{sandbox.id, sandbox.record->token, sandbox.record->tenant};
+    return EnvdSandbox{sandbox.id, sandbox.api_key, sandbox.tenant};
   }, envd);
 }
 

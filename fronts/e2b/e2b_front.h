@@ -23,17 +23,25 @@
 // the sandbox's access token, the envdAccessToken handed out at create or
 // connect (also returned as trafficAccessToken): X-Access-Token, or
 // E2B-Traffic-Access-Token, which the code interpreter SDK sends on its
-// contexts calls instead. It is compared in constant time; a missing or
-// wrong one gets the same 404 as an unknown sandbox. The front then calls
-// warden.v1 with the token that created or connected the sandbox.
-// Sandboxes created through another front or gRPC are reached after a
-// connect.
+// contexts calls instead. The token carries the X-API-KEY that created or
+// connected the sandbox, sealed for that sandbox (access_token.h); a
+// missing or wrong one gets the same 404 as an unknown sandbox. The front
+// then calls warden.v1 with that key. Sandboxes created through another
+// front or gRPC are reached after a connect.
+//
+// The front keeps no state a restart would lose: the access token carries
+// the key, the session's labels carry the template, metadata and
+// autoResume (e2b.*), and the rest is a cache rebuilt from warden.v1
+// (contexts, the last metrics sample, the tokens a signed URL is checked
+// against). Fronts that share E2bOptions::access_key (warden-gateways of a
+// fleet, or one wardend across restarts) accept each other's tokens.
 #pragma once
 
 #include <string>
 
 #include "absl/time/time.h"
 #include "fronts/http/router.h"
+#include "fronts/http/server.h"
 #include "warden/v1/executor.grpc.pb.h"
 
 namespace warden::e2b {
@@ -48,6 +56,13 @@ struct E2bOptions {
   // sends one every 5 s): a client that left is noticed at the next one.
   absl::Duration keepalive = absl::Seconds(1);
   size_t max_body_bytes = 96 << 20;
+  // The key access tokens are sealed with (AccessTokens::kKeyBytes bytes,
+  // http.e2b_key_file); empty: a random one, so tokens die with the process.
+  std::string access_key;
+  // The tenant of an API key (as the server's authentication): a sandbox
+  // plane request counts as its access token's key's tenant, and a key no
+  // longer accepted revokes the tokens made for it.
+  http::Authenticate authenticate;
 };
 
 // `executor` is not owned and outlives the router's use.

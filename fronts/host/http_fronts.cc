@@ -1,6 +1,7 @@
 #include "fronts/host/http_fronts.h"
 
 #include "absl/strings/str_cat.h"
+#include "fronts/e2b/access_token.h"
 #include "fronts/e2b/e2b_front.h"
 #include "fronts/jupyter/kernel_gateway_http.h"
 #include "fronts/mcp/mcp_http.h"
@@ -42,6 +43,10 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     mcp::AddMcpRoutes(*router, *fronts->mcp_, mcp_options);
     e2b::E2bOptions e2b_options;
     e2b_options.max_body_bytes = http_options.max_body_bytes;
+    e2b_options.authenticate = by_token;
+    if (!options.http.e2b_key_file.empty()) {
+      ASSIGN_OR_RETURN(e2b_options.access_key, e2b::ReadAccessKey(options.http.e2b_key_file));
+    }
     e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
     fronts->kernel_gateway_ = std::make_shared<jupyter::KernelGateway>(
         std::shared_ptr<v1::Executor::StubInterface>(v1::Executor::NewStub(channel)));

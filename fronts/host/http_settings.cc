@@ -16,6 +16,7 @@ void ReadHttpSettings(config::ObjectReader& r, HttpSettings* out) {
   r.Int("max_streams_per_tenant", &out->max_streams_per_tenant);
   r.Int("io_threads", &out->io_threads);
   r.Int("handler_threads", &out->handler_threads);
+  r.String("e2b_key_file", &out->e2b_key_file);
 }
 
 void CheckHttpSettings(const HttpSettings& settings, config::Problems& problems) {

@@ -37,6 +37,11 @@ struct HttpSettings {
   // block on the engine.
   int64_t io_threads = 0;
   int64_t handler_threads = 512;
+  // The key E2B access tokens are sealed with (fronts/e2b/access_token.h):
+  // a file of 32 bytes or 64 hex digits that every gateway of a fleet
+  // shares, so that a sandbox's token outlives a restart and works through
+  // any of them. Empty: a random key per start.
+  std::string e2b_key_file;
 };
 
 // Reads the keys of the `http` object (the caller opens it).
