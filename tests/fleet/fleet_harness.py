@@ -105,8 +105,9 @@ def node_config(pki, tokens, node_id, shared, listen, state_dir=None, host_id_ba
     return config
 
 
-def gateway_config(pki, tokens, nodes, listen, http_listen="", paths=None, tls=False):
-    """`nodes`: a list of HOST:PORT, or {"dns": NAME, "port": PORT}."""
+def gateway_config(pki, tokens, nodes, listen, http_listen="", paths=None, tls=False, e2b_key_file=None):
+    """`nodes`: a list of HOST:PORT, or {"dns": NAME, "port": PORT}.
+    `e2b_key_file`: the key every gateway seals E2B access tokens with."""
     paths = paths or (lambda p: str(p))
     config = {
         "listen": [listen],
@@ -117,6 +118,8 @@ def gateway_config(pki, tokens, nodes, listen, http_listen="", paths=None, tls=F
                   "ca_file": paths(pki / "node-ca.pem"), "server_name": NODE_NAME},
         "placement": {"choices": 2, "handover_wait_ms": 30000},
     }
+    if e2b_key_file:
+        config["http"] = {"e2b_key_file": paths(e2b_key_file)}
     if tls:
         config["tls"] = {"cert_file": paths(pki / "gateway-server.pem"),
                          "key_file": paths(pki / "gateway-server.key")}

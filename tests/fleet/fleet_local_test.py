@@ -57,18 +57,34 @@ class Fleet:
         for node in self.ports:
             self.start_node(node)
         self.gateway_port = fh.free_port()
+        self.http_port = http_port
         self.gateway_config = self.tmp / "gateway.json"
+        # The key the gateway seals E2B access tokens with (a Secret in deploy/).
+        e2b_key = self.tmp / "e2b.key"
+        e2b_key.write_text(os.urandom(32).hex() + "\n")
+        e2b_key.chmod(0o600)
         self.gateway_config.write_text(json.dumps(fh.gateway_config(
             self.pki, self.tokens, ["127.0.0.1:%d" % p for p in self.ports.values()],
-            "127.0.0.1:%d" % self.gateway_port, http_listen="127.0.0.1:%d" % http_port if http_port else "")))
-        self.gateway_log = self.tmp / "gateway.log"
-        with open(self.gateway_log, "wb") as log:
-            self.gateway = subprocess.Popen([str(BIN / "warden-gateway"), "--config", str(self.gateway_config)],
-                                            stdout=log, stderr=subprocess.STDOUT)
+            "127.0.0.1:%d" % self.gateway_port, http_listen="127.0.0.1:%d" % http_port if http_port else "",
+            e2b_key_file=e2b_key)))
+        self.start_gateway()
         self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.gateway_port)
         self.stub = pb_grpc.ExecutorStub(self.channel)
         self.node_stub = fpb_grpc.NodeStub(self.channel)
         fh.wait_until(lambda: self.up_nodes() == 3, TIMEOUT, "three nodes up behind the gateway")
+
+    def start_gateway(self):
+        with open(self.tmp / "gateway.log", "ab") as log:
+            self.gateway = subprocess.Popen([str(BIN / "warden-gateway"), "--config", str(self.gateway_config)],
+                                            stdout=log, stderr=subprocess.STDOUT)
+
+    def restart_gateway(self):
+        """SIGTERM to the gateway, then a new one with the same configuration."""
+        self.gateway.terminate()
+        self.gateway.wait(timeout=60)
+        self.start_gateway()
+        fh.wait_until(lambda: self.up_nodes() == 3, TIMEOUT, "three nodes up behind the restarted gateway",
+                      interval=0.2)
 
     def start_node(self, node):
         state = self.tmp / ("state-" + node)
@@ -132,7 +148,7 @@ class FleetTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmpdir = tempfile.TemporaryDirectory(prefix="fleet-local-")
         try:
-            cls.fleet = Fleet(cls.tmpdir.name)
+            cls.fleet = Fleet(cls.tmpdir.name, http_port=fh.free_port())
         except BaseException:
             cls.tmpdir.cleanup()
             raise
@@ -219,6 +235,40 @@ class FleetTest(unittest.TestCase):
         events = list(call)
         self.assertEqual(b"".join(e.stdout for e in events if e.HasField("stdout")), b"went\n")
         self.assertEqual(events[-1].summary.outcome, pb.OUTCOME_OK)
+
+    def test_b_an_e2b_sandbox_outlives_a_gateway_restart(self):
+        # The unmodified E2B SDK keeps one Sandbox object across a restart of
+        # the gateway: its access token carries its API key, sealed with the
+        # key in http.e2b_key_file, and its template and metadata are labels
+        # of its session, so the new gateway needs nothing the old one had.
+        env = dict(os.environ, GATEWAY_HTTP="http://127.0.0.1:%d" % self.fleet.http_port,
+                   WARDEN_TOKEN=fh.ALICE, OTHER_TOKEN=fh.BOB)
+        client = subprocess.Popen(["/usr/bin/node", str(pathlib.Path(__file__).parent / "e2b_gateway_restart.mjs")],
+                                  env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        try:
+            first = client.stdout.readline()
+            if not first:
+                self.fail_with_logs("the E2B client ended before the restart: " + client.stderr.read())
+            sandbox = json.loads(first)["sandbox"]
+            self.fleet.restart_gateway()
+            client.stdin.write("go\n")
+            client.stdin.flush()
+            out, err = client.communicate(timeout=TIMEOUT * 2)
+        finally:
+            if client.poll() is None:
+                client.kill()
+                client.wait()
+        if client.returncode != 0:
+            self.fail_with_logs("the E2B client failed after the restart: " + err)
+        after = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(after["sandbox"], sandbox)
+        self.assertEqual((after["python"], after["javascript"]), ("42", "6"), after)
+        self.assertEqual(after["read"], "written before")
+        self.assertEqual(after["command"], "written after")
+        self.assertEqual(after["metadata"], {"purpose": "restart"})
+        self.assertEqual((after["no_token"], after["wrong_token"]), (404, 404), after)
+        self.assertEqual(after["other_tenant"], "SandboxNotFoundError", after)
 
     # ---- trust
 
