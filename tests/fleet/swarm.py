@@ -274,6 +274,7 @@ def write_fleet_files(config_dir, shared_in_container="/var/lib/warden/shared"):
                  "gateway-server.pem", "gateway-server.key", "client-ca.pem"):
         shutil.copy(pki / name, config_dir / name)
     fh.write_tokens(config_dir / "tokens.json")
+    (config_dir / "front.key").write_text(os.urandom(32).hex() + "\n")
     secret = lambda p: "/run/secrets/" + pathlib.Path(p).name  # noqa: E731
     node = fh.node_config(pki, config_dir / "tokens.json", None, shared_in_container, "0.0.0.0:7443",
                           state_dir="/run/warden", paths=lambda p: secret(p) if str(p).startswith(str(config_dir))
@@ -285,7 +286,7 @@ def write_fleet_files(config_dir, shared_in_container="/var/lib/warden/shared"):
     (config_dir / "wardend.json").write_text(json.dumps(node, indent=1))
     gateway = fh.gateway_config(pki, config_dir / "tokens.json", {"dns": "tasks.wardend", "port": 7443},
                                 "0.0.0.0:50051", http_listen="0.0.0.0:8080",
-                                paths=lambda p: secret(p), tls=True)
+                                paths=lambda p: secret(p), tls=True, e2b_key_file=config_dir / "front.key")
     gateway["allow_insecure_loopback"] = False
     (config_dir / "warden-gateway.json").write_text(json.dumps(gateway, indent=1))
     return pki
