@@ -78,12 +78,11 @@ test-fleet: build test-deps fleet-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -L 'fleet|swarm'
 
 # The Swarm fleet test needs Debian's docker.io (its engines run in network
-# namespaces the test makes, never in the host's) and the project's .deb,
-# from which, with Debian's packages, it builds its image.
+# namespaces the test makes, never in the host's). Its image it builds from
+# Debian's packages and a .deb it makes of the build tree (scripts/make_deb.sh).
 FLEET_PACKAGES := docker.io
-fleet-deps: deps build
+fleet-deps: deps
 	@$(call install_missing,$(FLEET_PACKAGES))
-	scripts/make_deb.sh $(BUILD_DIR) $(BUILD_DIR)/deb >/dev/null
 
 # The third-party protocol clients the tests drive (each folder's
 # package.json, pinned by its package-lock.json): test tools, never part of

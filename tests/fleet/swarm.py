@@ -148,6 +148,20 @@ class Swarm:
         finally:
             os.close(fd)
 
+    def settled(self):
+        """Whether the swarm's control plane is whole again, as engine 0 sees
+        it: every node Ready and Active, one leader, every manager reachable.
+        After a manager's loss the leader that takes over marks every node
+        Unknown until its agent opens a session with it (agents retry with a
+        backoff of up to 8 s); an update made meanwhile races the
+        orchestrator, which may end the updater's new task before it runs,
+        and `failure_action: pause` then stops the update for good."""
+        rows = [line.split() for line in self.docker(0, "node", "ls", "--format",
+                                                     "{{.Status}} {{.Availability}} {{.ManagerStatus}}",
+                                                     check=False, timeout=30).splitlines()]
+        return (len(rows) == self.count and all(r[:2] == ["Ready", "Active"] and len(r) == 3 for r in rows)
+                and sorted(r[2] for r in rows) == ["Leader"] + ["Reachable"] * (self.count - 1))
+
     # ---- faults
 
     def node_pids(self, i):

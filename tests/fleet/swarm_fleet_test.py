@@ -13,11 +13,11 @@ and the project's .deb (image_root.py) and imported on each engine
   keeps every capturable session; tenant isolation.
 
 Everything it made (namespaces, engines, mounts, cgroups) is removed at
-the end, also when it fails. Needs root and Debian's docker.io;
-`make test-fleet` installs it and builds the .deb. docs/fleet.md.
+the end, also when it fails. Needs root and Debian's docker.io
+(`make test-fleet` installs it); the .deb it makes of the build tree
+(scripts/make_deb.sh). docs/fleet.md.
 """
 import concurrent.futures
-import glob
 import json
 import os
 import pathlib
@@ -55,22 +55,29 @@ def timed(what):
 class SwarmFleetTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        debs = sorted(glob.glob(str(BUILD / "deb" / "warden_*.deb")))
-        if not os.access(sw.DOCKERD, os.X_OK) or not debs:
-            raise AssertionError("this test needs Debian's docker.io and the project's .deb: run `make test-fleet` "
-                                 "(it installs docker.io and runs `make deb`)")
+        if not os.access(sw.DOCKERD, os.X_OK):
+            raise AssertionError("this test needs Debian's docker.io: run `make test-fleet` (it installs it)")
         cls.swarm = sw.Swarm(BUILD)
         cls.tmp = tempfile.mkdtemp(prefix="fleet-swarm-")
         try:
-            cls.bring_up(debs[-1])
+            cls.bring_up()
         except BaseException:
+            cls.save_logs()
             cls.swarm.teardown()
             raise
 
     @classmethod
-    def bring_up(cls, deb):
+    def bring_up(cls):
         image = BUILD / "fleet" / "warden-image.tar"
         image.parent.mkdir(exist_ok=True)
+        # The .deb of this build tree's programs, made here as deb_test.sh
+        # does: a .deb left in build/deb/ by an earlier `make deb` would put
+        # older programs in the image than the configuration is written for.
+        debs = BUILD / "fleet" / "deb"
+        shutil.rmtree(debs, ignore_errors=True)
+        with timed(".deb of the build tree"):
+            deb = subprocess.run([str(fh.ROOT / "scripts" / "make_deb.sh"), str(BUILD), str(debs)], check=True,
+                                 stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
         with timed("image root from Debian packages"):
             subprocess.run(["/usr/bin/python3", str(pathlib.Path(__file__).parent / "image_root.py"), deb,
                             str(image), "--cache", str(BUILD / "fleet" / "debs")], check=True)
@@ -87,12 +94,10 @@ class SwarmFleetTest(unittest.TestCase):
         cls.env = {"WARDEN_IMAGE": "warden:1", "WARDEN_CONFIG_DIR": str(config), "WARDEN_SHARED_DIR": str(shared)}
         with timed("stack deployed, every task running"):
             cls.swarm.deploy(STACK, NAME, cls.env)
-            fh.wait_until(lambda: len(cls.running("wardend")) == 3 and len(cls.running("gateway")) == 2,
-                          TIMEOUT, "3 wardend and 2 gateway tasks running", interval=0.5)
+            gateways = cls.wait_for_tasks(3, 2)
         cls.swarm.enter_client_namespace()
         import grpc  # noqa: F401 - after setns: its threads are born in the client's namespace
         cls.pb, cls.pb_grpc, cls.fpb, cls.fpb_grpc = fh.stubs(BUILD)
-        gateways = cls.running("gateway")
         cls.gateway_node = sorted(gateways)[0]
         cls.gateway_ip = cls.swarm.ips[cls.gateway_node]
         with timed("gateway sees 3 nodes"):
@@ -100,12 +105,25 @@ class SwarmFleetTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        # Every container's log outlives the swarm, for a look after a failure.
+        cls.save_logs()
+        cls.swarm.teardown()
+        left = cls.swarm.leftovers()
+        print("timings (s): %s" % json.dumps(TIMINGS), file=sys.stderr)
+        if left:
+            raise AssertionError("the swarm harness left %s" % left)
+
+    @classmethod
+    def save_logs(cls):
+        """Every container's and engine's log outlives the swarm, for a look
+        after a failure (build/fleet/logs)."""
         logs = BUILD / "fleet" / "logs"
         shutil.rmtree(logs, ignore_errors=True)
         logs.mkdir(parents=True)
         for i in range(cls.swarm.count):
-            listing = cls.swarm.docker(i, "ps", "-a", "--format", "{{.ID}} {{.Names}}", check=False, timeout=30)
+            try:
+                listing = cls.swarm.docker(i, "ps", "-a", "--format", "{{.ID}} {{.Names}}", check=False, timeout=30)
+            except subprocess.TimeoutExpired:
+                listing = ""
             for line in listing.splitlines():
                 if len(line.split()) != 2:
                     continue
@@ -113,11 +131,9 @@ class SwarmFleetTest(unittest.TestCase):
                 out = cls.swarm.docker(i, "logs", "--timestamps", cid, check=False, timeout=30)
                 with (logs / ("n%d-%s.log" % (i + 1, name.split(".")[0]))).open("a") as f:
                     f.write(out)
-        cls.swarm.teardown()
-        left = cls.swarm.leftovers()
-        print("timings (s): %s" % json.dumps(TIMINGS), file=sys.stderr)
-        if left:
-            raise AssertionError("the swarm harness left %s" % left)
+            engine_log = cls.swarm.base / ("n%d" % (i + 1)) / "dockerd.log"
+            if engine_log.exists():
+                shutil.copy(engine_log, logs / ("n%d-dockerd.log" % (i + 1)))
 
     # ---- helpers
 
@@ -132,6 +148,48 @@ class SwarmFleetTest(unittest.TestCase):
             if len(info) == 2 and info[1] == "running" and info[0] in cls.swarm.node_ids:
                 nodes.append(cls.swarm.node_ids.index(info[0]))
         return nodes
+
+    @classmethod
+    def tasks(cls, service):
+        """Every task of `service`: node, state and error, for a failure's message."""
+        return cls.swarm.docker(0, "service", "ps", "--no-trunc", "--format",
+                                "{{.Name}} {{.Image}} {{.DesiredState}} {{.CurrentState}} {{.Error}}",
+                                "%s_%s" % (NAME, service), check=False)
+
+    @classmethod
+    def wait_for_tasks(cls, wardend, gateways):
+        """Waits until `wardend` and `gateways` tasks run, and stay running
+        over two looks a second apart (a task that exits at once, say on a
+        configuration it rejects, is running for a moment before it fails);
+        returns the gateways' node indexes."""
+        def settled():
+            looks = []
+            for look in range(2):
+                if look:
+                    time.sleep(1)
+                looks.append((sorted(cls.running("wardend")), sorted(cls.running("gateway"))))
+            if looks[0] == looks[1] and len(looks[0][0]) == wardend and len(looks[0][1]) == gateways:
+                return looks[0][1]
+            return None
+        try:
+            return fh.wait_until(settled, TIMEOUT, "%d wardend and %d gateway tasks running" % (wardend, gateways),
+                                 interval=0.5)
+        except AssertionError as error:
+            raise AssertionError("%s\nwardend tasks:\n%s\ngateway tasks:\n%s\n(their logs: %s)" % (
+                error, cls.tasks("wardend"), cls.tasks("gateway"), BUILD / "fleet" / "logs")) from None
+
+    @classmethod
+    def settle(cls):
+        """After a fault: the swarm whole again (swarm.py settled()), its
+        tasks running, and the test's gateway one that runs now (the engine
+        may have moved the one it used), reaching 3 nodes."""
+        fh.wait_until(cls.swarm.settled, TIMEOUT, "every swarm node Ready and Active, a leader, every manager "
+                      "reachable", interval=0.5)
+        gateways = cls.wait_for_tasks(3, 2)
+        if cls.gateway_node not in gateways:
+            cls.gateway_node = gateways[0]
+            cls.gateway_ip = cls.swarm.ips[cls.gateway_node]
+        fh.wait_until(lambda: cls.nodes_up() == 3, TIMEOUT, "the gateway reaching 3 nodes", interval=0.5)
 
     @classmethod
     def channel(cls, ip=None):
@@ -239,8 +297,7 @@ class SwarmFleetTest(unittest.TestCase):
                 self.assertEqual(r.outcome, "SESSION_LOST", r.message)
                 self.assertIn("drained", r.message)
             self.swarm.docker(0, "node", "update", "--availability", "active", self.swarm.node_ids[victim])
-            fh.wait_until(lambda: len(self.running("wardend")) == 3, TIMEOUT, "the node active again", interval=0.5)
-            fh.wait_until(lambda: self.nodes_up() == 3, TIMEOUT, "the gateway reaching 3 nodes", interval=0.5)
+            self.settle()
             for s in sessions:
                 s.close()
 
@@ -281,6 +338,8 @@ class SwarmFleetTest(unittest.TestCase):
             for s in sessions + fresh:
                 if s not in on_victim:
                     s.close()
+        self.settle()
+        TIMINGS["kill -9: swarm settled"] = round(time.monotonic() - start, 1)
 
     def test_f_a_rolling_update_to_a_new_image_keeps_every_capturable_session(self):
         with self.client() as client:
@@ -288,13 +347,16 @@ class SwarmFleetTest(unittest.TestCase):
             for i, s in enumerate(sessions):
                 s.run("x = %d" % i)
             start = time.monotonic()
-            self.swarm.docker(0, "service", "update", "--detach", "--image", "warden:2", "%s_wardend" % NAME)
+            self.swarm.docker(0, "service", "update", "--detach", "--no-resolve-image", "--image", "warden:2",
+                              "%s_wardend" % NAME)
 
-            def updated():
-                state = self.swarm.docker(0, "service", "inspect", "--format", "{{.UpdateStatus.State}}",
-                                          "%s_wardend" % NAME, check=False).strip()
-                return state == "completed"
-            fh.wait_until(updated, 300, "the rolling update", interval=1)
+            def update_ended():
+                status = json.loads(self.swarm.docker(0, "service", "inspect", "--format", "{{json .UpdateStatus}}",
+                                                      "%s_wardend" % NAME).strip() or "null") or {}
+                return status if status.get("State") not in (None, "updating") else None
+            status = fh.wait_until(update_ended, 300, "the rolling update's end", interval=1)
+            self.assertEqual(status.get("State"), "completed",
+                             "the rolling update: %s\ntasks:\n%s" % (status, self.tasks("wardend")))
             TIMINGS["rolling update of 3 nodes"] = round(time.monotonic() - start, 1)
             images = self.swarm.docker(0, "service", "ps", "%s_wardend" % NAME, "--filter", "desired-state=running",
                                        "--format", "{{.Image}}").split()
