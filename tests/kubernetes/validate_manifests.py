@@ -20,6 +20,7 @@ import copy
 import glob
 import json
 import pathlib
+import re
 import sys
 import unittest
 import zipfile
@@ -105,6 +106,7 @@ class ManifestsTest(unittest.TestCase):
         self.assertEqual(host_paths, ["/sys/fs/cgroup"])
         secrets = next(v for v in pod["volumes"] if "secret" in v)["secret"]["items"]
         self.assertNotIn("gateway.key", [i["key"] for i in secrets], "only the gateway holds its key")
+        self.assertNotIn("front.key", [i["key"] for i in secrets], "only the gateways hold the E2B token key")
 
     def test_the_configuration_matches_the_manifests(self):
         data = self.by_kind["ConfigMap"][0]["data"]
@@ -130,6 +132,9 @@ class ManifestsTest(unittest.TestCase):
             mounted = json.dumps(config)
             for item in items:
                 self.assertIn("/etc/warden/secrets/" + item, mounted, program)
+            # And every secret file a configuration names is mounted.
+            named = set(re.findall(r'"/etc/warden/secrets/([^"]+)"', mounted))
+            self.assertLessEqual(named, items, "%s's configuration names secrets its pods lack" % program)
 
 
 def main():
