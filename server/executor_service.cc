@@ -283,25 +283,45 @@ void FollowCommand(const std::shared_ptr<ManagedCommand>& managed, bool kill_on_
 Tasks::Tasks() : state_(std::make_shared<State>()) {}
 
 Tasks::~Tasks() {
-  absl::MutexLock lock(&state_->mu);
-  for (Idle* idle : state_->idle) idle->stop = true;
-  state_->idle.clear();
+  std::vector<std::thread> done;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stopping = true;
+    for (Idle* idle : state_->idle) idle->stop = true;
+    state_->idle.clear();
+    // Every thread without work leaves at once; those with work are counted
+    // in `running` and stay.
+    auto left = [](State* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+      return static_cast<int>(s->threads.size()) <= s->running;
+    };
+    state_->mu.Await(absl::Condition(+left, state_.get()));
+    done.swap(state_->finished);
+    for (auto& [id, thread] : state_->threads) thread.detach();
+    state_->threads.clear();
+  }
+  for (std::thread& thread : done) thread.join();
 }
 
 void Tasks::Run(std::function<void()> work) {
+  std::vector<std::thread> done;
   {
     absl::MutexLock lock(&state_->mu);
     ++state_->running;
+    done.swap(state_->finished);
     if (!state_->idle.empty()) {
       state_->idle.back()->work = std::move(work);
       state_->idle.pop_back();
-      return;
+    } else {
+      // Under the lock: the thread's Loop takes it first, so its handle is
+      // in `threads` before it can leave.
+      const int id = state_->next_id++;
+      state_->threads.emplace(id, std::thread(&Tasks::Loop, state_, id, std::move(work)));
     }
   }
-  std::thread(&Tasks::Loop, state_, std::move(work)).detach();
+  for (std::thread& thread : done) thread.join();  // they have left Loop: at most a moment
 }
 
-void Tasks::Loop(std::shared_ptr<State> state, std::function<void()> work) {
+void Tasks::Loop(std::shared_ptr<State> state, int id, std::function<void()> work) {
   absl::MutexLock lock(&state->mu);
   for (;;) {
     state->mu.Unlock();
@@ -309,6 +329,7 @@ void Tasks::Loop(std::shared_ptr<State> state, std::function<void()> work) {
     work = nullptr;  // what it captured goes now, not when the next piece comes
     state->mu.Lock();
     --state->running;
+    if (state->stopping) break;
     Idle me;
     state->idle.push_back(&me);
     auto handed = [](Idle* idle) { return idle->work != nullptr || idle->stop; };
@@ -318,8 +339,15 @@ void Tasks::Loop(std::shared_ptr<State> state, std::function<void()> work) {
       auto it = std::find(state->idle.begin(), state->idle.end(), &me);
       if (it != state->idle.end()) state->idle.erase(it);
     }
-    if (me.work == nullptr) return;
+    if (me.work == nullptr) break;
     work = std::move(me.work);
+  }
+  // Our handle goes to whoever joins next (absent when ~Tasks, which ran
+  // meanwhile, detached us).
+  auto it = state->threads.find(id);
+  if (it != state->threads.end()) {
+    state->finished.push_back(std::move(it->second));
+    state->threads.erase(it);
   }
 }
 

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -27,7 +29,12 @@ namespace warden {
 class Tasks {
  public:
   Tasks();
-  // Tells the idle threads to leave; work must have finished (WaitIdle).
+  // Tells the idle threads to leave and joins them: once it returns, every
+  // thread without work has ended, its thread-local state destroyed (the
+  // process may exit: OpenSSL's exit handler frees what gRPC's TLS left in
+  // those threads, and must not run beside their own cleanup). Work must
+  // have finished (WaitIdle); a thread still running a piece is left to end
+  // by itself.
   ~Tasks();
 
   void Run(std::function<void()> work);
@@ -41,13 +48,19 @@ class Tasks {
     std::function<void()> work;
     bool stop = false;
   };
-  // Shared with the threads, which may outlive the Tasks by a moment.
+  // Shared with the threads; one still running work at ~Tasks outlives it.
   struct State {
     absl::Mutex mu;
     int running ABSL_GUARDED_BY(mu) = 0;
     std::vector<Idle*> idle ABSL_GUARDED_BY(mu);
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+    // Every thread, by id; one that leaves moves its handle to `finished`,
+    // which the next Run or ~Tasks joins.
+    int next_id ABSL_GUARDED_BY(mu) = 0;
+    std::map<int, std::thread> threads ABSL_GUARDED_BY(mu);
+    std::vector<std::thread> finished ABSL_GUARDED_BY(mu);
   };
-  static void Loop(std::shared_ptr<State> state, std::function<void()> work);
+  static void Loop(std::shared_ptr<State> state, int id, std::function<void()> work);
 
   std::shared_ptr<State> state_;
 };
