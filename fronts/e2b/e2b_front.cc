@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -146,6 +147,23 @@ class Sandboxes {
 };
 
 absl::Status FromGrpc(const grpc::Status& status) { return http::FromGrpc(status); }
+
+// A sandbox that ended (killed, or past its end of life), asked for with its
+// own valid access token. E2B's proxy answers such requests with 502, which
+// the SDKs read as "the sandbox is gone" (isRunning() false, a dropped
+// stream a TimeoutError); envd's Connect routes see UNAVAILABLE, as Connect
+// clients read a 502. Marked by a payload so the sandbox plane can answer
+// 502 (add_plane in AddE2bRoutes).
+constexpr char kNotRunningUrl[] = "type.googleapis.com/warden.e2b.SandboxNotRunning";
+
+absl::Status SandboxNotRunning(const std::string& id) {
+  absl::Status status = absl::UnavailableError(
+      absl::StrCat("sandbox ", id, " is not running: it was killed or reached its end of life"));
+  status.SetPayload(kNotRunningUrl, absl::Cord(id));
+  return status;
+}
+
+bool IsSandboxNotRunning(const absl::Status& status) { return status.GetPayload(kNotRunningUrl).has_value(); }
 
 // A field of a client's JSON object, or InvalidArgument naming it: never
 // nlohmann's exception for a value of the wrong type.
@@ -773,8 +791,11 @@ class Front {
       v1::GetSessionRequest get;
       get.set_session_id(id);
       v1::Session session;
-      RETURN_IF_ERROR(
-          FromGrpc(executor_->GetSession(http::UpstreamContext(api_key, kCallTimeout).get(), get, &session)));
+      const grpc::Status got = executor_->GetSession(http::UpstreamContext(api_key, kCallTimeout).get(), get, &session);
+      // The token is the sandbox's own (it opened), so saying that the
+      // sandbox ended tells its holder nothing it may not know.
+      if (got.error_code() == grpc::StatusCode::NOT_FOUND) return SandboxNotRunning(id);
+      RETURN_IF_ERROR(FromGrpc(got));
       record = sandboxes_.GetOrAdd(session, options_.template_id);
     }
     record->Remember(access_token);
@@ -1083,7 +1104,15 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
                                                       http::Handler handler) {
     router.Add(protocol, method, pattern,
                [front, handler = std::move(handler)](http::Request& request, http::Exchange& exchange) {
-                 ASSIGN_OR_RETURN(request.tenant, front->CheckAccess(request));  // its streams count as the owner's
+                 absl::StatusOr<std::string> tenant = front->CheckAccess(request);
+                 if (IsSandboxNotRunning(tenant.status())) {
+                   return exchange.Send(http::Response::Json(
+                       502, {{"code", 502},
+                             {"sandboxId", request.Header("E2b-Sandbox-Id")},
+                             {"message", std::string(tenant.status().message())}}));
+                 }
+                 if (!tenant.ok()) return tenant.status();
+                 request.tenant = *std::move(tenant);  // its streams count as the owner's
                  return handler(request, exchange);
                },
                plane);

@@ -14,6 +14,7 @@ let Sandbox;
 let CommandExitError;
 let TimeoutError;
 let FileNotFoundError;
+let SandboxNotFoundError;
 let SandboxError;
 let FilesystemEventType;
 
@@ -41,7 +42,7 @@ async function withSandbox(opts, body) {
 before(async () => {
   wardend = await startWardend({ idBase: 15_000_000 });
   ({ Sandbox } = await importSdk());
-  ({ CommandExitError, TimeoutError, FileNotFoundError, SandboxError, FilesystemEventType } =
+  ({ CommandExitError, TimeoutError, FileNotFoundError, SandboxError, SandboxNotFoundError, FilesystemEventType } =
     await importSdk({ base: true }));
 });
 
@@ -231,6 +232,9 @@ describe('An E2B sandbox is one machine', () => {
       assert.match(err.message, /sandbox was killed or reached its end of life/);
       const cellErr = await cell;
       assert.ok(cellErr instanceof TimeoutError && /killed while the request/.test(cellErr.message), `${cellErr}`);
+      // Asked after the kill, with its own token, it is gone as on E2B: 502.
+      assert.equal(await long.isRunning(), false);
+      await assert.rejects(() => long.commands.run('true'), (e) => e instanceof SandboxNotFoundError);
     } finally {
       await long.kill().catch(() => {});
     }
