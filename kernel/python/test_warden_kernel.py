@@ -476,13 +476,22 @@ class InterruptTest(KernelTest):
         longer than the collection timeout), interrupts it then; returns the
         cell. A cell that ignored the interrupt times the collection out."""
         sent = []
+        chunks = []
 
         def on_chunk(name, data):
+            chunks.append((name, data, round(time.monotonic() - t0, 3)))
             if b"started" in data and not sent:
                 sent.append(True)
                 k.interrupt()
 
-        cell = k.execute(code, timeout=10, on_chunk=on_chunk)
+        t0 = time.monotonic()
+        try:
+            cell = k.execute(code, timeout=10, on_chunk=on_chunk)
+        except TimeoutError as e:
+            # Which half failed: the output never came, or the interrupt
+            # did not end the cell (the output with its seconds since the
+            # cell was sent).
+            raise AssertionError("%s; interrupt sent: %s; output: %r" % (e, bool(sent), chunks)) from e
         self.assertTrue(sent, cell.frames)
         return cell
 
