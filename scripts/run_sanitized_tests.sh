@@ -43,7 +43,8 @@ case "$kind" in
     # header code, each with the reason it is not ours. gRPC's header code
     # also races with itself across libgrpc's hand-offs (a completion queue
     # tag, its executor): scripts/tsan_reports.py recognises those reports
-    # (both accesses gRPC's, on memory gRPC allocated) and fails on any
+    # (both accesses gRPC's, on memory gRPC allocated or on a reactor from
+    # its gRPC constructor to gRPC's callback) and fails on any
     # other. So a report does not end its program (halt_on_error=0,
     # exitcode=0): the script below judges every report instead.
     export TSAN_OPTIONS="halt_on_error=0:exitcode=0:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$supp/tsan.supp:print_suppressions=0:log_path=$logs/tsan"

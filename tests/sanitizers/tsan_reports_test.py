@@ -1,6 +1,6 @@
 """scripts/tsan_reports.py: which ThreadSanitizer reports are gRPC's own
-hand-offs (both accesses gRPC's code, on memory gRPC allocated) and which are
-ours. The fixtures are real reports from `make test-tsan`; the variants change
+hand-offs (both accesses gRPC's code, on memory gRPC allocated or on a
+reactor from its gRPC constructor to gRPC's callback) and which are ours. The fixtures are real reports from `make test-tsan`; the variants change
 one fact each, and each change makes the report ours."""
 import contextlib
 import io
@@ -28,6 +28,20 @@ class TsanReportsTest(unittest.TestCase):
         finalize = tsan_reports.is_grpc_handoff(fixture("grpc_handoff_finalize.txt"))
         self.assertIsNotNone(finalize)
         self.assertEqual(finalize, ["grpc::internal::CallOpSet::FinalizeResult", "grpc::internal::CallOpSet::FillOps"])
+
+    def test_a_reactor_we_allocated_is_grpcs_from_its_construction_to_its_callbacks(self):
+        report = fixture("grpc_reactor_construction.txt")
+        self.assertEqual(tsan_reports.is_grpc_handoff(report), ["grpc::internal::CatchingCallback",
+                                                                "grpc::ServerWriteReactor::ServerWriteReactor"])
+        # The same memory written by our code (our reactor's own constructor) is ours.
+        ours = report.replace("    #0 grpc::ServerWriteReactor<warden::v1::CommandEvent>::ServerWriteReactor() ",
+                              "    #0 warden::QueuedWriter<warden::v1::CommandEvent>::QueuedWriter() ", 1)
+        self.assertIn("#0 warden::QueuedWriter", ours)
+        self.assertIsNone(tsan_reports.is_grpc_handoff(ours))
+        # Read by our code: ours.
+        ours = report.replace("    #2 void grpc::internal::CatchingCallback<", "    #2 void warden::Pump<", 1)
+        self.assertIn("#2 void warden::Pump<", ours)
+        self.assertIsNone(tsan_reports.is_grpc_handoff(ours))
 
     def test_an_access_by_our_code_is_ours(self):
         report = fixture("grpc_handoff_unref.txt").replace(
