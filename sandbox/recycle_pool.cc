@@ -224,6 +224,7 @@ void RecyclePool::ReturnNamespaces(PooledNamespaces ns, bool cgroup_empty) {
   const bool keep = cgroup_empty && !retired && Clean(ns, &dirty);
   absl::MutexLock lock(&mu_);
   if (retired) ++stats_.namespaces_retired;
+  if (!cgroup_empty) ++stats_.namespaces_not_empty;
   if (dirty != nullptr) ++(dirty[0] == 'n' ? stats_.net_dirty : stats_.ipc_dirty);
   if (keep && static_cast<int>(idle_.size()) < max_idle_) idle_.push_back(std::move(ns));
   // Otherwise ns's fds close here and the kernel frees the namespaces.

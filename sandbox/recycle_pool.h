@@ -82,6 +82,7 @@ struct RecyclePoolStats {
   int64_t net_dirty = 0;            // dropped: sockets or counters differ from fresh
   int64_t ipc_dirty = 0;            // dropped: the run created SysV objects
   int64_t namespaces_retired = 0;   // dropped: served kMaxUses sandboxes
+  int64_t namespaces_not_empty = 0;  // dropped: their cgroup still held processes
   int64_t cgroups_reused = 0;
   int64_t cgroups_dropped = 0;      // not empty, or could not be reset
   int idle_namespaces = 0;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "sandbox/unique_fd.h"
@@ -1304,6 +1305,13 @@ class RecycleEscapeTest : public EscapeTest {
     return r.stdout_data;
   }
   RecyclePoolStats Stats() const { return executor_->recycle_pool()->Stats(); }
+  // Why fewer namespaces were reused than runs asked for.
+  std::string DescribeStats() const {
+    const RecyclePoolStats s = Stats();
+    return absl::StrCat("made ", s.namespaces_made, ", reused ", s.namespaces_reused, ", dropped: net dirty ",
+                        s.net_dirty, ", ipc dirty ", s.ipc_dirty, ", retired ", s.namespaces_retired,
+                        ", cgroup not empty ", s.namespaces_not_empty);
+  }
   // cgroup v1 groups pass from run to run; v2 ones never do (memory.peak
   // cannot be reset for the next reader), so there every run's is fresh.
   void ExpectCgroupsReused(int64_t at_least) const {
@@ -1337,7 +1345,7 @@ TEST_F(RecycleEscapeTest, CleanRunsGetTheSameNetIpcUtsNamespacesAndCgroup) {
   // (Not comparable for pid and mnt: the kernel hands a freed namespace's
   // inode number to the next one made. Their freshness is what the other
   // tests here show: no process, no file of the run before.)
-  EXPECT_GE(Stats().namespaces_reused, 2);
+  EXPECT_GE(Stats().namespaces_reused, 2) << DescribeStats();
   ExpectCgroupsReused(1);
 }
 
@@ -1463,7 +1471,7 @@ TEST_F(RecycleEscapeTest, HostnameCannotBeChangedAndIsTheRunsOwn) {
   const Result other = RunPython("import socket; print(socket.gethostname())", SmallLimits(), "other");
   EXPECT_EQ(other.stdout_data, "other\n") << Describe(other);
   EXPECT_EQ(RunOk("import socket; print(socket.gethostname())"), "sandbox\n");
-  EXPECT_GE(Stats().namespaces_reused, 3);
+  EXPECT_GE(Stats().namespaces_reused, 3) << DescribeStats();
 }
 
 TEST_F(RecycleEscapeTest, FilesInTmpAndDevShmDoNotCarryOver) {
