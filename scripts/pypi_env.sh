@@ -7,7 +7,7 @@
 #
 # It does nothing when the venv was made from the same lock files (a stamp
 # holds their hash); a changed lock makes the venv anew. pip's cache (pip's
-# default place, ~/.cache/pip, kept across checkouts and build directories)
+# ~/.cache/warden-pip/<flags>, kept across checkouts and build directories)
 # holds the downloads and the wheel it built for llama-cpp-python (pip 23.1
 # and later reuse it under --require-hashes, as the sdist's hash matches):
 # only the first install on a machine compiles llama.cpp (docs/python.md,
@@ -30,8 +30,18 @@ rm -rf "$venv"
 unset PIP_FIND_LINKS PIP_NO_INDEX PIP_EXTRA_INDEX_URL PIP_REQUIRE_VIRTUALENV
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # llama-cpp-python compiles llama.cpp on every core; not its multimodal
-# library (mtmd), which the tests never load. pip caches the wheel it builds.
-export CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}"
+# library (mtmd), which the tests never load. Never for the build machine's
+# own CPU: machines differ, and a VM may report AMX or AVX-512 that it does
+# not let a process use (ldtilecfg then faults). x86-64-v3 (AVX2, FMA, F16C),
+# no AVX-512, no AMX: what every machine these tests meet runs.
+llama_cmake="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF \
+-DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF \
+-DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF"
+export CMAKE_ARGS="$llama_cmake"
+# pip caches the wheel it builds by the sdist's hash alone, whatever flags
+# built it: a cache of its own per set of flags, so that a wheel built
+# another way (an older native build, on another machine) is never reused.
+export PIP_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/warden-pip/$(echo "$llama_cmake" | sha256sum | cut -c1-16)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 pip() { "$venv/bin/python" -m pip --quiet "$@"; }
 echo "build/pyenv: installing the tests' PyPI packages (tests/pypi/*.txt)"
