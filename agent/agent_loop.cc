@@ -16,7 +16,7 @@
 #include "agent/observation.h"
 #include "agent/tool_arguments.h"
 #include "agent/unified_diff.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 
 namespace warden::agent {
 namespace {

@@ -11,8 +11,10 @@
 #include "absl/status/statusor.h"
 #include "agent/agent_loop.h"
 #include "agent/llm_client.h"
-#include "server/executor_service.h"
+#include "server/engine.h"
 #include "server/options.h"
+#include "server/tasks.h"
+#include "server/tenancy.h"
 #include "warden/v1/agent.grpc.pb.h"
 
 namespace warden::agent {

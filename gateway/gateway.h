@@ -17,14 +17,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/auth.h"
+#include "common/metrics.h"
+#include "fronts/host/http_fronts.h"
 #include "gateway/gateway_options.h"
 #include "gateway/node_directory.h"
 #include "gateway/routes.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
-#include "server/auth.h"
-#include "fronts/host/http_fronts.h"
-#include "server/metrics.h"
 
 namespace warden::gateway {
 

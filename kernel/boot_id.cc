@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_format.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 
 namespace warden {
 

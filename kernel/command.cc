@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 
 namespace warden {
 namespace {

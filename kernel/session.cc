@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "kernel/workspace.h"
 #include "kernel/zygote.h"
-#include "sandbox/status_macros.h"
 
 #ifndef WARDEN_KERNELS_DIR
 #define WARDEN_KERNELS_DIR "/usr/lib/warden/kernels"

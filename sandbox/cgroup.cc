@@ -39,7 +39,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {

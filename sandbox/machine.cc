@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 
 namespace warden {
 

@@ -17,8 +17,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "sandbox/sandbox_child.h"
-#include "sandbox/status_macros.h"
 
 namespace warden {
 namespace {

@@ -27,9 +27,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "sandbox/sandbox_child.h"
 #include "sandbox/sandbox_plan.h"
-#include "sandbox/status_macros.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {

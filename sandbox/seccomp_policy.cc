@@ -55,7 +55,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {

@@ -11,14 +11,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/auth.h"
+#include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "kernel/zygote.h"
-#include "sandbox/status_macros.h"
 #include "server/read_file.h"
-#include "server/auth.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {

@@ -15,18 +15,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 #include "common/systemd_notify.h"
+#include "fronts/host/http_fronts.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "server/engine.h"
-#include "server/metrics.h"
 #include "server/executor_service.h"
-#include "fronts/host/http_fronts.h"
 #include "server/node_service.h"
 #include "server/options.h"
 #include "server/session_keeper.h"
-#include "server/state_dir.h"
 #include "server/startup_probe.h"
+#include "server/state_dir.h"
 
 namespace warden {
 

@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "kernel/workspace.h"
 #include "server/path_watch.h"
-#include "sandbox/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {

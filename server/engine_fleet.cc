@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 #include "server/engine.h"
 #include "server/fleet_hint.h"
 

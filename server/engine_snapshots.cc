@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 #include "server/engine.h"
 
 namespace warden {

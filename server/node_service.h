@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine.h"
-#include "server/executor_service.h"
+#include "server/tasks.h"
 #include "server/tenancy.h"
 #include "warden/v1/fleet.grpc.pb.h"
 

@@ -9,8 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "sandbox/machine.h"
-#include "sandbox/status_macros.h"
 #include "server/convert.h"
 #include "server/engine.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 #include "server/read_file.h"
 #include "server/state_dir.h"
 #include "spdlog/spdlog.h"

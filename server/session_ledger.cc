@@ -12,10 +12,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "sandbox/status_macros.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {

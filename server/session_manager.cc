@@ -6,7 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 
 namespace warden {
 

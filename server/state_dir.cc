@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "sandbox/status_macros.h"
+#include "common/status_macros.h"
 #include "server/read_file.h"
 
 namespace warden {

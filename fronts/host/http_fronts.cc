@@ -1,12 +1,12 @@
 #include "fronts/host/http_fronts.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "fronts/e2b/access_token.h"
 #include "fronts/e2b/e2b_front.h"
 #include "fronts/jupyter/kernel_gateway_http.h"
 #include "fronts/mcp/mcp_http.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "sandbox/status_macros.h"
 
 namespace warden::fronts {
 

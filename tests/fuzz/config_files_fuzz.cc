@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/auth.h"
+#include "common/auth.h"
 #include "server/options.h"
 #include "tests/fuzz/fuzz_check.h"
 

@@ -1,6 +1,6 @@
 // Metrics registry and its text-format 0.0.4 rendering. The format is
 // specified at https://prometheus.io/docs/instrumenting/exposition_formats/.
-#include "server/metrics.h"
+#include "common/metrics.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,6 +1,6 @@
 // Metrics: exact text-format 0.0.4 output, registration rules, and exact
 // totals under concurrent use.
-#include "server/metrics.h"
+#include "common/metrics.h"
 
 #include <cmath>
 #include <limits>

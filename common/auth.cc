@@ -1,6 +1,6 @@
 // LoadTokens and TokenTable: reading and checking the tokens file, the
 // constant-time lookup, and the Bearer header. No message shows a token.
-#include "server/auth.h"
+#include "common/auth.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "server/auth.h"
+#include "common/auth.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
