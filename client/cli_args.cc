@@ -1,17 +1,21 @@
 // The command table: each command's flags, operands, help and the builder
-// that turns its parsed arguments into a typed Command. Help is generated
+// that turns its parsed arguments into a typed Command. CLI11 parses the
+// command line from a tree of apps built from the table; help is generated
 // from the same table, so --help lists exactly what is accepted.
 #include "client/cli_args.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <optional>
+#include <memory>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/connection.h"
@@ -38,76 +42,31 @@ constexpr FlagSpec kFilesSessionFlag{"--session", "ID", "the session (default: $
 constexpr FlagSpec kLanguageFlag{"--language", "L", "python, javascript, bash, typescript, r or java"};
 constexpr FlagSpec kLabelFlag{"--label", "K=V", "a label; repeat for more"};
 
-// The arguments after the command words: flags by name, then operands.
-struct ParsedArgs {
-  std::map<std::string, std::vector<std::string>, std::less<>> flags;
-  std::vector<std::string> operands;
+// One command's arguments as CLI11 parsed them: its flags by name, then
+// its operands in order.
+class ParsedArgs {
+ public:
+  ParsedArgs(const CLI::App& command, std::vector<std::string> operands)
+      : operands(std::move(operands)), command_(command) {}
 
-  bool Has(absl::string_view flag) const { return flags.find(flag) != flags.end(); }
+  bool Has(absl::string_view flag) const { return !Values(flag).empty(); }
   // The last value given (a later flag wins), or "" when absent.
   std::string Value(absl::string_view flag) const {
-    auto it = flags.find(flag);
-    return it == flags.end() ? "" : it->second.back();
+    std::vector<std::string> values = Values(flag);
+    return values.empty() ? "" : values.back();
   }
   std::vector<std::string> Values(absl::string_view flag) const {
-    auto it = flags.find(flag);
-    return it == flags.end() ? std::vector<std::string>{} : it->second;
+    const CLI::Option* option = command_.get_option_no_throw(std::string(flag));
+    return option == nullptr ? std::vector<std::string>{} : option->results();
   }
+
+  const std::vector<std::string> operands;
+
+ private:
+  const CLI::App& command_;
 };
 
 bool IsOption(absl::string_view arg) { return arg.size() > 1 && arg[0] == '-'; }  // "-" is stdin
-
-const FlagSpec* FindFlag(const std::vector<FlagSpec>& flags, absl::string_view name) {
-  for (const FlagSpec* common : {&kAddrFlag, &kHelpFlag}) {
-    if (common->name == name) return common;
-  }
-  for (const FlagSpec& flag : flags) {
-    if (flag.name == name) return &flag;
-  }
-  return nullptr;
-}
-
-// --flag VALUE, --flag=VALUE, switches, -h, "--" ending the options, and
-// operands anywhere in between.
-absl::StatusOr<ParsedArgs> ParseArgs(absl::string_view command, const std::vector<FlagSpec>& flags,
-                                     const std::vector<std::string>& args) {
-  ParsedArgs parsed;
-  bool options_ended = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (options_ended || !IsOption(arg)) {
-      parsed.operands.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      options_ended = true;
-      continue;
-    }
-    std::string name = arg == "-h" ? "--help" : arg;
-    std::optional<std::string> value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    const FlagSpec* flag = FindFlag(flags, name);
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          command.empty() ? absl::StrCat("unknown option ", name, " before the command")
-                          : absl::StrCat("unknown option ", name, " for 'warden ", command, "'"));
-    }
-    if (flag->value.empty()) {
-      if (value) return absl::InvalidArgumentError(absl::StrCat(name, " takes no value"));
-      value = "";
-    } else if (!value) {
-      if (i + 1 == args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value: ", flag->value));
-      }
-      value = args[++i];
-    }
-    parsed.flags[name].push_back(*value);
-  }
-  return parsed;
-}
 
 // ---- Flag values ----
 
@@ -524,14 +483,6 @@ const CommandSpec* FindCommand(absl::string_view name) {
   return nullptr;
 }
 
-// "session" is a prefix of "session create": more words are needed.
-bool IsCommandPrefix(absl::string_view words) {
-  for (const CommandSpec& spec : Commands()) {
-    if (absl::StartsWith(spec.name, absl::StrCat(words, " "))) return true;
-  }
-  return false;
-}
-
 // ---- Help ----
 
 constexpr char kEnvironmentHelp[] =
@@ -614,34 +565,217 @@ std::string Subcommands(absl::string_view group) {
   return absl::StrJoin(names, ", ");
 }
 
-// Where the command words are: global options may come before them.
-struct CommandLocation {
-  const CommandSpec* spec = nullptr;  // null: none found
-  std::vector<std::string> words;     // the command words seen
-  std::vector<std::string> leading;   // options before them
-  std::vector<std::string> rest;      // everything after them
+// ---- Parsing, by CLI11 ----
+
+// What CLI11 records for a switch given without a value.
+constexpr char kSwitchGiven[] = "given";
+
+// The command words that lead to `app`: "session", "create".
+std::vector<std::string> WordsOf(const CLI::App& app) {
+  std::vector<std::string> words;
+  for (const CLI::App* at = &app; at->get_parent() != nullptr; at = at->get_parent()) {
+    words.insert(words.begin(), at->get_name());
+  }
+  return words;
+}
+
+using SpecTable = std::map<const CLI::App*, const CommandSpec*>;
+
+// Help for CLI11's apps, from the command table: a command's own help; the
+// general help for the root, a group ("session") and `help`.
+class HelpFormatter final : public CLI::FormatterBase {
+ public:
+  explicit HelpFormatter(const SpecTable& specs) : specs_(specs) {}
+
+  std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode) const override {
+    auto it = specs_.find(app);
+    return it != specs_.end() ? HelpFor(*it->second) : TopLevelHelp();
+  }
+
+ private:
+  const SpecTable& specs_;  // not owned
 };
 
-CommandLocation Locate(const std::vector<std::string>& args) {
-  CommandLocation location;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
+// The command table as CLI11 parses it. The root holds what every command
+// accepts (--addr, --help); a group ("session", "files") holds its
+// commands; a command holds its flags and, as one positional, its
+// operands. Every app falls through to its parent, so --addr may come
+// before or after the command words, and whatever no app takes (an unknown
+// option, an unknown command word, an operand too many) lands in the
+// root's extras for ParseCommandLine to name.
+class CommandLine {
+ public:
+  CommandLine();
+  CommandLine(const CommandLine&) = delete;
+  CommandLine& operator=(const CommandLine&) = delete;
+
+  // Parses the arguments after argv[0]. Fails only where CLI11 refuses by
+  // itself (a flag's value missing at the end); what it found stays
+  // readable below after a failure too.
+  absl::Status Parse(const std::vector<std::string>& args);
+
+  // The app of the last command word given; the root without any.
+  const CLI::App& command() const {
+    const CLI::App* app = &root_;
+    while (!app->get_subcommands().empty()) app = app->get_subcommands().front();
+    return *app;
+  }
+  // command()'s row of the table, when it is a whole command.
+  const CommandSpec* spec() const {
+    auto it = specs_.find(&command());
+    return it == specs_.end() ? nullptr : it->second;
+  }
+  bool is_help_command() const { return &command() == help_; }
+  bool help_requested() const { return help_requested_; }
+  // What no app took, in order ("--" left out).
+  std::vector<std::string> extras() const {
+    std::vector<std::string> extras;
+    for (std::string& extra : root_.remaining()) {
+      if (extra != "--") extras.push_back(std::move(extra));
+    }
+    return extras;
+  }
+  // command()'s flags and operands.
+  ParsedArgs Args() const {
+    const CLI::Option* operands = command().get_option_no_throw(kOperands);
+    return ParsedArgs(command(), operands == nullptr ? std::vector<std::string>{} : operands->results());
+  }
+  // --addr, wherever it was given; the last one wins.
+  std::string address() const { return ParsedArgs(root_, {}).Value(kAddrFlag.name); }
+
+ private:
+  static constexpr char kOperands[] = "operands";
+  static void AddOperands(CLI::App& command, absl::string_view placeholder);
+
+  SpecTable specs_;  // before root_: its formatter refers to it
+  CLI::App root_{"", "warden"};
+  CLI::App* help_ = nullptr;  // `warden help [COMMAND]`
+  bool help_requested_ = false;
+};
+
+CommandLine::CommandLine() {
+  // Inherited by every app added below.
+  root_.formatter(std::make_shared<HelpFormatter>(specs_));
+  root_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  root_.set_help_flag("-h,--help", std::string(kHelpFlag.help));
+  root_.fallthrough();
+  // One command word per level: once "session" is given, a later "files"
+  // is an operand, never a second command.
+  root_.require_subcommand(-1);
+  const std::string addr_help(kAddrFlag.help);
+  root_.add_option(std::string(kAddrFlag.name), addr_help)->type_name(std::string(kAddrFlag.value));
+
+  for (const CommandSpec& spec : Commands()) {
+    CLI::App* app = &root_;
+    for (absl::string_view word : absl::StrSplit(spec.name, ' ')) {
+      CLI::App* next = nullptr;
+      for (CLI::App* sub : app->get_subcommands({})) {
+        if (sub->get_name() == word) next = sub;
+      }
+      app = next != nullptr ? next : app->add_subcommand(std::string(word));
+    }
+    app->description(std::string(spec.summary));
+    for (const FlagSpec& flag : spec.flags) {
+      const std::string help(flag.help);
+      if (flag.value.empty()) {
+        // Given plainly, a switch's value is the marker; `--json=true`
+        // gives "true", which ParseCommandLine refuses as the old parser did.
+        app->add_flag(absl::StrCat(flag.name, "{", kSwitchGiven, "}"), help);
+      } else {
+        app->add_option(std::string(flag.name), help)->type_name(std::string(flag.value));
+      }
+    }
+    if (spec.max_operands > 0) AddOperands(*app, spec.operands);
+    specs_[app] = &spec;
+  }
+  help_ = root_.add_subcommand("help", "Show a command's help.");
+  AddOperands(*help_, "COMMAND");
+  root_.allow_extras();
+}
+
+void CommandLine::AddOperands(CLI::App& command, absl::string_view placeholder) {
+  // Every operand, counted by ParseCommandLine, which says what is missing
+  // or one too many. The minimum is never reached: CLI11 lets "--" end the
+  // options (and not the command) only while a positional wants more.
+  constexpr int kAll = 1 << 20;
+  command.add_option(kOperands)->type_name(std::string(placeholder))->expected(kAll, kAll);
+}
+
+absl::Status CommandLine::Parse(const std::vector<std::string>& args) {
+  // As CLI11 takes them, reversed. Two spellings it reads otherwise than
+  // warden always has: `--flag=` (CLI11 would take the next argument for
+  // its value; it is an empty one), and "--" before the command, which
+  // ends nothing there.
+  std::vector<std::string> reversed;
+  bool options_ended = false, command_seen = false;
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (IsOption(arg)) {
-      location.leading.push_back(arg);
-      if (arg == kAddrFlag.name && i + 1 < args.size()) location.leading.push_back(args[++i]);
+    if (arg == "--" && !command_seen) continue;
+    if (arg == kAddrFlag.name && !command_seen && i + 1 < args.size()) {
+      reversed.push_back(arg);
+      reversed.push_back(args[++i]);
       continue;
     }
-    location.words.push_back(arg);
-    std::string name = absl::StrJoin(location.words, " ");
-    location.spec = FindCommand(name);
-    if (location.spec != nullptr || !IsCommandPrefix(name)) {
-      ++i;
-      break;
+    command_seen = command_seen || !IsOption(arg);
+    options_ended = options_ended || arg == "--";
+    if (!options_ended && absl::StartsWith(arg, "--") && absl::EndsWith(arg, "=") && arg.size() > 3) {
+      reversed.push_back(arg.substr(0, arg.size() - 1));
+      reversed.push_back("");
+    } else {
+      reversed.push_back(arg);
     }
   }
-  location.rest.assign(args.begin() + i, args.end());
-  return location;
+  std::reverse(reversed.begin(), reversed.end());
+  try {
+    root_.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    help_requested_ = true;
+  } catch (const CLI::ArgumentMismatch& error) {
+    // CLI11 ran out of arguments before a flag's value: the last one is
+    // that flag.
+    const std::string name = args.empty() ? "" : args.back();
+    for (const CLI::App* app = &command(); app != nullptr; app = app->get_parent()) {
+      const CLI::Option* option = app->get_option_no_throw(name);
+      if (option != nullptr && IsOption(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value: ", option->get_type_name()));
+      }
+    }
+    return absl::InvalidArgumentError(error.what());
+  } catch (const CLI::ParseError& error) {
+    return absl::InvalidArgumentError(error.what());
+  }
+  return absl::OkStatus();
+}
+
+// Whether the option `arg` came before the last of the command's `words`
+// words (options may come between them: `warden --addr A session list`).
+bool BeforeTheCommand(const std::vector<std::string>& args, const std::string& arg, size_t words) {
+  for (size_t i = 0; i < args.size() && words > 0; ++i) {
+    if (args[i] == arg) return true;
+    if (args[i] == kAddrFlag.name) {
+      ++i;  // its value
+    } else if (!IsOption(args[i])) {
+      --words;
+    }
+  }
+  return false;
+}
+
+// What follows `help`: every argument, options too (`warden help exec --json`
+// asks about exec), but --addr and its value.
+std::vector<std::string> HelpTopic(const std::vector<std::string>& args) {
+  std::vector<std::string> topic;
+  bool after_help = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == kAddrFlag.name) {
+      ++i;
+    } else if (after_help) {
+      topic.push_back(args[i]);
+    } else if (!IsOption(args[i])) {
+      after_help = true;  // the word "help"
+    }
+  }
+  return topic;
 }
 
 Invocation Help(std::string text) { return Invocation{"", HelpCommand{std::move(text)}}; }
@@ -694,46 +828,69 @@ v1::Language LanguageFromPath(absl::string_view path) {
 
 absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
                                             const CliEnvironment& env) {
-  CommandLocation location = Locate(args);
-  auto global = ParseArgs("", {}, location.leading);
-  if (!global.ok()) return global.status();
-
-  if (!location.words.empty() && location.words.front() == "help") {
-    std::vector<std::string> topic(location.words.begin() + 1, location.words.end());
-    topic.insert(topic.end(), location.rest.begin(), location.rest.end());
-    const CommandSpec* spec = FindCommand(absl::StrJoin(topic, " "));
-    return Help(spec != nullptr ? HelpFor(*spec) : TopLevelHelp());
-  }
-  if (location.spec == nullptr) {
-    if (global->Has("--help")) return Help(TopLevelHelp());
-    std::string words = absl::StrJoin(location.words, " ");
-    if (words.empty()) return absl::InvalidArgumentError("no command given");
-    if (IsCommandPrefix(words)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'warden ", words, "' needs a subcommand: ", Subcommands(words)));
+  CommandLine line;
+  if (absl::Status parsed = line.Parse(args); !parsed.ok()) return parsed;
+  const CommandSpec* spec = line.spec();
+  const std::vector<std::string> words = WordsOf(line.command());
+  const std::string path = absl::StrJoin(words, " ");
+  std::vector<std::string> operands;  // what no command took that is not an option
+  for (const std::string& extra : line.extras()) {
+    if (!IsOption(extra)) {
+      operands.push_back(extra);
+      continue;
     }
-    return absl::InvalidArgumentError(absl::StrCat("unknown command '", words, "'"));
+    const std::string name = extra.substr(0, extra.find('='));
+    if (words.empty() || BeforeTheCommand(args, extra, words.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option ", name, " before the command"));
+    }
+    if (line.is_help_command()) continue;  // a word of the topic (HelpTopic)
+    return absl::InvalidArgumentError(absl::StrCat("unknown option ", name, " for 'warden ", path, "'"));
+  }
+  ParsedArgs parsed = line.Args();
+  if (spec != nullptr) {
+    for (const FlagSpec& flag : spec->flags) {
+      if (!flag.value.empty()) continue;
+      for (const std::string& value : parsed.Values(flag.name)) {
+        if (value != kSwitchGiven) {
+          return absl::InvalidArgumentError(absl::StrCat(flag.name, " takes no value"));
+        }
+      }
+    }
+  } else if (!line.is_help_command() && !operands.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", path, path.empty() ? "" : " ", operands.front(), "'"));
   }
 
-  const CommandSpec& spec = *location.spec;
-  auto parsed = ParseArgs(spec.name, spec.flags, location.rest);
-  if (!parsed.ok()) return parsed.status();
-  if (global->Has("--help") || parsed->Has("--help")) return Help(HelpFor(spec));
-  if (parsed->operands.size() < spec.min_operands) {
+  if (line.help_requested()) return Help(spec != nullptr ? HelpFor(*spec) : TopLevelHelp());
+  if (line.is_help_command()) {
+    const CommandSpec* topic = FindCommand(absl::StrJoin(HelpTopic(args), " "));
+    return Help(topic != nullptr ? HelpFor(*topic) : TopLevelHelp());
+  }
+  if (spec == nullptr) {
+    if (path.empty()) return absl::InvalidArgumentError("no command given");
     return absl::InvalidArgumentError(
-        absl::StrCat("'warden ", spec.name, "' needs ", spec.operands));
+        absl::StrCat("'warden ", path, "' needs a subcommand: ", Subcommands(path)));
   }
-  if (parsed->operands.size() > spec.max_operands) {
+
+  operands.insert(operands.begin(), parsed.operands.begin(), parsed.operands.end());
+  if (operands.size() < spec->min_operands) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'warden ", spec->name, "' needs ", spec->operands));
+  }
+  if (operands.size() > spec->max_operands) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "'warden ", spec.name, "' takes no more arguments than ",
-        spec.operands.empty() ? "none" : spec.operands, ", got '", parsed->operands.back(), "'"));
+        "'warden ", spec->name, "' takes no more arguments than ",
+        spec->operands.empty() ? "none" : spec->operands, ", got '", operands.back(), "'"));
   }
-  auto command = spec.build(*parsed, env);
+  auto command = spec->build(parsed, env);
   if (!command.ok()) return command.status();
-  std::string addr_flag = parsed->Has("--addr") ? parsed->Value("--addr") : global->Value("--addr");
-  return Invocation{ResolveAddress(addr_flag, env.addr), *std::move(command)};
+  return Invocation{ResolveAddress(line.address(), env.addr), *std::move(command)};
 }
 
-std::string UsageFor(const std::vector<std::string>& args) { return ShortUsage(Locate(args).spec); }
+std::string UsageFor(const std::vector<std::string>& args) {
+  CommandLine line;
+  (void)line.Parse(args);  // a failed parse still knows the command it reached
+  return ShortUsage(line.spec());
+}
 
 }  // namespace warden::cli
