@@ -530,10 +530,65 @@ class InterruptTest(KernelTest):
             k, "print('started')\nawait asyncio.gather(tick(), asyncio.sleep(100))")
         self.assertEqual(cell.done["status"], "interrupted", cell.frames)
         self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
-        self.assertNotIn("asyncio", "\n".join(cell.error["traceback"]))
+        # The user's frames where the interrupt found the cell: the await
+        # (the loop was waiting), or tick (it was running); never asyncio's.
+        self.assertOnlyCellFrames(cell.error)
         # The interrupted coroutines do not run on in later cells' loops.
         cell = k.execute("before = ticks\nawait asyncio.sleep(0.1)\nticks - before")
         self.assertEqual(self.plain(cell), "0")
+
+    def assertOnlyCellFrames(self, error):
+        """A traceback of at least one frame, every one a cell's."""
+        lines = error["traceback"]
+        frames = [line for line in lines if line.startswith("  File ")]
+        self.assertTrue(frames, lines)
+        self.assertTrue(all(line.startswith('  File "<cell ') for line in frames), lines)
+
+    def test_interrupt_in_asyncio_machinery_cancels_the_cell(self):
+        # The SIGINT lands in asyncio's own code: a callback the loop runs
+        # sends it (os.kill is C, so the handler runs in the loop's frame,
+        # as it does for a SIGINT that comes while the loop makes itself,
+        # schedules or waits). The cell ends interrupted at its await, with
+        # its finally blocks run, and the loop serves the next cell.
+        k = self.start()
+        cell = k.execute("import asyncio, os, signal\n"
+                         "async def wait():\n"
+                         "    try:\n"
+                         "        await asyncio.sleep(100)\n"
+                         "    finally:\n"
+                         "        print('cleaned up')\n"
+                         "asyncio.get_running_loop  # (no loop runs yet)\n"
+                         "async def main():\n"
+                         "    asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)\n"
+                         "    await wait()\n"
+                         "await main()", timeout=10)
+        self.assertEqual(cell.done["status"], "interrupted", cell.frames)
+        self.assertEqual(cell.error["ename"], "KeyboardInterrupt")
+        self.assertOnlyCellFrames(cell.error)
+        self.assertIn('  File "<cell 1>", line 4, in wait', cell.error["traceback"])
+        self.assertEqual(cell.stdout, b"cleaned up\n")
+        self.assertEqual(self.plain(k.execute("await asyncio.sleep(0.01)\n'loop ok'")), "'loop ok'")
+
+    def test_interrupt_between_a_cells_statements_and_its_result_is_kept(self):
+        # A SIGINT whose handler runs while only the kernel's own code runs
+        # inside a cell (here called by hand with the kernel's frame, as
+        # when it lands between the cell's statements and its trailing
+        # expression) is kept, and raised at the first line of user code
+        # that runs next: the cell is interrupted there, never run on.
+        k = self.start()
+        cell = k.execute("import sys, time\n"
+                         "sys.modules['_warden_kernel']._on_sigint(2, sys._getframe(1))\n"
+                         "went_on = True\n"
+                         "time.sleep(100)", timeout=10)
+        self.assertEqual(cell.done["status"], "interrupted", cell.frames)
+        lines = cell.error["traceback"]
+        self.assertEqual([line for line in lines if line.startswith("  File ")],
+                         ['  File "<cell 1>", line 4, in <module>'], lines)
+        self.assertClean(cell.error, 1)
+        self.assertEqual(self.plain(k.execute("went_on")), "True")
+        # Kept for the cell, never for the next one.
+        k.execute("sys.modules['_warden_kernel']._on_sigint(2, sys._getframe(1))")
+        self.assertEqual(self.plain(k.execute("time.sleep(0.2)\n'not interrupted'")), "'not interrupted'")
 
     def test_cell_may_catch_keyboard_interrupt(self):
         k = self.start()

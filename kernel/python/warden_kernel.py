@@ -81,16 +81,37 @@ class ProtocolError(Exception):
 # mode. Python runs handlers between bytecodes of the main thread, so the
 # KeyboardInterrupt can only surface inside `call_user`, which brackets every
 # piece of user code; the kernel's own code (frame I/O, tracebacks) never
-# sees it. While a frame is being written from inside a cell (display(),
-# plt.show()) the interrupt is deferred, so a frame is never cut in half.
+# sees it. Between cells a SIGINT is ignored. Inside a cell, one that lands
+# while only the kernel runs (between a cell's statements and its trailing
+# expression, say, where a SIGINT was once lost and the cell ran on) is kept
+# and raised at the first line of user code that runs next, so that it is
+# never lost and its traceback names the cell. While a frame is being
+# written from inside a cell (display(), plt.show()) the interrupt is
+# deferred, so a frame is never cut in half.
+#
+# A cell that awaits runs in the kernel's asyncio loop (LOOP). A SIGINT
+# that lands in the user's code there (a coroutine's own statements, a
+# library it calls) raises at once, as anywhere else. One that lands in
+# asyncio's own machinery (the loop waiting in select, scheduling a
+# callback, being made) does not raise there, which could leave the loop
+# broken and would show asyncio's frames: it cancels the cell's task
+# instead, as asyncio.Runner does for Ctrl-C, and the cell ends with a
+# KeyboardInterrupt whose traceback is the user's frames where the task
+# was waiting. A second SIGINT before the cancellation took raises at once.
 
-IDLE, USER, DEFER = 0, 1, 2
+IDLE, USER, DEFER, LOOP = 0, 1, 2, 3
 
 
 class _Interrupts:
     mode = IDLE
-    pending = False
+    pending = False    # a SIGINT the cell has not yet been interrupted by
     forked = False     # set in a child of os.fork(), see run_cell
+    received = 0       # SIGINTs so far
+    # LOOP: the cell's asyncio loop and task, and whether a SIGINT asked
+    # for the task's cancellation.
+    loop = None
+    task = None
+    cancelling = False
 
 
 def _after_fork_in_child():
@@ -98,20 +119,101 @@ def _after_fork_in_child():
 
 
 def _on_sigint(signum, frame):
-    if _Interrupts.mode == USER:
-        raise KeyboardInterrupt
-    if _Interrupts.mode == DEFER:
+    _Interrupts.received += 1
+    mode = _Interrupts.mode
+    if mode == USER:
+        if _user_code_runs(frame):
+            raise KeyboardInterrupt
+        # The kernel's own code around a piece of the cell (its user code
+        # just ended, or has not begun): kept for the first user code to run.
+        _Interrupts.pending = True
+        _arm()
+        return
+    if mode == LOOP:
+        if _Interrupts.cancelling or _user_code_runs(frame):
+            raise KeyboardInterrupt
+        _Interrupts.cancelling = True
+        # The cancellation happens in the loop, between its callbacks; this
+        # also wakes the loop from its select.
+        _Interrupts.loop.call_soon_threadsafe(_cancel_task, _Interrupts.task)
+        return
+    if mode == DEFER:
         _Interrupts.pending = True
     # IDLE: ignored; a blocking read/write is retried by Python (PEP 475).
 
 
+def _cancel_task(task):
+    if not task.done():
+        task.cancel()
+
+
+STDLIB = os.path.dirname(ast.__file__) + os.sep
+
+
+def _is_user_code(code):
+    """A cell's code, or any module's outside the standard library and the
+    kernel (a package the user's code calls)."""
+    name = code.co_filename
+    return not (name.startswith(STDLIB) or name.startswith("<frozen ") or name in KERNEL.kernel_files)
+
+
+def _user_code_runs(frame):
+    """Whether the stack from `frame` out holds a frame of the user's. If
+    not, only the kernel (between two pieces of a cell) or asyncio's
+    machinery (the loop of a cell that awaits) is running."""
+    while frame is not None:
+        if _is_user_code(frame.f_code):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def call_user(fn, *args):
-    """Runs user code (or kernel code acting for it) interruptibly."""
+    """Runs user code (or kernel code acting for it) interruptibly. A SIGINT
+    kept while the kernel worked inside the cell is raised at the first line
+    of user code that runs (_arm), so its traceback shows where the cell was
+    stopped."""
+    previous = _Interrupts.mode
     _Interrupts.mode = USER
     try:
+        if _Interrupts.pending:
+            _arm()
         return fn(*args)
     finally:
-        _Interrupts.mode = IDLE
+        _Interrupts.mode = previous
+        _disarm()
+
+
+# A kept interrupt is raised by a trace function (sys.settrace) at the first
+# line of the next user frame to run in USER mode; it is set only while an
+# interrupt is kept, so cells never run traced otherwise. A user's own trace
+# function (a debugger) is never replaced: the interrupt is raised at once.
+
+
+def _arm():
+    if sys.gettrace() is None:
+        sys.settrace(_on_call)
+    elif sys.gettrace() is not _on_call:
+        _Interrupts.pending = False
+        raise KeyboardInterrupt
+
+
+def _disarm():
+    if sys.gettrace() is _on_call:
+        sys.settrace(None)
+
+
+def _on_call(frame, event, arg):
+    return _on_line if _Interrupts.mode == USER and _is_user_code(frame.f_code) else None
+
+
+def _on_line(frame, event, arg):
+    if event != "line" or _Interrupts.mode != USER or not _Interrupts.pending:
+        return _on_line
+    frame.f_trace = None
+    _Interrupts.pending = False
+    _disarm()
+    raise KeyboardInterrupt
 
 
 # --------------------------------------------------------------------------
@@ -232,9 +334,13 @@ class Channel:
             if in_main:
                 _Interrupts.mode = previous
         if in_main and _Interrupts.pending:
-            _Interrupts.pending = False
-            if previous == USER:
+            if previous in (USER, LOOP):
+                # Written for user code (a coroutine's too): raised here.
+                _Interrupts.pending = False
                 raise KeyboardInterrupt
+            if previous == IDLE:
+                _Interrupts.pending = False     # between cells: ignored
+            # DEFER: the kernel's own work in a cell; call_user raises it.
 
     def _write_all(self, data):
         view = memoryview(data)
@@ -646,19 +752,28 @@ def _strip_kernel_frames(exc, kernel_files, seen):
 
     A cell that awaits runs under the kernel's asyncio loop, so an exception
     leaving it passes the kernel, then asyncio's frames down to the cell's
-    coroutine (if that is on the stack at all): those go too."""
+    coroutine (if that is on the stack at all): those go too. An interrupt
+    keeps none of asyncio's frames (nor selectors', where the loop waits):
+    it shows the user's code it stopped, wherever in the loop it landed."""
     asyncio_mod = sys.modules.get("asyncio")
     asyncio_dir = os.path.dirname(asyncio_mod.__file__) + os.sep if asyncio_mod else "\0"
+    selectors_file = os.path.join(STDLIB, "selectors.py")
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         entries = []
         tb = exc.__traceback__
         from_kernel = tb is not None and tb.tb_frame.f_code.co_filename in kernel_files
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename not in kernel_files:
+            # (An interrupt raised by a trace function, _on_line, lists its
+            # frame twice in Python 3.11: once is enough.)
+            if tb.tb_frame.f_code.co_filename not in kernel_files and not (
+                    entries and entries[-1].tb_frame is tb.tb_frame and entries[-1].tb_lineno == tb.tb_lineno):
                 entries.append(tb)
             tb = tb.tb_next
-        if from_kernel and entries and entries[0].tb_frame.f_code.co_filename.startswith(asyncio_dir):
+        if isinstance(exc, KeyboardInterrupt):
+            entries = [e for e in entries if not e.tb_frame.f_code.co_filename.startswith(asyncio_dir)
+                       and e.tb_frame.f_code.co_filename != selectors_file]
+        elif from_kernel and entries and entries[0].tb_frame.f_code.co_filename.startswith(asyncio_dir):
             cells = [i for i, e in enumerate(entries) if e.tb_frame.f_code.co_filename.startswith("<cell ")]
             entries = entries[cells[0]:] if cells else []
         rebuilt = None
@@ -711,6 +826,9 @@ class Kernel:
         self.cell_id = cell_id
         filename = "<cell %d>" % count
         body = last = error = None
+        # From here to done, a SIGINT interrupts this cell (call_user).
+        _Interrupts.pending = False
+        _Interrupts.mode = DEFER
         try:
             body, last = self.compile_cell(code.decode("utf-8"), filename)
             if body is not None:
@@ -725,6 +843,10 @@ class Kernel:
             self.end_streams()
             os._exit(0 if error is None else 1)
         error = self.end_figures(error)
+        # The cell's code is over: a SIGINT now is one between cells.
+        _Interrupts.mode = IDLE
+        _Interrupts.pending = False
+        _disarm()
         self.end_streams()
         self.cell_id = None
         self.shown.clear()
@@ -783,27 +905,80 @@ class Kernel:
         return value
 
     def run_coroutine(self, coro):
-        import asyncio
-        loop = self.event_loop()
-        earlier = asyncio.all_tasks(loop)
-        task = loop.create_task(coro)
+        """Runs a cell's coroutine to its end in the kernel's loop; an
+        interrupt cancels it (see Interrupts) and is its KeyboardInterrupt."""
+        previous = _Interrupts.mode
+        _Interrupts.mode = DEFER      # making the loop and task: asyncio's code
         try:
-            return loop.run_until_complete(task)
-        except BaseException:
-            # Interrupted (or failed): every task this cell started unwinds
-            # now. The SIGINT may have landed in a child task (one of a
-            # gather), leaving the cell's own task pending, or the other way
-            # round; either way nothing of this cell may resume, or raise,
-            # in a later cell's loop run.
+            import asyncio
+            loop = self.event_loop()
+            earlier = asyncio.all_tasks(loop)
+            task = loop.create_task(coro)
+            _Interrupts.loop, _Interrupts.task, _Interrupts.cancelling = loop, task, False
+            _Interrupts.mode = LOOP
+            if _Interrupts.pending:
+                _Interrupts.pending = False
+                _disarm()
+                _Interrupts.cancelling = True
+                loop.call_soon(_cancel_task, task)
+            try:
+                return loop.run_until_complete(task)
+            except BaseException as exc:
+                # Interrupted (or failed): the SIGINT may have landed in a
+                # child task (one of a gather), leaving the cell's own task
+                # pending, or the other way round; either way nothing of
+                # this cell may resume, or raise, in a later cell's loop
+                # run. A leftover that the interrupt reaches re-raises it
+                # and adds its frames to it: the traceback is the one it
+                # had here.
+                traceback = exc.__traceback__
+                interrupted = _Interrupts.cancelling and isinstance(exc, asyncio.CancelledError)
+                # A SIGINT while they unwind raises at once (a leftover that
+                # will not end is given up with its loop).
+                _Interrupts.cancelling = True
+                self.cancel_leftovers(asyncio, loop, earlier)
+                if not interrupted:
+                    exc.__traceback__ = traceback
+                    raise
+                # The task cancelled for a SIGINT: the interrupt, with the
+                # frames where the cell was waiting (not the CancelledError
+                # and its asyncio context: from None).
+                interrupt = KeyboardInterrupt()
+                interrupt.__traceback__ = traceback
+                raise interrupt from None
+        finally:
+            _Interrupts.mode = previous
+            _Interrupts.loop = _Interrupts.task = None
+            _Interrupts.cancelling = False
+
+    def cancel_leftovers(self, asyncio, loop, earlier):
+        """Cancels every task the cell started and runs the loop until they
+        have ended. A round ends early when one re-raises the interrupt (it
+        reached it through a gather). A new SIGINT meanwhile, or tasks still
+        running after three rounds, leave the loop behind with them, closed:
+        no later cell runs them, and the next cell that awaits gets a new
+        loop."""
+        received = _Interrupts.received
+        for _ in range(3):
             leftovers = [t for t in asyncio.all_tasks(loop) if t not in earlier and not t.done()]
+            if not leftovers:
+                return
             for t in leftovers:
                 t.cancel()
-            if leftovers:
-                try:
-                    loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
-                except BaseException:
-                    pass  # a second interrupt while unwinding: leave the rest
-            raise
+            try:
+                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+            except BaseException:
+                if _Interrupts.received != received:
+                    break
+        leftovers = [t for t in asyncio.all_tasks(loop) if t not in earlier and not t.done()]
+        if leftovers or _Interrupts.received != received:
+            for t in leftovers:
+                t._log_destroy_pending = False    # given up on purpose
+            self.loop = None
+            try:
+                loop.close()
+            except Exception:
+                pass    # left running by the interrupt: only dropped
 
     def event_loop(self):
         if self.loop is None or self.loop.is_closed():
