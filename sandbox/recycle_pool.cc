@@ -25,8 +25,8 @@ namespace {
 
 // What of a network namespace a program in it can observe and leave
 // behind, as /proc/net shows it to the reading thread: its sockets
-// (sockstat's per-namespace counts of every socket, TCP's TIME_WAIT and
-// orphans, UDP, UDP-Lite, raw and fragments; the unix table with abstract
+// (sockstat's per-namespace counts of every socket: TCP's in use, orphans
+// among them, and in TIME_WAIT, UDP, UDP-Lite, raw and fragments; the unix table with abstract
 // names and sockets held only by fds in flight), and the counters every
 // packet moves (the interface's, IP, ICMP, TCP and UDP's in snmp, snmp6 and
 // netstat). Not the tcp and udp tables: reading them walks the host-wide
@@ -36,13 +36,21 @@ namespace {
 constexpr const char* kNetFiles[] = {"dev",      "snmp",      "snmp6", "netstat",
                                      "sockstat", "sockstat6", "unix"};
 
-// sockstat's "alloc" and "mem" figures are host-wide (all namespaces'
-// sockets and buffer pages): masked, they would differ with the host's traffic.
+// sockstat's "orphan", "alloc" and "mem" figures are host-wide (all
+// namespaces' orphaned TCP sockets - closed, still sending their FIN -,
+// sockets and buffer pages): each becomes one "#", or they would differ
+// with the host's traffic. Clean namespaces were once dropped as "net
+// dirty" because other programs' connections were closing (an unmasked
+// orphan count) or their buffers had grown from 3 to 4 digits of pages (a
+// mask kept each digit). An orphan of the sandbox's own still shows in its
+// namespace's "inuse".
 void MaskHostWide(std::string& text) {
-  for (const char* key : {" alloc ", " mem "}) {
+  for (const char* key : {" orphan ", " alloc ", " mem "}) {
     for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
-      size_t end = at + strlen(key);
-      while (end < text.size() && text[end] >= '0' && text[end] <= '9') text[end++] = '#';
+      const size_t start = at + strlen(key);
+      size_t end = start;
+      while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+      text.replace(start, end - start, "#");
     }
   }
 }

@@ -1460,6 +1460,60 @@ TEST_F(RecycleEscapeTest, LoopbackCountersDoNotCarryOver) {
   EXPECT_EQ(RunOk(kCounters), "0 0\n");
 }
 
+// The host's TCP orphan count (sockets closed, still sending their FIN) is
+// one figure for every namespace, in each namespace's /proc/net/sockstat.
+// Other programs' connections closing moved it between a namespace's making
+// and its return, and the clean namespace was dropped as "net dirty"
+// (RecycleEscapeTest.HostnameCannot... reused 1 of 3 runs' namespaces in a
+// make test beside the other tests). Here the test itself orphans a socket
+// on the host's loopback between the two.
+TEST_F(RecycleEscapeTest, TheHostsOrphanedSocketsDoNotDirtyACleanNamespace) {
+  // Whether the host's loopback TCP socket on `port` is an orphan: in
+  // FIN_WAIT1 (state 04 in /proc/net/tcp) and held by no file (inode 0).
+  auto orphaned = [](int port) {
+    std::ifstream in("/proc/net/tcp");
+    std::string line;
+    std::getline(in, line);  // the header
+    const std::string local = absl::StrCat("0100007F:", absl::Hex(port, absl::kZeroPad4));
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (f.size() > 9 && absl::EqualsIgnoreCase(f[1], local) && f[3] == "04" && f[9] == "0") return true;
+    }
+    return false;
+  };
+  // A server that never reads, and a client that fills its buffers and
+  // closes: the client's socket is an orphan in FIN_WAIT1 with data queued.
+  UniqueFd server(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(server.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << strerror(errno);
+  ASSERT_EQ(getsockname(server.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_EQ(listen(server.get(), 1), 0);
+  {
+    UniqueFd client(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << strerror(errno);
+    UniqueFd accepted(accept4(server.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(accepted);
+    sockaddr_in own{};
+    socklen_t own_length = sizeof(own);
+    ASSERT_EQ(getsockname(client.get(), reinterpret_cast<sockaddr*>(&own), &own_length), 0);
+    const std::string chunk(1 << 16, 'x');
+    while (send(client.get(), chunk.data(), chunk.size(), MSG_DONTWAIT) > 0) {
+    }
+    client.Reset();
+    ASSERT_TRUE(orphaned(ntohs(own.sin_port))) << "no orphaned socket was made";
+    EXPECT_EQ(RunOk("print('clean')"), "clean\n");
+    // Unread data makes the close a reset, which ends the orphan.
+    const linger reset{1, 0};
+    setsockopt(accepted.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  }
+  EXPECT_EQ(RunOk("print('clean')"), "clean\n");
+  EXPECT_EQ(Stats().net_dirty, 0) << DescribeStats();
+  EXPECT_GE(Stats().namespaces_reused, 2) << DescribeStats();
+}
+
 // sethostname is a seccomp violation, and the pooled UTS namespace is not
 // the sandbox's user namespace's either; the pool sets each run's name.
 TEST_F(RecycleEscapeTest, HostnameCannotBeChangedAndIsTheRunsOwn) {
