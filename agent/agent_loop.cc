@@ -973,6 +973,7 @@ void AgentRun::AskForFinalAnswer(v1::StopReason reason, const std::string& why) 
   chat.max_tokens = request_.max_response_tokens();
   absl::StatusOr<ChatResponse> reply = Ask(chat);
   std::string answer;
+  std::string detail = why;
   if (reply.ok()) {
     prompt_tokens_ += reply->usage.prompt;
     completion_tokens_ += reply->usage.completion;
@@ -984,9 +985,12 @@ void AgentRun::AskForFinalAnswer(v1::StopReason reason, const std::string& why) 
   } else if (control_->cancelled()) {
     return Finish(v1::STOP_REASON_CANCELLED, "the client cancelled the run", "");
   } else {
+    // The budget ended the run; the model server's failure is why there is
+    // no answer, and says so where the stop is read.
     EmitError(absl::StrCat("no final answer: ", reply.status().message()));
+    absl::StrAppend(&detail, "; no final answer: ", reply.status().message());
   }
-  Finish(reason, why, answer);
+  Finish(reason, detail, answer);
 }
 
 std::string AgentRun::CombinedDiff() {

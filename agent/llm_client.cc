@@ -141,6 +141,33 @@ std::optional<absl::Duration> ParseRetryAfter(absl::string_view value) {
   return std::max(absl::ZeroDuration(), absl::FromTimeT(when) - absl::Now());
 }
 
+// What a failed transfer (curl's code and its own words, the reply's bytes so
+// far) says of the server: unreachable, gone before answering, or broken off
+// mid-reply.
+std::string TransferError(const std::string& url, CURLcode curl, const char* detail, size_t received) {
+  const std::string what = detail[0] != '\0' ? std::string(detail) : std::string(curl_easy_strerror(curl));
+  switch (curl) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+      return absl::StrCat("cannot reach the LLM server at ", url, ": ", what,
+                          " (is it running, and is llm.base_url right?)");
+    case CURLE_GOT_NOTHING:
+      return absl::StrCat("the LLM server at ", url, " closed the connection without answering (", what,
+                          "; has it crashed? its log says why)");
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+      if (received > 0) {
+        return absl::StrCat("the LLM server at ", url, " broke off its reply after ", received, " bytes (", what,
+                            "; has it crashed? its log says why)");
+      }
+      return absl::StrCat("the LLM server at ", url, " dropped the connection before answering (", what,
+                          "; has it crashed? its log says why)");
+    default:
+      return absl::StrCat("the request to the LLM server at ", url, " failed: ", what);
+  }
+}
+
 }  // namespace
 
 struct LlmClient::Attempt {
@@ -255,8 +282,10 @@ absl::StatusOr<ChatResponse> LlmClient::Once(const std::string& body, const Delt
     StreamState stream;
     const DeltaCallback* on_delta;
     std::string retry_after, content_type;
+    size_t received = 0;  // bytes of the reply's body so far
   } sink;
   sink.on_delta = &on_delta;
+  char curl_error[CURL_ERROR_SIZE] = "";
 
   CURL* easy = curl_easy_init();
   if (!easy) return absl::InternalError("curl_easy_init failed");
@@ -277,6 +306,7 @@ absl::StatusOr<ChatResponse> LlmClient::Once(const std::string& body, const Delt
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
   curl_easy_setopt(easy, CURLOPT_USERAGENT, "wardend-agent/0.1");
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_error);
   curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(
@@ -297,6 +327,7 @@ absl::StatusOr<ChatResponse> LlmClient::Once(const std::string& body, const Delt
       easy, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* user) -> size_t {
         auto* s = static_cast<Sink*>(user);
         absl::string_view bytes(data, size * n);
+        s->received += bytes.size();
         if (!s->checked) {
           s->checked = true;
           long code = 0;
@@ -351,9 +382,7 @@ absl::StatusOr<ChatResponse> LlmClient::Once(const std::string& body, const Delt
   }
   if (code != CURLE_OK) {
     attempt->retryable = true;
-    return absl::UnavailableError(absl::StrCat("cannot reach the LLM server at ", url_, ": ",
-                                               curl_easy_strerror(code),
-                                               " (is it running, and is llm.base_url right?)"));
+    return absl::UnavailableError(TransferError(url_, code, curl_error, sink.received));
   }
   if (http == 429) {
     attempt->retryable = true;
@@ -389,7 +418,10 @@ absl::StatusOr<ChatResponse> LlmClient::Once(const std::string& body, const Delt
     }
     if (!sink.stream.done && sink.stream.finish_reason.empty()) {
       attempt->retryable = true;
-      return absl::UnavailableError("the LLM server's stream ended before the reply did");
+      return absl::UnavailableError(absl::StrCat(
+          "the LLM server at ", url_, " ended its stream after ", sink.received,
+          " bytes, before the reply's end ([DONE] or a finish_reason): it closed the connection mid-reply (has "
+          "it crashed? its log says why)"));
     }
     ChatResponse response;
     response.content = std::move(sink.stream.content);

@@ -90,6 +90,9 @@ class LlmClient {
   // (URL or model), INVALID_ARGUMENT (the server refused the request),
   // DEADLINE_EXCEEDED / UNAVAILABLE / RESOURCE_EXHAUSTED once retries are
   // spent, CANCELLED when `control` was cancelled. `control` may be null.
+  // An UNAVAILABLE says what the server did: refused the connection, closed
+  // it without answering or mid-reply (a server that crashed), or answered
+  // 5xx (with its own message).
   absl::StatusOr<ChatResponse> Complete(const ChatRequest& request, const DeltaCallback& on_delta,
                                         RunControl* control, const RetryCallback& on_retry = nullptr);
 

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "agent/sse_parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -292,6 +293,65 @@ TEST(LlmClientTest, CancellationStopsTheRequestInFlight) {
   // The server saw the client hang up.
   EXPECT_TRUE((*server)->WaitFor([](const Json& r) { return r.size() == 1 && r[0]["aborted"].get<bool>(); }));
 }
+
+// A model server that crashes (the fake kills itself with SIGSEGV, as
+// llama.cpp's server did on an instruction its VM refused) is an error that
+// says what the server did, never an empty or a garbled reply.
+TEST(LlmClientTest, AServerThatDiesBeforeAnsweringSaysSoThenIsUnreachable) {
+  auto server = FakeLlmServer::Start({{{"content", "never"}, {"die", "SIGSEGV"}}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  LlmOptions o = OptionsFor(**server, true);
+  o.max_retries = 1;
+  LlmClient client(o);
+  std::vector<std::string> retries;
+  auto reply = client.Complete(Hello(), nullptr, nullptr, [&](const std::string& w) { retries.push_back(w); });
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+  // The first attempt met the crash, the retry an empty port.
+  ASSERT_EQ(retries.size(), 1u);
+  EXPECT_THAT(retries[0], HasSubstr(absl::StrCat("the LLM server at ", o.base_url, "/chat/completions")));
+  EXPECT_THAT(retries[0], HasSubstr("has it crashed?"));
+  EXPECT_THAT(reply.status().message(), HasSubstr("cannot reach the LLM server"));
+  EXPECT_THAT(reply.status().message(), HasSubstr("after 2 attempts"));
+  EXPECT_THAT((*server)->Death(absl::Seconds(10)), HasSubstr("was killed by signal 11 (SIGSEGV)"));
+}
+
+// Dying in the middle of a streamed reply: with chunked transfer encoding
+// (uvicorn's, so llama-cpp-python's and vLLM's) curl sees the body cut
+// inside a chunk; with a body that ends at the connection's close, the
+// stream ends without [DONE]. Either way the text streamed before the
+// crash reached the caller, and the error says the reply broke off.
+class LlmClientDyingServerTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LlmClientDyingServerTest, AServerThatDiesMidStreamSaysItBrokeOff) {
+  auto server = FakeLlmServer::Start({{{"content", "The answer is forty-two, as computed."},
+                                       {"die", "SIGSEGV"},
+                                       {"die_after_chunks", 3},
+                                       {"chunked", GetParam()}}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  LlmOptions o = OptionsFor(**server, true);
+  o.max_retries = 0;
+  LlmClient client(o);
+  std::string streamed;
+  auto reply = client.Complete(Hello(), [&](absl::string_view t) { streamed.append(t.data(), t.size()); }, nullptr);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(streamed, "The answer is fo");  // two chunks of 8 after the role chunk
+  EXPECT_THAT(reply.status().message(), HasSubstr("has it crashed?"));
+  if (GetParam()) {
+    EXPECT_THAT(reply.status().message(), HasSubstr("broke off its reply after"));
+    EXPECT_THAT(reply.status().message(), HasSubstr("transfer closed with outstanding read data remaining"));
+  } else {
+    EXPECT_THAT(reply.status().message(), HasSubstr("ended its stream after"));
+    EXPECT_THAT(reply.status().message(), HasSubstr("before the reply's end ([DONE] or a finish_reason)"));
+  }
+  std::string death = (*server)->Death(absl::Seconds(10));
+  EXPECT_THAT(death, HasSubstr("was killed by signal 11 (SIGSEGV)"));
+  EXPECT_THAT(death, HasSubstr("dying (SIGSEGV) after 3 events of its stream"));
+}
+
+INSTANTIATE_TEST_SUITE_P(ChunkedAndNot, LlmClientDyingServerTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Chunked" : "UntilClose"; });
 
 TEST(LlmClientTest, AnUnreachableServerIsUnavailable) {
   LlmOptions o;

@@ -24,6 +24,7 @@ unless --base-url names an OpenAI-compatible endpoint (--model, and
 """
 import argparse
 import gzip
+import http.client
 import json
 import os
 import pathlib
@@ -93,14 +94,43 @@ class Daemon:
         self.log.close()
 
 
-def local_model():
-    """tests/local_model_server.py with this interpreter (build/pyenv); (process, base_url, model)."""
-    process = subprocess.Popen([sys.executable, str(REPO / "tests" / "local_model_server.py")],
-                               stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    line = process.stdout.readline()
-    if not line.strip():
-        raise SystemExit("the local model server did not start (run `make test-deps`)")
-    return process, "http://127.0.0.1:%d/v1" % int(line), "smollm2-135m-instruct"
+class LocalModel:
+    """tests/local_model_server.py with this interpreter (build/pyenv), its
+    stderr kept in a file so that a server that dies is named with how it
+    died (death()) rather than by what its absence made fail."""
+
+    def __init__(self):
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "local_model_server.py")],
+                                        stdout=subprocess.PIPE, stderr=self.stderr, stdin=subprocess.DEVNULL)
+        line = self.process.stdout.readline()
+        if not line.strip():
+            raise SystemExit("the local model server did not start (run `make test-deps`): %s"
+                             % (self.death() or "it printed no port"))
+        self.base_url = "http://127.0.0.1:%d/v1" % int(line)
+        self.model = "smollm2-135m-instruct"
+
+    def death(self):
+        """'' while the server runs; else its exit status or signal and the end of its stderr."""
+        status = self.process.poll()
+        if status is None:
+            return ""
+        how = ("was killed by signal %d (%s)" % (-status, signal.Signals(-status).name) if status < 0
+               else "exited with status %d" % status)
+        self.stderr.seek(0)
+        tail = b"\n".join(self.stderr.read().splitlines()[-20:]).decode(errors="replace")
+        return "the local model server %s; its stderr ends:\n%s" % (how, tail)
+
+    def check(self):
+        """Ends the evaluation, saying how, if the server died."""
+        death = self.death()
+        if death:
+            raise SystemExit(death)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait()
+        self.stderr.close()
 
 
 def one_shot(base_url, model, api_key, prompt):
@@ -190,7 +220,8 @@ def main():
             raise SystemExit("--base-url needs --model")
         base_url, model = args.base_url, args.model
     else:
-        server, base_url, model = local_model()
+        server = LocalModel()
+        base_url, model = server.base_url, server.model
     api_key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
     tools = args.tools or ("auto" if args.base_url else "text")
     with tempfile.TemporaryDirectory(prefix="warden-eval-") as tmp:
@@ -211,13 +242,20 @@ def main():
                            "max_iterations": args.max_iterations}
                     for task in tasks:
                         start = time.monotonic()
-                        code, tokens = one_shot(base_url, model, api_key, task["prompt"])
+                        try:
+                            code, tokens = one_shot(base_url, model, api_key, task["prompt"])
+                        except (OSError, http.client.HTTPException):   # refused, reset, cut short
+                            if server is not None:
+                                server.check()
+                            raise
                         one_ok = judge(client, task, code)
                         one_s = time.monotonic() - start
                         start = time.monotonic()
                         code, loop_tokens, stop = loop(client, task["prompt"], args.max_iterations)
                         loop_ok = judge(client, task, code) if code else False
                         loop_s = time.monotonic() - start
+                        if server is not None:
+                            server.check()      # before a dead server's LLM_ERROR counts as a failure
                         results.append({"set": name, "task_id": task["task_id"], "one_shot": one_ok,
                                         "one_shot_tokens": tokens, "one_shot_s": round(one_s, 2), "loop": loop_ok,
                                         "loop_tokens": loop_tokens, "loop_s": round(loop_s, 2), "stop": stop})
@@ -234,8 +272,7 @@ def main():
         finally:
             daemon.stop()
             if server is not None:
-                server.terminate()
-                server.wait()
+                server.stop()
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.out).write_text(json.dumps({"model": model, "rows": rows, "tasks": results}, indent=1))
     for r in rows:

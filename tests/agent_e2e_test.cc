@@ -7,6 +7,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_service.h"
@@ -58,6 +59,22 @@ struct RunResult {
     return out;
   }
 };
+
+// Why a run against a model server went wrong, when the server is to
+// blame: its death (its signal or exit status and the end of its stderr)
+// and the run's stop; "" while it runs. A test whose model server died
+// says so, rather than what the server's absence made go wrong ("the
+// model wrote no fenced code"). After a model server's failure, a dying
+// server is given 10 s to be seen dead.
+template <typename Server>
+std::string ModelServerDeath(Server& model, const RunResult& run) {
+  const bool failed = run.final().stop_reason() == v1::STOP_REASON_LLM_ERROR ||
+                      absl::StrContains(run.final().stop_detail(), "no final answer");
+  std::string death = model.Death(failed ? absl::Seconds(10) : absl::ZeroDuration());
+  if (death.empty()) return "";
+  return absl::StrCat("the model server died: ", absl::StripTrailingAsciiWhitespace(death), "\n(the run stopped ",
+                      v1::StopReason_Name(run.final().stop_reason()), ": ", run.final().stop_detail(), ")");
+}
 
 class AgentE2eTest : public ::testing::Test {
  protected:
@@ -455,6 +472,52 @@ TEST_F(AgentE2eTest, CancellingDuringTheModelRequestStopsIt) {
   EXPECT_TRUE(WaitFor([&] { return AgentSessions() == 0; }));
 }
 
+// The model server crashes (SIGSEGV) in the middle of its first reply: the
+// run ends LLM_ERROR, and its detail says the server broke off its reply.
+TEST_F(AgentE2eTest, AModelServerThatDiesEndsTheRunWithLlmErrorSayingHow) {
+  auto server = FakeLlmServer::Start(
+      {{{"content", "Let me think."}, {"die", "SIGSEGV"}, {"die_after_chunks", 2}, {"chunked", true}}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  DaemonOptions options = TestOptions();
+  options.agent.llm.base_url = (*server)->base_url();
+  options.agent.llm.model = "fake-model";
+  options.agent.llm.max_retries = 0;
+  StartWith(std::move(*server), options);
+  RunResult run = Run(Task("think"));
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_LLM_ERROR) << run.final().stop_detail();
+  EXPECT_THAT(run.final().stop_detail(), HasSubstr("broke off its reply after"));
+  EXPECT_THAT(run.final().stop_detail(), HasSubstr("has it crashed?"));
+  EXPECT_EQ(run.final().iterations(), 1);
+  EXPECT_TRUE(WaitFor([&] { return AgentSessions() == 0; }));
+}
+
+// AgentRealModelTest's path with a model server that really dies: behind
+// the relay, which answers 502 saying how the upstream failed, and named
+// by ModelServerDeath with its signal and its stderr.
+TEST_F(AgentE2eTest, AModelServerThatDiesBehindTheRelayIsNamedWithItsSignalAndStderr) {
+  auto model = FakeLlmServer::Start(
+      {{{"content", "Let me think."}, {"die", "SIGSEGV"}, {"die_after_chunks", 2}, {"chunked", true}}});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto relay = FakeLlmServer::Relay((*model)->base_url());
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  DaemonOptions options = TestOptions();
+  options.agent.llm.base_url = (*relay)->base_url();
+  options.agent.llm.model = "fake-model";
+  options.agent.llm.max_retries = 0;
+  StartWith(std::move(*relay), options);
+  RunResult run = Run(Task("think"));
+  ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+  EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_LLM_ERROR) << run.final().stop_detail();
+  EXPECT_THAT(run.final().stop_detail(), HasSubstr("HTTP 502"));
+  EXPECT_THAT(run.final().stop_detail(), HasSubstr("the upstream server at " + (*model)->base_url()));
+  const std::string death = ModelServerDeath(**model, run);
+  EXPECT_THAT(death, HasSubstr("fake_openai_server.py was killed by signal 11 (SIGSEGV)"));
+  EXPECT_THAT(death, HasSubstr("its stderr ends:\nfake_openai_server: dying (SIGSEGV) after 2 events"));
+  EXPECT_THAT(death, HasSubstr("(the run stopped STOP_REASON_LLM_ERROR: the LLM server failed (HTTP 502)"));
+  EXPECT_EQ(llm_->Death(), "");  // the relay lives on
+}
+
 TEST_F(AgentE2eTest, AnUnconfiguredAgentSaysHowToConfigureIt) {
   Start({}, /*configured=*/false);
   RunResult run = Run(Task("t"));
@@ -564,9 +627,19 @@ class AgentRealModelTest : public AgentE2eTest {
     options.agent.llm.request_timeout_ms = 600'000;
     StartWith(std::move(*relay), options);
   }
+  void SetUp() override {
+    ASSERT_NE(model_, nullptr);
+    const std::string death = model_->Death();
+    ASSERT_EQ(death, "") << "the model server died in an earlier test: " << death;
+  }
   // A model on this machine's CPU: a turn can take most of a minute when
-  // the machine is loaded (ctest -j2 beside other builds).
-  RunResult RunSlowly(const v1::RunAgentRequest& request) { return Run(request, nullptr, nullptr, 900); }
+  // the machine is loaded (ctest -j2 beside other builds). A model server
+  // that died during the run fails the test here, saying how it died.
+  void RunSlowly(const v1::RunAgentRequest& request, RunResult* run) {
+    *run = Run(request, nullptr, nullptr, 900);
+    const std::string death = ModelServerDeath(*model_, *run);
+    ASSERT_EQ(death, "");
+  }
   static testing::PortPrintingServer* model_;
 };
 testing::PortPrintingServer* AgentRealModelTest::model_ = nullptr;
@@ -576,7 +649,8 @@ TEST_F(AgentRealModelTest, ToolCallsRunInASandboxAndTheirResultsReachTheNextRequ
   v1::RunAgentRequest request = Task("Print the sum of the numbers from 1 to 10 with Python.");
   request.mutable_budget()->set_max_iterations(2);
   request.set_max_response_tokens(256);
-  RunResult run = RunSlowly(request);
+  RunResult run;
+  ASSERT_NO_FATAL_FAILURE(RunSlowly(request, &run));
   ASSERT_TRUE(run.status.ok()) << run.status.error_message();
   EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_ITERATIONS) << run.final().stop_detail();
   EXPECT_EQ(run.final().iterations(), 2);
@@ -635,12 +709,14 @@ TEST_F(AgentRealModelTest, FencedCodeIsParsedRunAndFedBack) {
       "Write a Python code block that prints the sum of the numbers from 1 to 10. Reply with only the code block.");
   request.mutable_budget()->set_max_iterations(2);
   request.set_max_response_tokens(200);
-  RunResult run = RunSlowly(request);
+  RunResult run;
+  ASSERT_NO_FATAL_FAILURE(RunSlowly(request, &run));
   ASSERT_TRUE(run.status.ok()) << run.status.error_message();
   const v1::FinalEvent final = run.final();
   EXPECT_NE(final.stop_reason(), v1::STOP_REASON_UNSPECIFIED);
   std::vector<v1::CodeExecution> executions = run.executions();
-  ASSERT_FALSE(executions.empty()) << "the model wrote no fenced code: " << final.answer();
+  ASSERT_FALSE(executions.empty()) << "the model wrote no fenced code: " << final.answer() << " (the run stopped "
+                                   << v1::StopReason_Name(final.stop_reason()) << ": " << final.stop_detail() << ")";
   Json requests = llm_->Requests();
   ASSERT_GE(requests.size(), 2u);
   EXPECT_FALSE(requests[0]["body"].contains("tools"));  // text mode offers none
@@ -664,7 +740,8 @@ TEST_F(AgentRealModelTest, ArgumentsCutShortThreeTimesAreStuck) {
   v1::RunAgentRequest request = Task("Print hello.");
   request.mutable_budget()->set_max_iterations(6);
   request.set_max_response_tokens(4);
-  RunResult run = RunSlowly(request);
+  RunResult run;
+  ASSERT_NO_FATAL_FAILURE(RunSlowly(request, &run));
   ASSERT_TRUE(run.status.ok()) << run.status.error_message();
   EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_STUCK) << run.final().stop_detail();
   EXPECT_THAT(run.final().stop_detail(), HasSubstr("invalid arguments for execute_code"));
@@ -677,7 +754,8 @@ TEST_F(AgentRealModelTest, TheTokenBudgetEndsTheRun) {
   v1::RunAgentRequest request = Task("Print hello.");
   request.mutable_budget()->set_max_tokens(50);  // less than the first prompt
   request.set_max_response_tokens(64);
-  RunResult run = RunSlowly(request);
+  RunResult run;
+  ASSERT_NO_FATAL_FAILURE(RunSlowly(request, &run));
   ASSERT_TRUE(run.status.ok()) << run.status.error_message();
   EXPECT_EQ(run.final().stop_reason(), v1::STOP_REASON_MAX_TOKENS) << run.final().stop_detail();
   EXPECT_EQ(run.final().iterations(), 1);

@@ -71,6 +71,8 @@ class FakeLlmServer {
 
   int port() const { return process_->port(); }
   std::string base_url() const { return process_->base_url(); }
+  // "" while the server runs; how it ended (PortPrintingServer::Death).
+  std::string Death(absl::Duration wait = absl::ZeroDuration()) { return process_->Death(wait); }
 
   // Every request so far: {"path", "body", "aborted", "authorization", "step"}.
   nlohmann::json Requests() const {

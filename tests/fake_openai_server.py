@@ -16,6 +16,13 @@ or an HTTP failure
 
     {"status": 429, "headers": {"Retry-After": "0"}, "body": {...}}
 
+A reply step may also make the server die as a crashing model server does:
+"die": "SIGSEGV" (a signal's name: the process kills itself with it) or an
+exit status (an int), before it answers, or, when streaming, after
+"die_after_chunks" events; it says so on stderr first. "chunked": true
+streams with Transfer-Encoding: chunked, as uvicorn (llama-cpp-python's
+server, vLLM) does, so that a reply cut short is cut inside a chunk.
+
 Every request is recorded; GET /_requests returns them (with "aborted": true
 when the client hung up while the server was still answering), so tests can
 check what the model was sent.
@@ -24,14 +31,20 @@ With --upstream BASE_URL instead of a script it plays no model itself: it
 forwards each chat-completions request to a real server (e.g.
 tests/local_model_server.py) and relays the answer, recording the request
 the same way, so a test against a real model can still read what it was
-sent.
+sent. An upstream that fails (refuses the connection, closes it before or
+in the middle of its answer) is a 502 whose error message says how, as a
+reverse proxy answers.
 
 usage: fake_openai_server.py (--script FILE | --upstream BASE_URL) [--api-key KEY] [--models a,b]
 Prints the port it listens on (127.0.0.1) as its first line.
 """
 import argparse
+import http.client
 import json
+import os
+import resource
 import select
+import signal
 import socket
 import sys
 import threading
@@ -140,6 +153,8 @@ class Handler(BaseHTTPRequestHandler):
             body_out = step.get("body", {"error": {"message": "scripted failure %d" % step["status"]}})
             self.send_json(step["status"], body_out, step.get("headers"))
             return
+        if "die" in step and not (body.get("stream") and "die_after_chunks" in step):
+            die(step["die"], "before answering request %d" % index)
         if body.get("stream"):
             self.stream_reply(step, body, record)
         else:
@@ -147,13 +162,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def relay(self, raw):
         """Forwards the request to the upstream server and its whole answer back."""
-        request = urllib.request.Request(self.upstream + "/chat/completions", data=raw, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        url = self.upstream + "/chat/completions"
+        request = urllib.request.Request(url, data=raw, method="POST", headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=600) as response:
                 status, content_type, data = response.status, response.headers.get("Content-Type"), response.read()
         except urllib.error.HTTPError as e:
             status, content_type, data = e.code, e.headers.get("Content-Type"), e.read()
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            # Refused, reset, or closed before or inside the answer: a
+            # gateway's 502, saying how.
+            reason = e.reason if isinstance(e, urllib.error.URLError) else e
+            self.send_json(502, {"error": {"message": "the upstream server at %s failed: %s: %s"
+                                           % (url, type(reason).__name__, reason), "type": "bad_gateway"}})
+            return
         self.send_response(status)
         self.send_header("Content-Type", content_type or "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -192,14 +214,19 @@ class Handler(BaseHTTPRequestHandler):
         return reply
 
     def stream_reply(self, step, request, record):
+        chunked = step.get("chunked", False)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
         size = max(1, step.get("chunk_chars", 8))
         delay = step.get("chunk_delay_ms", 0)
+        sent = [0]
 
         def chunk(delta, finish=None, usage=None, choices=True):
             obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
@@ -210,11 +237,17 @@ class Handler(BaseHTTPRequestHandler):
             return obj
 
         def send(obj):
+            if "die" in step and sent[0] == step.get("die_after_chunks", -1):
+                die(step["die"], "after %d events of its stream" % sent[0])
             if delay and not self.wait(delay, record):
                 raise BrokenPipeError()
             data = obj if isinstance(obj, str) else json.dumps(obj)
-            self.wfile.write(("data: %s\n\n" % data).encode())
+            event = ("data: %s\n\n" % data).encode()
+            if chunked:
+                event = b"%x\r\n%s\r\n" % (len(event), event)
+            self.wfile.write(event)
             self.wfile.flush()
+            sent[0] += 1
 
         try:
             send(chunk({"role": "assistant", "content": ""}))
@@ -236,9 +269,24 @@ class Handler(BaseHTTPRequestHandler):
             if opts.get("include_usage") and not step.get("no_usage"):
                 send(chunk(None, usage=self.usage(step, request), choices=False))
             send("[DONE]")
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             with LOCK:
                 record["aborted"] = True
+
+
+def die(how, when):
+    """Ends the process as a crashing server ends: by a signal (its name) or
+    an exit status, saying so on stderr first."""
+    sys.stderr.write("fake_openai_server: dying (%s) %s, as the script says\n" % (how, when))
+    sys.stderr.flush()
+    if isinstance(how, str):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core file
+        os.kill(os.getpid(), getattr(signal, how))     # (its default action: Python sets none for SIGSEGV)
+        time.sleep(10)
+    os._exit(int(how))
 
 
 def main():
