@@ -44,6 +44,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
 
+    # llama.cpp's CPU backend runs each operation on its threads with OpenMP,
+    # whose threads spin while they wait for each other. The tests run it
+    # beside other tests on 2 cores, where a spinning thread waits for one
+    # that is not running: a 64-token reply took 241-349 s at load 17, and
+    # 5.6 s with waiting threads that sleep (11 s on one thread). Read by
+    # libgomp when llama.cpp loads, so set before the import.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
     import uvicorn
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ModelSettings, ServerSettings
