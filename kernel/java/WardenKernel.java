@@ -33,9 +33,12 @@
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.io.PrintStream;
 import java.nio.channels.Channel;
 import java.nio.channels.Channels;
 import java.nio.channels.ReadableByteChannel;
@@ -81,6 +84,13 @@ public class WardenKernel {
       System.exit(2);
     }
     System.setIn(new ByteArrayInputStream(new byte[0]));
+    LineOutputStream stdout = new LineOutputStream(new FileOutputStream(FileDescriptor.out));
+    LineOutputStream stderr = new LineOutputStream(new FileOutputStream(FileDescriptor.err));
+    stdout.other = stderr;
+    stderr.other = stdout;
+    System.setOut(new PrintStream(stdout, false, StandardCharsets.UTF_8));
+    System.setErr(new PrintStream(stderr, false, StandardCharsets.UTF_8));
+    LineOutputStream.startFlusher();
     for (Map.Entry<String, String> e : System.getenv().entrySet()) {
       if (System.getProperty(e.getKey()) == null) System.setProperty(e.getKey(), e.getValue());
     }
@@ -90,6 +100,95 @@ public class WardenKernel {
     kernel.warmUp();
     kernel.send("{\"type\":\"ready\",\"language\":\"java\",\"version\":" + quote(Runtime.version().toString()) + "}");
     System.exit(kernel.serve());
+  }
+
+  // stdout and stderr streamed as Jupyter's kernels stream them, a line at
+  // a time: each line goes out with its newline in one write(2), so a
+  // reader of the pipe never gets a line in two pieces (System.out, a
+  // PrintStream, writes println's text and its newline apart, and JShell
+  // flushes it after every snippet). What follows the last newline waits
+  // for the next one, the other stream's next line (which keeps the two in
+  // the order they were written), the cell's end (FlushAll), or
+  // PARTIAL_AFTER_MS (a progress line without a newline, a long snippet).
+  static final class LineOutputStream extends OutputStream {
+    static final Object LOCK = new Object();  // both streams'
+    static final int MAX_PENDING = 64 << 10;  // a line longer than this goes out in pieces
+    static final long PARTIAL_AFTER_MS = 100;
+    static final List<LineOutputStream> ALL = new ArrayList<>();
+
+    private final FileOutputStream fd;
+    private final ByteArrayOutputStream pending = new ByteArrayOutputStream();
+    private long pendingSince = 0;  // System.nanoTime() of the oldest byte pending
+    LineOutputStream other;
+
+    LineOutputStream(FileOutputStream fd) {
+      this.fd = fd;
+      synchronized (LOCK) {
+        ALL.add(this);
+      }
+    }
+
+    @Override
+    public void write(int b) throws IOException {
+      write(new byte[] {(byte) b}, 0, 1);
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) throws IOException {
+      synchronized (LOCK) {
+        if (pending.size() == 0) pendingSince = System.nanoTime();
+        int last = off + len - 1;
+        while (last >= off && b[last] != '\n') last--;
+        if (last < off) {
+          pending.write(b, off, len);
+          if (pending.size() > MAX_PENDING) flushLocked();
+          return;
+        }
+        if (other != null) other.flushLocked();
+        pending.write(b, off, last + 1 - off);
+        flushLocked();
+        pending.write(b, last + 1, off + len - last - 1);
+        pendingSince = System.nanoTime();
+      }
+    }
+
+    // A partial line stays: JShell flushes after every snippet.
+    @Override
+    public void flush() {}
+
+    void flushLocked() throws IOException {
+      if (pending.size() == 0) return;
+      pending.writeTo(fd);  // one write(2): FileOutputStream writes the whole array
+      pending.reset();
+    }
+
+    // Everything pending (the cell's end).
+    static void flushAll() throws IOException {
+      synchronized (LOCK) {
+        for (LineOutputStream s : ALL) s.flushLocked();
+      }
+    }
+
+    // Partial lines that have waited PARTIAL_AFTER_MS, checked in the background.
+    static void startFlusher() {
+      Thread flusher = new Thread(() -> {
+        for (;;) {
+          try {
+            Thread.sleep(PARTIAL_AFTER_MS / 2);
+            synchronized (LOCK) {
+              final long now = System.nanoTime();
+              for (LineOutputStream s : ALL) {
+                if (s.pending.size() > 0 && now - s.pendingSince >= PARTIAL_AFTER_MS * 1_000_000L) s.flushLocked();
+              }
+            }
+          } catch (InterruptedException | IOException e) {
+            return;
+          }
+        }
+      }, "warden-output-flusher");
+      flusher.setDaemon(true);
+      flusher.start();
+    }
   }
 
   @SuppressWarnings("removal")
@@ -238,6 +337,7 @@ public class WardenKernel {
     }
     System.out.flush();
     System.err.flush();
+    LineOutputStream.flushAll();
     if (error != null) {
       send(error);
     } else if (result != null) {

@@ -49,6 +49,20 @@ class JavaKernelTest(SharedKernelTestCase):
         self.assertEqual(cell.stderr, b"err\n")
         self.assertIsNone(cell.result)
 
+    def test_output_comes_a_line_at_a_time(self):
+        # print() and println() write the text and the newline apart, and
+        # JShell flushes after every snippet; the line goes out whole, also
+        # when its pieces come 30 ms apart (a partial line waits 100 ms).
+        cell = self.ok('{ System.out.print("a"); long t0 = System.nanoTime();\n'
+                       '  while (System.nanoTime() - t0 < 30_000_000L) { }\n'
+                       '  System.out.println("b"); }\n'
+                       'System.out.println("Hello, World!");\nSystem.err.println("e");\nSystem.out.print("tail");')
+        out = [data for _, name, data in cell.chunks if name == "stdout"]
+        self.assertEqual(out[0], b"ab\n", out)
+        self.assertEqual(b"".join(out), b"ab\nHello, World!\ntail")
+        self.assertTrue(all(chunk.endswith(b"\n") for chunk in out[:-1]), out)
+        self.assertEqual(cell.stderr, b"e\n")
+
     def test_an_exception_is_the_cells_error(self):
         cell = self.run_cell("int javaZero = 0;\n1 / javaZero")
         self.assertEqual(cell.done["status"], "error")

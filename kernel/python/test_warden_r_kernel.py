@@ -41,6 +41,40 @@ class RKernelTest(SharedKernelTestCase):
         cell = self.ok('message("to stderr")')
         self.assertEqual(cell.stderr, b"to stderr\n")
 
+    def test_console_output_comes_a_line_at_a_time(self):
+        cell = self.ok('print(1:3)\nprint(c(a = 1, b = 2))\ncat("x")\ncat("y\\n")\nmessage("m")\ncat("tail")')
+        self.assertEqual(cell.stdout, b"[1] 1 2 3\na b \n1 2 \nxy\ntail")
+        out = [data for _, name, data in cell.chunks if name == "stdout"]
+        self.assertTrue(all(chunk.endswith(b"\n") for chunk in out[:-1]), out)
+        self.assertTrue(out[-1].endswith(b"tail"), out)  # the partial line, at the cell's end
+
+    def test_a_line_is_written_whole_and_the_streams_keep_their_order(self):
+        sys.path.insert(0, HERE)
+        try:
+            import warden_r_kernel
+        finally:
+            sys.path.remove(HERE)
+
+        class Recorder:
+            def __init__(self, name, log):
+                self.name, self.log = name, log
+
+            def write(self, text):
+                self.log.append((self.name, text))
+
+        log = []
+        out = warden_r_kernel.LineStream(Recorder("out", log))
+        err = warden_r_kernel.LineStream(Recorder("err", log))
+        out.other, err.other = err, out
+        for piece in ("[1]", " 1", " 2", "\n[1]", " 3\n", "partial"):  # R's print(), piece by piece
+            out.write(piece)
+        err.write("Warning\n")
+        out.write(" line\n")
+        out.write("end")
+        out.flush()
+        self.assertEqual(log, [("out", "[1] 1 2\n"), ("out", "[1] 3\n"), ("out", "partial"),
+                               ("err", "Warning\n"), ("out", " line\n"), ("out", "end")])
+
     def test_an_error_ends_the_cell(self):
         cell = self.run_cell('rBefore <- 1\nstop("boom")\nrAfter <- 1')
         self.assertEqual(cell.done["status"], "error")

@@ -9,7 +9,8 @@ runs nothing), then its top-level expressions are evaluated in order, as
 Rscript would: a visible value is printed, and the last expression's visible
 value is the cell's result instead (text/plain is what print() shows, e.g.
 `[1] "abc"`, as in E2B's R kernel). R's console (print, cat, message,
-warnings) goes to fds 1 and 2; a warning is printed when it happens. Plots
+warnings) goes to fds 1 and 2 a line at a time (LineStream); a warning is
+printed when it happens. Plots
 go to a PNG device; every page a cell draws is sent as display_data
 (image/png) when the cell ends.
 
@@ -25,6 +26,7 @@ import base64
 import os
 import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import warden_kernel as base  # noqa: E402  (the channel and stdio)
@@ -79,6 +81,49 @@ local({
 """
 
 
+class LineStream:
+    """R's console text streamed as Jupyter's kernels stream it, a line at a
+    time: each line goes out with its newline in one write, where R writes
+    print()'s output in several pieces (`[1]`, the values, the newline), so
+    a reader of the pipe would get a line in pieces. What follows the last
+    newline waits for the next one, for flush() (the cell's end), for the
+    other stream's next line (which keeps the two in order), or, while R
+    runs on, for `PARTIAL_AFTER` to pass (checked at R's event processing)."""
+
+    PARTIAL_AFTER = 0.1   # seconds a partial line (cat("...") and a long loop) waits at most
+    MAX_PENDING = 64 << 10
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.pending = ""
+        self.since = 0.0
+        self.other = None
+
+    def write(self, text):
+        if not self.pending:
+            self.since = time.monotonic()
+        self.pending += text
+        cut = self.pending.rfind("\n")
+        if cut < 0:
+            if len(self.pending) > self.MAX_PENDING:
+                self.flush()
+            return
+        if self.other is not None:
+            self.other.flush()
+        line, self.pending = self.pending[:cut + 1], self.pending[cut + 1:]
+        self.since = time.monotonic()
+        self.stream.write(line)
+
+    def flush(self):
+        if self.pending:
+            text, self.pending = self.pending, ""
+            self.stream.write(text)
+
+    def flush_if_stale(self):
+        if self.pending and time.monotonic() - self.since >= self.PARTIAL_AFTER:
+            self.flush()
+
+
 class RKernel:
     def __init__(self, channel, ri):
         self.channel = channel
@@ -87,8 +132,9 @@ class RKernel:
         self.running = False
         self.interrupt_pending = False
         self.rlib = None
-        self.stdout = base.open_stdio(1)
-        self.stderr = base.open_stdio(2)
+        self.stdout = LineStream(base.open_stdio(1))
+        self.stderr = LineStream(base.open_stdio(2))
+        self.stdout.other, self.stderr.other = self.stderr, self.stdout
 
     def on_sigint(self, signum, frame):
         # Python runs this handler when R next calls back into Python: at
@@ -98,6 +144,8 @@ class RKernel:
             self.interrupt_pending = True
 
     def process_events(self):
+        self.stdout.flush_if_stale()
+        self.stderr.flush_if_stale()
         if self.interrupt_pending:
             self.interrupt_pending = False
             self.rlib.R_interrupts_pending = 1
