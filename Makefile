@@ -20,7 +20,7 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
   python3-requests python3-aiohttp python3-tornado \
   python3-reportlab python3-docx python3-pypdf python3-pypdf2 \
   python3-joblib python3-toolz python3-mpmath python3-tqdm python3-plotly \
-  python3-xarray python3-nltk python3-soundfile python3-h5py python3-numexpr python3-dill \
+  python3-xarray python3-nltk python3-soundfile python3-h5py python3-numexpr python3-dill python3-ipython \
   python3-pip python3-wheel python3-setuptools python3-packaging \
   git procps ncurses-bin
 

@@ -66,6 +66,9 @@ LIBRARIES = [
     ("numexpr", "numexpr", "python3-numexpr"),
     # Session snapshots (hibernate, fork) serialise the namespace with it.
     ("dill", "dill", "python3-dill"),
+    # IPython's display machinery (IPython.display), as in E2B's IPython
+    # kernel: the Python kernel routes it to its own display_data.
+    ("IPython", "ipython", "python3-ipython"),
     # Tools: pip installs from a pool's wheelhouse (docs/runtime.md).
     ("pip", "pip", "python3-pip"),
     ("wheel", "wheel", "python3-wheel"),

@@ -395,6 +395,41 @@ class PilTest(KernelTest):
         self.assertOnePng(k.execute(self.IMAGE + "image.show()"))
 
 
+class IPythonDisplayTest(KernelTest):
+    """IPython's display machinery (Debian's python3-ipython), as in E2B's
+    IPython kernel, through this kernel's display_data."""
+
+    CELL = ("from IPython.display import display, HTML, Markdown, JSON, display_html, publish_display_data\n"
+            "display(HTML('<b>b</b>'), Markdown('# m'))\n"
+            "handle = display(JSON({'k': 1}), display_id=True)\n"
+            "handle.update(HTML('<i>again</i>'))\n"
+            "display_html('<u>raw</u>', raw=True)\n"
+            "publish_display_data({'text/plain': 'p', 'text/html': '<p>p</p>'})\n"
+            "print(type(handle).__name__)")
+
+    def assertDisplays(self, cell):
+        self.assertEqual(cell.done["status"], "ok", cell.frames)
+        data = [d["data"] for d in cell.displays]
+        self.assertEqual([d.get("text/html") or d.get("text/markdown") or d.get("application/json") for d in data],
+                         ["<b>b</b>", "# m", {"k": 1}, "<i>again</i>", "<u>raw</u>", "<p>p</p>"])
+        self.assertEqual(cell.stdout, b"DisplayHandle\n")
+
+    def test_display_gives_display_data_and_imports_little(self):
+        k = self.start()
+        self.assertDisplays(k.execute(self.CELL))
+        # Only what IPython.display needs: not IPython's terminal, magics or profiler.
+        self.assertEqual(self.plain(k.execute("import sys\nsorted(m for m in sys.modules if m.startswith("
+                                              "('IPython.terminal', 'IPython.core.magics', 'cProfile')))")), "[]")
+        # Anything else of IPython completes the package.
+        self.assertEqual(self.plain(k.execute("import IPython\n(IPython.get_ipython(), IPython.version_info[0])")),
+                         "(None, 8)")
+        self.assertEqual(self.plain(k.execute("from IPython import get_ipython, embed\nget_ipython() is None")), "True")
+
+    def test_ipython_imported_whole_before_the_kernel_is_patched_too(self):
+        k = self.start(warm="IPython,IPython.display")
+        self.assertDisplays(k.execute(self.CELL))
+
+
 class ErrorTest(KernelTest):
     def test_exception_traceback_shows_user_frames_only(self):
         k = self.start()

@@ -17,6 +17,9 @@ to (docs/kernel-protocol.md is the contract). It is responsible for:
   raised type name and message, SystemExit reported rather than obeyed;
 * interrupts: SIGINT raises KeyboardInterrupt while user code runs and is
   ignored while the kernel itself works or waits for the next cell;
+* IPython's display machinery (IPython.display: display(), HTML, Image,
+  ...), routed to display_data, with only what it needs of IPython
+  imported on first use (_LazyPackage);
 * IPython's `!cmd` and `%pip` lines (warden_magics.py, loaded only for a
   cell that does not compile as Python), and the user site pip installs
   into (docs/runtime.md).
@@ -647,8 +650,108 @@ def _patch_pil_image(module):
     image_class.save = save
 
 
+# IPython's display machinery (E2B's interpreter is IPython): display(),
+# publish_display_data(), update_display(), display_html() and the rest
+# send display_data through this kernel, where without an InteractiveShell
+# IPython would print the objects' str(). Display ids are accepted (a
+# DisplayHandle comes back); an update is shown as a new output, and
+# clear_output() clears nothing, as the output is a stream.
+
+
+def _patch_ipython_display(module):
+    def ipython_display(*objs, include=None, exclude=None, metadata=None, transient=None, display_id=None,
+                        raw=False, clear=False, **kwargs):
+        KERNEL.display(objs, raw=raw)
+        if display_id:
+            return module.DisplayHandle(None if display_id is True else display_id)
+        return None
+
+    def publish_display_data(data, metadata=None, source=None, *, transient=None, **kwargs):
+        KERNEL.display((data,), raw=True)
+
+    def update_display(obj, *, display_id, **kwargs):
+        kwargs.pop("display_id", None)
+        ipython_display(obj, **kwargs)
+
+    def clear_output(wait=False):
+        pass
+
+    for function in (ipython_display, publish_display_data, update_display, clear_output):
+        original = getattr(module, function.__name__.replace("ipython_", ""), None)
+        if original is not None:
+            function.__doc__ = original.__doc__
+    ipython_display.__name__ = ipython_display.__qualname__ = "display"
+    module.display = ipython_display
+    module.publish_display_data = publish_display_data
+    module.update_display = update_display
+    module.clear_output = clear_output
+    # Modules that copied the names before this patch (a warm import).
+    for name in ("IPython.display", "IPython.core.display"):
+        copied = sys.modules.get(name)
+        if copied is not None:
+            for attr in ("display", "publish_display_data", "update_display", "clear_output"):
+                if hasattr(copied, attr):
+                    setattr(copied, attr, getattr(module, attr))
+
+
 # Modules patched as soon as they are imported, and what patches them.
-IMPORT_PATCHES = {"matplotlib.pyplot": _patch_pyplot, "PIL.Image": _patch_pil_image}
+IMPORT_PATCHES = {"matplotlib.pyplot": _patch_pyplot, "PIL.Image": _patch_pil_image,
+                  "IPython.core.display_functions": _patch_ipython_display}
+
+
+class _LazyPackage:
+    """sys.meta_path finder for packages (IPython) whose __init__ imports far
+    more than their submodules need: `from IPython.display import display`
+    loads IPython.display and what it imports (tens of milliseconds), not
+    IPython's terminal, magics and profiler (a second or more). The package
+    module is made without running its __init__; the first attribute asked
+    of it that is not a submodule already imported (IPython.get_ipython,
+    IPython.__version__) runs __init__ into it then, so the package is whole
+    from that point on."""
+
+    PACKAGES = ("IPython",)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.PACKAGES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None and spec.submodule_search_locations is not None:
+                spec.loader = _LazyPackageLoader(spec.loader)
+                return spec
+        return None
+
+
+class _LazyPackageLoader:
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):          # get_source, is_package, ...
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        loader = self._loader
+        state = {"whole": False}
+
+        def complete():
+            if state["whole"]:
+                return
+            state["whole"] = True
+            del module.__getattr__
+            loader.exec_module(module)
+
+        def module_getattr(name):
+            if name.startswith("__") and name.endswith("__") and name not in ("__version__", "__all__"):
+                raise AttributeError(name)
+            complete()
+            return getattr(module, name)
+
+        module.__getattr__ = module_getattr
 
 
 class _ImportHook:
@@ -708,6 +811,8 @@ def install_import_patches():
             pending[name] = patch
     if pending:
         sys.meta_path.insert(0, _ImportHook(pending))
+    if not any(isinstance(finder, _LazyPackage) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _LazyPackage())
 
 
 def pyplot_show(*args, **kwargs):
