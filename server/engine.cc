@@ -1118,10 +1118,13 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SetSessionTtl(const std:
                                                                       const std::string& id,
                                                                       int64_t ttl_seconds) {
   const int64_t max = options_.sessions.max_ttl_seconds;
-  if (ttl_seconds <= 0 || ttl_seconds > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ttl_seconds must be between 1 and the server's maximum of ", max));
+  if (ttl_seconds < 0 || ttl_seconds > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl_seconds must be between 0 (its TTL ends now) and the server's maximum of ", max));
   }
+  // 0: the TTL ends now, and the reaper does what its end does (closes the
+  // session, or pauses it) at its next round, within a second (E2B's
+  // set_timeout(0)).
   RETURN_IF_ERROR(Find(tenant, id).status());
   RETURN_IF_ERROR(sessions_.SetExpires(tenant, id, absl::Now() + absl::Seconds(ttl_seconds)));
   return sessions_.Get(tenant, id);

@@ -413,9 +413,23 @@ TEST_F(ContextsTest, SetSessionTtlMovesTheExpiry) {
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   EXPECT_LE(updated.expires_unix_ms(), now_ms + 5'000);
   EXPECT_GT(updated.expires_unix_ms(), now_ms);
-  request.set_ttl_seconds(0);
+  request.set_ttl_seconds(-1);
   EXPECT_EQ(stub_->SetSessionTtl(Ctx().get(), request, &updated).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // 0: its TTL ends now, and the reaper closes it within about a second.
+  request.set_ttl_seconds(0);
+  ASSERT_TRUE(stub_->SetSessionTtl(Ctx().get(), request, &updated).ok());
+  EXPECT_LE(updated.expires_unix_ms(), absl::ToUnixMillis(absl::Now()));
+  v1::GetSessionRequest get;
+  get.set_session_id(session);
+  grpc::Status got;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    v1::Session s;
+    got = stub_->GetSession(Ctx().get(), get, &s);
+    if (!got.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::NOT_FOUND) << got.error_message();
 }
 
 // ---------------------------------------------------------------------------

@@ -137,5 +137,21 @@ TEST(HomePathTest, MapsHomeToTheWorkspaceAndKeepsOtherAbsolutePaths) {
   EXPECT_EQ(HomePath("/tmp/x"), "/tmp/x");
 }
 
+TEST(HomePathTest, ResolvesRelativeAndTildePathsFromTheHomeAsEnvdDoes) {
+  EXPECT_EQ(*ResolveHome("dir/sub"), "/home/user/dir/sub");
+  EXPECT_EQ(*ResolveHome("./dir/"), "/home/user/dir");
+  EXPECT_EQ(*ResolveHome("../other"), "/home/other");
+  EXPECT_EQ(*ResolveHome("../../../.."), "/");
+  EXPECT_EQ(*ResolveHome("~"), "/home/user");
+  EXPECT_EQ(*ResolveHome("~/a.txt"), "/home/user/a.txt");
+  EXPECT_EQ(*ResolveHome("/tmp/../x"), "/tmp/../x");  // absolute: as it is, as envd leaves it
+  EXPECT_EQ(*ResolveHome(""), "");
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveHome("~root/x").status()));
+  EXPECT_EQ(*WorkspacePath("~/a.txt", ""), "a.txt");
+  EXPECT_EQ(*WorkspacePath("a/../b.txt", ""), "b.txt");
+  EXPECT_EQ(*WorkspacePath("../user/c.txt", ""), "c.txt");
+  EXPECT_EQ(*WorkspacePath("../x", ""), "/home/x");
+}
+
 }  // namespace
 }  // namespace warden::e2b

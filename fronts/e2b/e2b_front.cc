@@ -149,16 +149,18 @@ class Sandboxes {
 absl::Status FromGrpc(const grpc::Status& status) { return http::FromGrpc(status); }
 
 // A sandbox that ended (killed, or past its end of life), asked for with its
-// own valid access token. E2B's proxy answers such requests with 502, which
-// the SDKs read as "the sandbox is gone" (isRunning() false, a dropped
-// stream a TimeoutError); envd's Connect routes see UNAVAILABLE, as Connect
+// own valid access token. E2B's proxy answers such requests with 502 and
+// "The sandbox was not found", which the SDKs read as "the sandbox is gone"
+// (isRunning() false; the Python SDK's SandboxNotRunningException, which it
+// tells by those words); envd's Connect routes see UNAVAILABLE, as Connect
 // clients read a 502. Marked by a payload so the sandbox plane can answer
 // 502 (add_plane in AddE2bRoutes).
 constexpr char kNotRunningUrl[] = "type.googleapis.com/warden.e2b.SandboxNotRunning";
 
 absl::Status SandboxNotRunning(const std::string& id) {
   absl::Status status = absl::UnavailableError(
-      absl::StrCat("sandbox ", id, " is not running: it was killed or reached its end of life"));
+      absl::StrCat("The sandbox was not found: sandbox ", id,
+                   " is not running, it was killed or reached its end of life"));
   status.SetPayload(kNotRunningUrl, absl::Cord(id));
   return status;
 }
@@ -422,7 +424,9 @@ class Front {
     if (!body.contains("timeout") || !body["timeout"].is_number_integer()) {
       return absl::InvalidArgumentError("give the new timeout in seconds: {\"timeout\": 300}");
     }
-    ASSIGN_OR_RETURN(v1::Session session, Extend(request, body["timeout"].get<int64_t>()));
+    // 0 (or less, as E2B reads it) ends the sandbox's life now: it is
+    // killed, or paused with lifecycle onTimeout 'pause', within a second.
+    ASSIGN_OR_RETURN(v1::Session session, Extend(request, std::max<int64_t>(0, body["timeout"].get<int64_t>())));
     return exchange.Send(NoContent());
   }
 
@@ -526,7 +530,10 @@ class Front {
     }
     if (!s.ok() || session.state() == v1::SESSION_STATE_PAUSED) {
       return exchange.Send(http::Response::Json(
-          502, {{"code", 502}, {"message", s.ok() ? "the sandbox is paused" : "the sandbox is not running"}}));
+          502, {{"code", 502},
+                {"sandboxId", request.Header("E2b-Sandbox-Id")},
+                {"message", s.ok() ? "The sandbox was not found: it is paused"
+                                   : "The sandbox was not found: it is not running"}}));
     }
     return exchange.Send(r);
   }
@@ -612,10 +619,8 @@ class Front {
     ASSIGN_OR_RETURN(auto sandbox, Sandbox(request));
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(v1::Language language, LanguageOf(body.contains("language") ? body["language"] : json()));
-    ASSIGN_OR_RETURN(std::string cwd, Field(body, "cwd", std::string()));
-    if (!cwd.empty() && cwd[0] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat("cwd '", cwd, "' must be an absolute path, like ", kHome));
-    }
+    ASSIGN_OR_RETURN(std::string asked_cwd, Field(body, "cwd", std::string()));
+    ASSIGN_OR_RETURN(std::string cwd, ResolveHome(asked_cwd));  // a relative one from the home
     v1::CreateContextRequest create;
     create.set_session_id(sandbox.id);
     create.set_language(language);

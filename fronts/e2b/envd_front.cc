@@ -144,7 +144,9 @@ class EnvdFront {
     run.add_argv(start.process().cmd());
     for (const std::string& arg : start.process().args()) run.add_argv(arg);
     for (const auto& [key, value] : start.process().envs()) (*run.mutable_env())[key] = value;
-    run.set_cwd(start.process().has_cwd() && !start.process().cwd().empty() ? start.process().cwd() : kHome);
+    // As envd: a relative cwd (or "~/...") is taken from the user's home.
+    ASSIGN_OR_RETURN(std::string cwd, ResolveHome(start.process().has_cwd() ? start.process().cwd() : ""));
+    run.set_cwd(cwd.empty() ? kHome : cwd);
     run.set_stdin(start.stdin());
     run.set_tag(start.tag());
     run.set_background(true);  // envd's processes outlive their stream
@@ -229,7 +231,7 @@ class EnvdFront {
     signal.set_command_id(id);
     signal.set_signal(static_cast<int32_t>(in.signal()));  // the enum's numbers are the signals'
     v1::SignalCommandResponse signaled;
-    return http::FromGrpc(executor_->SignalCommand(Context(sandbox).get(), signal, &signaled));
+    return EndedIsNotFound(http::FromGrpc(executor_->SignalCommand(Context(sandbox).get(), signal, &signaled)), id);
   }
 
   // A terminal's new size.
@@ -339,10 +341,7 @@ class EnvdFront {
         out.mutable_keepalive();
       } else if (next == StreamEvents<v1::WatchEvent>::Next::kEnd) {
         end_status = http::FromGrpc(events.status());
-        if (!end_status.ok() && SandboxGone(sandbox)) {
-          stream->Abort();  // as a dropped connection: the SDKs then ask /health
-          return absl::OkStatus();
-        }
+        if (!end_status.ok() && SandboxGone(sandbox)) end_status = StreamCutOff(sandbox);
         break;
       } else if (event.started()) {
         out.mutable_start();
@@ -357,6 +356,17 @@ class EnvdFront {
     }
     (void)stream->Write(EndOfStream(end_status));
     return stream->Finish();
+  }
+
+  // A call refused NOT_FOUND because its sandbox ended under it (its
+  // timeout passed, or it was killed elsewhere, after the access check):
+  // what E2B's proxy answers for a sandbox it cannot find, `unavailable`
+  // (its 502) saying "The sandbox was not found", which the SDKs report as
+  // the sandbox's end (the Python SDK's SandboxNotRunningException).
+  absl::Status EndedUnder(const EnvdSandbox& sandbox, absl::Status status) const {
+    if (!absl::IsNotFound(status) || !SandboxGone(sandbox)) return status;
+    return absl::UnavailableError(absl::StrCat("The sandbox was not found: sandbox ", sandbox.id,
+                                               " is not running, it was killed or reached its end of life"));
   }
 
  private:
@@ -391,6 +401,27 @@ class EnvdFront {
 
   static const char* StreamType(const ConnectCall& call) {
     return call.encoding == ConnectEncoding::kJson ? "application/connect+json" : "application/connect+proto";
+  }
+
+  // A command that has ended is gone from envd's table: a signal for it is
+  // not_found there (the SDKs' kill() then returns false), where warden.v1's
+  // SignalCommand says FAILED_PRECONDITION (its only one).
+  static absl::Status EndedIsNotFound(absl::Status status, int32_t id) {
+    if (!absl::IsFailedPrecondition(status)) return status;
+    return absl::NotFoundError(absl::StrCat("process with pid ", id, " not found: it has ended"));
+  }
+
+  // How a stream ends when its sandbox was killed (or reached its end of
+  // life) under it: as E2B's envd ends it, `unavailable` with a message that
+  // does not say why, on a stream that is otherwise complete. The SDKs then
+  // ask /health, hear 502, and report the sandbox's end: the JavaScript SDK
+  // a TimeoutError, the Python SDK a SandboxNotRunningException (a
+  // TimeoutException). A connection cut in the middle of a chunked body
+  // would be a protocol error to the Python SDK's HTTP/1.1 client, which
+  // says nothing of the sandbox.
+  static absl::Status StreamCutOff(const EnvdSandbox& sandbox) {
+    return absl::UnavailableError(absl::StrCat("the connection to sandbox ", sandbox.id,
+                                               " ended before the stream completed"));
   }
 
   // Whether the sandbox has ended (killed, or its timeout passed).
@@ -433,6 +464,7 @@ class EnvdFront {
       } else if (next == CommandEvents::Next::kEnd) {
         end_status = http::FromGrpc(events.status());
         if (end_status.ok()) end_status = absl::InternalError("the command's stream ended without its end");
+        if (SandboxGone(sandbox)) end_status = StreamCutOff(sandbox);
         break;
       } else if (event.has_started()) {
         e->mutable_start()->set_pid(static_cast<uint32_t>(event.started()));
@@ -445,10 +477,8 @@ class EnvdFront {
       } else if (event.has_end()) {
         if (event.end().outcome() == v1::OUTCOME_SIGNALED && event.end().signal() == SIGKILL &&
             SandboxGone(sandbox)) {
-          // Killed with its sandbox: the stream ends as a dropped connection
-          // does, and the SDKs, asking /health, say the sandbox is gone.
-          stream->Abort();
-          return absl::OkStatus();
+          end_status = StreamCutOff(sandbox);  // killed with its sandbox
+          break;
         }
         if (event.end().outcome() == v1::OUTCOME_WALL_TIMEOUT && call.timeout != absl::InfiniteDuration()) {
           // What envd's clients see when timeoutMs passes.
@@ -502,7 +532,7 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
                [front, find_sandbox, handler = std::move(handler)](http::Request& r, http::Exchange& e) {
                  ASSIGN_OR_RETURN(EnvdSandbox sandbox, find_sandbox(r));
                  r.tenant = sandbox.tenant;  // its streams count as the owner's
-                 return handler(r, e);
+                 return front->EndedUnder(sandbox, handler(r, e));
                },
                route);
   };
