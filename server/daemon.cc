@@ -336,6 +336,7 @@ void Daemon::Shutdown(absl::Duration grace) {
     // cancelled (which interrupts their cells).
     server_->Shutdown(absl::ToChronoTime(deadline));
   }
+  if (service_) service_->StopWatchers();  // their threads use the engine
   if (engine_) engine_->Stop();
   if (service_ && !service_->tasks().WaitIdle(absl::Now() + grace + absl::Seconds(5))) {
     spdlog::warn("{} calls were still running at shutdown", service_->tasks().running());

@@ -764,6 +764,38 @@ grpc::ServerWriteReactor<v1::WatchEvent>* ExecutorService::WatchPath(grpc::Callb
   return writer;
 }
 
+grpc::ServerUnaryReactor* ExecutorService::CreateWatcher(grpc::CallbackServerContext* ctx,
+                                                         const v1::CreateWatcherRequest* request,
+                                                         v1::Watcher* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  // Waits for warden-watch to be in place (milliseconds; up to its start
+  // timeout): not on gRPC's thread.
+  auto* reactor = ctx->DefaultReactor();
+  tasks_.Run([this, reactor, response, tenant = *tenant, request] {
+    auto id = watchers_.Create(tenant, *request);
+    if (id.ok()) response->set_watcher_id(*id);
+    reactor->Finish(ToGrpc(id.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::GetWatcherEvents(grpc::CallbackServerContext* ctx,
+                                                            const v1::GetWatcherEventsRequest* request,
+                                                            v1::GetWatcherEventsResponse* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  return FinishNow(ctx, watchers_.TakeEvents(*tenant, *request, response));
+}
+
+grpc::ServerUnaryReactor* ExecutorService::RemoveWatcher(grpc::CallbackServerContext* ctx,
+                                                         const v1::RemoveWatcherRequest* request,
+                                                         v1::RemoveWatcherResponse*) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  return FinishNow(ctx, watchers_.Remove(*tenant, *request));
+}
+
 grpc::ServerUnaryReactor* ExecutorService::SnapshotSession(grpc::CallbackServerContext* ctx,
                                                            const v1::SnapshotSessionRequest* request,
                                                            v1::Snapshot* response) {

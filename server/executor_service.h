@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/engine.h"
+#include "server/path_watchers.h"
 #include "server/tasks.h"
 #include "server/tenancy.h"
 #include "warden/v1/executor.grpc.pb.h"
@@ -21,9 +22,13 @@ class ExecutorService final : public v1::Executor::CallbackService {
  public:
   // Neither is owned; both outlive the service.
   ExecutorService(Engine& engine, std::shared_ptr<const Tenancy> tenancy)
-      : engine_(engine), tenancy_(std::move(tenancy)) {}
+      : engine_(engine),
+        tenancy_(std::move(tenancy)),
+        watchers_(engine, [this](std::function<void()> work) { tasks_.Run(std::move(work)); }) {}
 
   Tasks& tasks() { return tasks_; }
+  // Ends the polled directory watchers: at shutdown, before the engine stops.
+  void StopWatchers() { watchers_.Stop(); }
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx, const v1::ExecuteRequest* request,
                                     v1::ExecuteResponse* response) override;
@@ -100,6 +105,13 @@ class ExecutorService final : public v1::Executor::CallbackService {
                                            v1::ResizeTerminalResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchEvent>* WatchPath(grpc::CallbackServerContext* ctx,
                                                       const v1::WatchPathRequest* request) override;
+  grpc::ServerUnaryReactor* CreateWatcher(grpc::CallbackServerContext* ctx, const v1::CreateWatcherRequest* request,
+                                          v1::Watcher* response) override;
+  grpc::ServerUnaryReactor* GetWatcherEvents(grpc::CallbackServerContext* ctx,
+                                             const v1::GetWatcherEventsRequest* request,
+                                             v1::GetWatcherEventsResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveWatcher(grpc::CallbackServerContext* ctx, const v1::RemoveWatcherRequest* request,
+                                          v1::RemoveWatcherResponse* response) override;
   grpc::ServerUnaryReactor* SnapshotSession(grpc::CallbackServerContext* ctx,
                                             const v1::SnapshotSessionRequest* request,
                                             v1::Snapshot* response) override;
@@ -123,6 +135,7 @@ class ExecutorService final : public v1::Executor::CallbackService {
   Engine& engine_;
   std::shared_ptr<const Tenancy> tenancy_;
   Tasks tasks_;
+  PathWatchers watchers_;  // after tasks_: stopped (its threads ended) before it goes
 };
 
 }  // namespace warden

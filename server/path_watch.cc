@@ -60,7 +60,8 @@ std::string HostWatchProgram() {
 }
 
 absl::Status WatchSessionPath(Engine& engine, const std::string& tenant, const v1::WatchPathRequest& request,
-                              Cancellation& cancellation, const std::function<void(v1::WatchEvent)>& emit) {
+                              Cancellation& cancellation, const std::function<void(v1::WatchEvent)>& emit,
+                              bool with_entries) {
   ASSIGN_OR_RETURN(Engine::WatchTarget target, engine.WatchTargetOf(tenant, request.session_id(), request.path()));
   ProcessSpec spec;
   spec.argv = {kWatchProgramInSandbox};
@@ -117,9 +118,12 @@ absl::Status WatchSessionPath(Engine& engine, const std::string& tenant, const v
       event.set_name(out.substr(newline + 1, length));
       out.erase(0, newline + 1 + length);
       // The entry as it is now, named the way the caller names the directory.
-      const std::string path = request.path().empty() ? event.name() : absl::StrCat(request.path(), "/", event.name());
-      if (auto entry = engine.StatPath(tenant, request.session_id(), path); entry.ok()) {
-        FillFileInfo(*entry, event.mutable_entry());
+      if (with_entries) {
+        const std::string path =
+            request.path().empty() ? event.name() : absl::StrCat(request.path(), "/", event.name());
+        if (auto entry = engine.StatPath(tenant, request.session_id(), path); entry.ok()) {
+          FillFileInfo(*entry, event.mutable_entry());
+        }
       }
       emit(std::move(event));
     }

@@ -25,8 +25,10 @@ inline constexpr char kWatchProgramInSandbox[] = "/opt/warden/libexec/warden-wat
 std::string HostWatchProgram();
 
 // Runs one WatchPath call to its end: `emit` gets `started`, then the
-// events; returns when `cancellation` fires (OK) or the watch ends.
+// events (each with its `entry` as it is now, when `with_entries`);
+// returns when `cancellation` fires (OK) or the watch ends.
 absl::Status WatchSessionPath(Engine& engine, const std::string& tenant, const v1::WatchPathRequest& request,
-                              Cancellation& cancellation, const std::function<void(v1::WatchEvent)>& emit);
+                              Cancellation& cancellation, const std::function<void(v1::WatchEvent)>& emit,
+                              bool with_entries = true);
 
 }  // namespace warden

@@ -732,6 +732,133 @@ TEST_F(ContextsTest, WatchPathReportsChangesUnderADirectory) {
   EXPECT_EQ(none->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// The polled watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher): the
+// same watch as WatchPath, held by the daemon between calls.
+TEST_F(ContextsTest, PolledWatchersKeepEventsUntilAskedAndEndWithTheirSession) {
+  const std::string session = CreateShared();
+  ASSERT_EQ(Command(session, "mkdir -p /tmp/p/old").end.outcome(), v1::OUTCOME_OK);
+  auto create = [&](const std::string& path, bool include_entry, grpc::Status* status = nullptr) {
+    v1::CreateWatcherRequest request;
+    request.set_session_id(session);
+    request.set_path(path);
+    request.set_recursive(true);
+    request.set_include_entry(include_entry);
+    v1::Watcher watcher;
+    grpc::Status s = stub_->CreateWatcher(Ctx().get(), request, &watcher);
+    if (status != nullptr) *status = s;
+    return watcher.watcher_id();
+  };
+  auto take = [&](const std::string& id, grpc::Status* status = nullptr) {
+    v1::GetWatcherEventsRequest request;
+    request.set_session_id(session);
+    request.set_watcher_id(id);
+    v1::GetWatcherEventsResponse response;
+    grpc::Status s = stub_->GetWatcherEvents(Ctx().get(), request, &response);
+    if (status != nullptr) *status = s;
+    return response;
+  };
+  // Every event until `last` (type and name) has come; the rest stay for the next call.
+  auto until = [&](const std::string& id, const std::string& last) {
+    std::vector<v1::WatchEvent> events;
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
+      const v1::GetWatcherEventsResponse taken = take(id);
+      for (const v1::WatchEvent& e : taken.events()) {
+        events.push_back(e);
+        if (absl::StrCat(v1::WatchEvent::Type_Name(e.type()), " ", e.name()) == last) return events;
+      }
+      if (taken.events_size() == 0) absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "no " << last << " in " << events.size() << " events";
+    return events;
+  };
+
+  const std::string with_entries = create("/tmp/p", true);
+  const std::string bare = create("/tmp/p", false);
+  ASSERT_FALSE(with_entries.empty());
+  ASSERT_NE(with_entries, bare);
+  ASSERT_EQ(Command(session, "echo x > /tmp/p/a.txt; mkdir /tmp/p/new; echo y > /tmp/p/new/b.txt").end.outcome(),
+            v1::OUTCOME_OK);
+  std::vector<v1::WatchEvent> events = until(with_entries, "TYPE_CREATE new/b.txt");
+  for (const v1::WatchEvent& e : events) {
+    EXPECT_FALSE(e.started());
+    if (e.name() == "a.txt" && e.type() == v1::WatchEvent::TYPE_CREATE) {
+      EXPECT_EQ(e.entry().path(), "/tmp/p/a.txt");
+    }
+  }
+  for (const v1::WatchEvent& e : until(bare, "TYPE_CREATE new/b.txt")) EXPECT_FALSE(e.has_entry()) << e.name();
+  EXPECT_EQ(take(with_entries).events_size(), 0);  // handed over: not again
+
+  // A session's watchers are its own: another session names none of them.
+  const std::string other = CreateShared();
+  v1::GetWatcherEventsRequest foreign;
+  foreign.set_session_id(other);
+  foreign.set_watcher_id(with_entries);
+  v1::GetWatcherEventsResponse ignored;
+  EXPECT_EQ(stub_->GetWatcherEvents(Ctx().get(), foreign, &ignored).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // A directory that cannot be watched is refused at once.
+  grpc::Status refused;
+  create("/tmp/nothing", false, &refused);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND) << refused.error_message();
+  create("/tmp/p/a.txt", false, &refused);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+
+  // At most 16 per session; a removed one is gone and frees its place.
+  std::vector<std::string> more;
+  for (int i = 2; i < 16; ++i) more.push_back(create("/tmp/p", false));
+  create("/tmp/p", false, &refused);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "remove one")) << refused.error_message();
+  v1::RemoveWatcherRequest remove;
+  remove.set_session_id(session);
+  remove.set_watcher_id(bare);
+  v1::RemoveWatcherResponse removed;
+  ASSERT_TRUE(stub_->RemoveWatcher(Ctx().get(), remove, &removed).ok());
+  grpc::Status gone;
+  take(bare, &gone);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub_->RemoveWatcher(Ctx().get(), remove, &removed).error_code(), grpc::StatusCode::NOT_FOUND);
+  const std::string again = create("/tmp/p", false, &refused);
+  EXPECT_TRUE(refused.ok()) << refused.error_message();
+
+  // More events waiting than a watcher keeps: those kept are handed over,
+  // then it says it stopped. A second watcher, polled all along the flood
+  // of 20000 creations (a background command), tells when it has come (both
+  // see the same changes); `again` is fetched only then. Should it still
+  // have been behind, that fetch drained it: another flood.
+  for (const std::string& id : more) {
+    remove.set_watcher_id(id);
+    ASSERT_TRUE(stub_->RemoveWatcher(Ctx().get(), remove, &removed).ok());
+  }
+  const std::string probe = create("/tmp/p", false);
+  grpc::Status full;
+  int last_batch = -1;
+  for (int round = 0; round < 3 && full.ok(); ++round) {
+    const std::string dir = absl::StrCat("flood", round);
+    StartBackground(session,
+                    absl::StrCat("mkdir /tmp/p/", dir, " && cd /tmp/p/", dir,
+                                 " && for i in $(seq 20000); do : > f$i; done"),
+                    /*stdin_open=*/false);
+    until(probe, absl::StrCat("TYPE_CREATE ", dir, "/f20000"));
+    for (;;) {
+      v1::GetWatcherEventsResponse batch = take(again, &full);
+      if (!full.ok() || batch.events_size() == 0) break;
+      last_batch = batch.events_size();
+    }
+  }
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << full.error_message();
+  EXPECT_TRUE(absl::StrContains(full.error_message(), "remove this watcher")) << full.error_message();
+  EXPECT_EQ(last_batch, 16384);  // what it kept, handed over before it said so
+
+  // The session's end takes its watchers with it.
+  v1::CloseSessionRequest close;
+  close.set_session_id(session);
+  v1::CloseSessionResponse closed;
+  ASSERT_TRUE(stub_->CloseSession(Ctx().get(), close, &closed).ok());
+  take(with_entries, &gone);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(ContextsTest, UploadsKeepTheirMetadata) {
   const std::string session = CreateShared();
   auto upload = [&](const std::string& path, const std::map<std::string, std::string>& metadata) {

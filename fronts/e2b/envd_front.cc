@@ -309,6 +309,48 @@ class EnvdFront {
     return status;
   }
 
+  // The polled watcher (the synchronous Python SDK's files.watch_dir): the
+  // daemon's (warden.v1's CreateWatcher), so that any front or gateway
+  // serves its polls.
+  absl::Status CreateWatcher(const EnvdSandbox& sandbox, const filesystem::CreateWatcherRequest& in,
+                             filesystem::CreateWatcherResponse* out) {
+    v1::CreateWatcherRequest create;
+    create.set_session_id(sandbox.id);
+    ASSIGN_OR_RETURN(std::string path, WorkspacePath(in.path(), "give the directory's path, e.g. /home/user"));
+    create.set_path(path);
+    create.set_recursive(in.recursive());
+    create.set_include_entry(in.include_entry());
+    v1::Watcher watcher;
+    RETURN_IF_ERROR(http::FromGrpc(executor_->CreateWatcher(Context(sandbox).get(), create, &watcher)));
+    out->set_watcher_id(watcher.watcher_id());
+    return absl::OkStatus();
+  }
+
+  absl::Status GetWatcherEvents(const EnvdSandbox& sandbox, const filesystem::GetWatcherEventsRequest& in,
+                                filesystem::GetWatcherEventsResponse* out) {
+    v1::GetWatcherEventsRequest get;
+    get.set_session_id(sandbox.id);
+    get.set_watcher_id(in.watcher_id());
+    v1::GetWatcherEventsResponse events;
+    RETURN_IF_ERROR(http::FromGrpc(executor_->GetWatcherEvents(Context(sandbox).get(), get, &events)));
+    for (const v1::WatchEvent& event : events.events()) {
+      filesystem::FilesystemEvent* e = out->add_events();
+      e->set_name(event.name());
+      e->set_type(static_cast<filesystem::EventType>(event.type()));  // the same numbers
+      if (event.has_entry()) *e->mutable_entry() = EntryOf(event.entry());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RemoveWatcher(const EnvdSandbox& sandbox, const filesystem::RemoveWatcherRequest& in,
+                             filesystem::RemoveWatcherResponse*) {
+    v1::RemoveWatcherRequest remove;
+    remove.set_session_id(sandbox.id);
+    remove.set_watcher_id(in.watcher_id());
+    v1::RemoveWatcherResponse removed;
+    return http::FromGrpc(executor_->RemoveWatcher(Context(sandbox).get(), remove, &removed));
+  }
+
   // WatchDir: a stream of the directory's changes (WatchPath), each with
   // its entry when asked for, until the client stops it.
   absl::Status WatchDir(http::Request& request, http::Exchange& exchange) {
@@ -558,12 +600,9 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
   add(files, "Move", f.Unary(&EnvdFront::Move));
   add(files, "Remove", f.Unary(&EnvdFront::Remove));
   add(files, "WatchDir", stream(&EnvdFront::WatchDir));
-  const absl::Status no_watchers = absl::UnimplementedError(
-      "polled watchers (CreateWatcher) are not served by Warden; watch with the streaming WatchDir "
-      "(files.watchDir in the JavaScript SDK)");
-  for (const char* watch : {"CreateWatcher", "GetWatcherEvents", "RemoveWatcher"}) {
-    add(files, watch, EnvdFront::Refuse(no_watchers));
-  }
+  add(files, "CreateWatcher", f.Unary(&EnvdFront::CreateWatcher));
+  add(files, "GetWatcherEvents", f.Unary(&EnvdFront::GetWatcherEvents));
+  add(files, "RemoveWatcher", f.Unary(&EnvdFront::RemoveWatcher));
   router.Claim(protocol, absl::StrCat("/", process));
   router.Claim(protocol, absl::StrCat("/", files));
 }

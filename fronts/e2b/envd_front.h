@@ -5,7 +5,10 @@
 //   POST /process.Process/{Start,Connect}        server streams (connect+json|proto)
 //   POST /process.Process/{List,SendInput,SendSignal,CloseStdin}   unary (json|proto)
 //   POST /filesystem.Filesystem/{Stat,ListDir,MakeDir,Move,Remove} unary
-//   Update (pty), StreamInput and the directory watchers: `unimplemented`.
+//   POST /filesystem.Filesystem/WatchDir            server stream (WatchPath)
+//   POST /filesystem.Filesystem/{CreateWatcher,GetWatcherEvents,RemoveWatcher}
+//        unary: the polled watcher, held by the daemon (warden.v1's CreateWatcher)
+//   StreamInput: `unimplemented`.
 //
 // A process is a warden.v1 command of the sandbox's session; its pid is the
 // command's id. Every process runs in the background in warden.v1's sense,

@@ -269,10 +269,11 @@ describe('E2B SDK against Warden', () => {
       r = await fetch(`${base}/filesystem.Filesystem/Stat`, { method: 'POST', headers: headers('application/json'), body: '{nope' });
       assert.equal(r.status, 400);
       assert.equal((await r.json()).code, 'invalid_argument');
-      r = await fetch(`${base}/filesystem.Filesystem/CreateWatcher`, {
-        method: 'POST', headers: headers('application/json'), body: '{"path":"/home/user"}',
+      r = await fetch(`${base}/filesystem.Filesystem/GetWatcherEvents`, {
+        method: 'POST', headers: headers('application/json'), body: '{"watcherId":"w-none"}',
       });
-      assert.equal((await r.json()).code, 'unimplemented');
+      assert.equal(r.status, 404);
+      assert.equal((await r.json()).code, 'not_found');
 
       // Binary Connect: an empty ListRequest, answered in protobuf.
       r = await fetch(`${base}/process.Process/List`, {

@@ -174,6 +174,29 @@ bool Watch(Executor::Stub& stub, const uint8_t* data, size_t size) {
   return true;
 }
 
+// CreateWatcher, then (if it made one) GetWatcherEvents and RemoveWatcher of
+// it, so that the live session's watchers never pile up to their bound.
+bool PolledWatch(Executor::Stub& stub, const uint8_t* data, size_t size) {
+  v1::CreateWatcherRequest request;
+  if (!Parse(data, size, &request)) return false;
+  Aim(request.mutable_session_id());
+  v1::Watcher watcher;
+  const grpc::Status created = stub.CreateWatcher(Context().get(), request, &watcher);
+  CheckStatus(created);
+  if (!created.ok()) return true;
+  v1::GetWatcherEventsRequest get;
+  get.set_session_id(request.session_id());
+  get.set_watcher_id(watcher.watcher_id());
+  v1::GetWatcherEventsResponse events;
+  CheckStatus(stub.GetWatcherEvents(Context().get(), get, &events));
+  v1::RemoveWatcherRequest remove;
+  remove.set_session_id(request.session_id());
+  remove.set_watcher_id(watcher.watcher_id());
+  v1::RemoveWatcherResponse removed;
+  FUZZ_CHECK(stub.RemoveWatcher(Context().get(), remove, &removed).ok());
+  return true;
+}
+
 // PauseSession, then ResumeSession of the same session, so that the live
 // one goes on serving the inputs after it.
 bool PauseThenResume(Executor::Stub& stub, const uint8_t* data, size_t size) {
@@ -256,6 +279,11 @@ const std::vector<Call>& Calls() {
       Watch,
       PauseThenResume,
       Unary(&Executor::Stub::ResumeSession, std::function<void(v1::ResumeSessionRequest*)>(AimAt<v1::ResumeSessionRequest>)),
+      // Appended, so that the corpus's first bytes keep picking what they picked.
+      PolledWatch,
+      Unary(&Executor::Stub::GetWatcherEvents,
+            std::function<void(v1::GetWatcherEventsRequest*)>(AimAt<v1::GetWatcherEventsRequest>)),
+      Unary(&Executor::Stub::RemoveWatcher, std::function<void(v1::RemoveWatcherRequest*)>(AimAt<v1::RemoveWatcherRequest>)),
   };
   return *calls;
 }
