@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -29,6 +30,7 @@
 #include "fronts/e2b/gzip.h"
 #include "fronts/e2b/home_path.h"
 #include "fronts/e2b/multipart.h"
+#include "fronts/e2b/sandbox_list.h"
 #include "fronts/e2b/stream_events.h"
 #include "fronts/http/credentials.h"
 #include "fronts/http/exchange.h"
@@ -42,6 +44,7 @@ namespace {
 using nlohmann::json;
 
 constexpr absl::Duration kCallTimeout = absl::Minutes(2);
+constexpr int64_t kForkDefaultTimeoutSeconds = 15;
 constexpr char kNoInternet[] =
     "allow_internet_access was asked for, but Warden's sandboxes have no network yet: this one has "
     "none, and connections from inside fail at once";
@@ -331,18 +334,27 @@ class Front {
     return exchange.Send(http::Response::Json(201, SnapshotJson(snapshot)));
   }
 
-  // GET /snapshots?sandboxID=&name=: the caller's snapshots, oldest first.
+  // GET /snapshots?sandboxID=&name=&limit=&nextToken=: the caller's
+  // snapshots, newest first, a page at a time (X-Next-Token), as E2B's API.
   absl::Status ListSnapshots(http::Request& request, http::Exchange& exchange) {
     v1::ListSnapshotsResponse snapshots;
     RETURN_IF_ERROR(FromGrpc(executor_->ListSnapshots(http::UpstreamContext(request.token, kCallTimeout).get(),
                                                       v1::ListSnapshotsRequest(), &snapshots)));
+    ASSIGN_OR_RETURN(PageQuery page_query, ParsePageQuery(request));
     const std::string sandbox = request.Query("sandboxID"), name = request.Query("name");
-    json out = json::array();
+    std::vector<const v1::Snapshot*> matching;
+    std::vector<std::pair<absl::Time, std::string>> keys;
     for (const v1::Snapshot& s : snapshots.snapshots()) {
       if ((!sandbox.empty() && s.session_id() != sandbox) || (!name.empty() && s.name() != name)) continue;
-      out.push_back(SnapshotJson(s));
+      matching.push_back(&s);
+      keys.emplace_back(absl::FromUnixMillis(s.created_unix_ms()), s.snapshot_id());
     }
-    return exchange.Send(http::Response::Json(200, out));
+    const SandboxPage page = PageOf(page_query, keys);
+    json out = json::array();
+    for (size_t i : page.items) out.push_back(SnapshotJson(*matching[i]));
+    http::Response response = http::Response::Json(200, out);
+    if (!page.next_token.empty()) response.With("X-Next-Token", page.next_token);
+    return exchange.Send(response);
   }
 
   // Sandbox.deleteSnapshot calls DELETE /templates/{id}: a snapshot is a
@@ -362,7 +374,8 @@ class Front {
   absl::Status Fork(http::Request& request, http::Exchange& exchange) {
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(int64_t count, Field<int64_t>(body, "count", 1));
-    ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
+    // The spec's default lifetime of a fork is 15 s (SandboxForkRequest).
+    ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", kForkDefaultTimeoutSeconds));
     if (count < 1 || count > 16) return absl::InvalidArgumentError("count must be 1 to 16");
     ASSIGN_OR_RETURN(v1::Session source, Session(request));
     json out = json::array();
@@ -387,20 +400,38 @@ class Front {
       json created = Created(session, request, /*contexts_known=*/false);
       out.push_back({{"sandbox", created}});
     }
-    return exchange.Send(http::Response::Json(200, out));
+    // 201 as E2B's spec has it: the forks were attempted, each entry says how it went.
+    return exchange.Send(http::Response::Json(201, out));
   }
 
+  // GET /v2/sandboxes with E2B's whole query (sandbox_list.h), and the
+  // deprecated GET /sandboxes (running ones, metadata only, one page).
   absl::Status List(http::Request& request, http::Exchange& exchange) {
+    const bool v2 = absl::StartsWith(request.path, "/v2/");
+    ASSIGN_OR_RETURN(SandboxQuery query, ParseSandboxQuery(request, v2));
     v1::ListSessionsRequest list;
-    (*list.mutable_labels())["e2b.template"] = options_.template_id;
+    (*list.mutable_labels())[kTemplateLabel] = options_.template_id;
     v1::ListSessionsResponse sessions;
     RETURN_IF_ERROR(FromGrpc(executor_->ListSessions(http::UpstreamContext(request.token, kCallTimeout).get(), list,
                                                  &sessions)));
-    json out = json::array();
+    std::vector<ListedSandbox> listed;
     for (const v1::Session& s : sessions.sessions()) {
-      out.push_back(SandboxJson(s, options_));
+      const SandboxInfo info = InfoOf(s, options_.template_id);
+      ListedSandbox sandbox{s.id(), absl::FromUnixMillis(s.created_unix_ms()),
+                            s.state() == v1::SESSION_STATE_PAUSED, {info.template_id}, {}};
+      if (IsServedTemplate(info.template_id)) sandbox.template_names = ServedTemplateNames();
+      for (const auto& [key, value] : info.metadata.items()) {
+        if (value.is_string()) sandbox.metadata[key] = value.get<std::string>();
+      }
+      listed.push_back(std::move(sandbox));
     }
-    return exchange.Send(http::Response::Json(200, out));
+    const SandboxPage page = SelectSandboxes(query, listed);
+    json out = json::array();
+    for (size_t i : page.items) out.push_back(SandboxJson(sessions.sessions(static_cast<int>(i)), options_));
+    http::Response response = http::Response::Json(200, out);
+    if (v2 && query.running) response.With("X-Total-Running", std::to_string(page.total_running));
+    if (!page.next_token.empty()) response.With("X-Next-Token", page.next_token);
+    return exchange.Send(response);
   }
 
   absl::Status Get(http::Request& request, http::Exchange& exchange) {
@@ -451,7 +482,11 @@ class Front {
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
     // A paused sandbox is resumed by connecting to it.
-    if (absl::Status resumed = Resume(request.token, request.Param("id")); !resumed.ok()) return resumed;
+    ASSIGN_OR_RETURN(bool resumed, Resume(request.token, request.Param("id")));
+    const bool is_resume = absl::EndsWith(request.path, "/resume");
+    if (is_resume && !resumed) {  // E2B's resume is for a paused sandbox only
+      return absl::AbortedError(absl::StrCat("Sandbox ", request.Param("id"), " is already running"));
+    }
     // Connecting extends a sandbox's life, never shortens it (as E2B does).
     ASSIGN_OR_RETURN(v1::Session session, Session(request));
     if (absl::FromUnixMillis(session.expires_unix_ms()) < absl::Now() + absl::Seconds(timeout)) {
@@ -459,7 +494,8 @@ class Front {
     }
     // A token of its own for this key (another key of the tenant, or a
     // sandbox made elsewhere): the sandbox plane then calls with this key.
-    return exchange.Send(http::Response::Json(200, Created(session, request, /*contexts_known=*/false)));
+    // 201 when it was resumed, 200 when it was running, as E2B's spec has it.
+    return exchange.Send(http::Response::Json(resumed ? 201 : 200, Created(session, request, /*contexts_known=*/false)));
   }
 
   // One sample of what the sandbox uses now, in E2B's SandboxMetric shape,
@@ -483,33 +519,40 @@ class Front {
     if (start > (absl::ToUnixMillis(now) + 500) / 1000 || (end != INT64_MAX && second > end + 5)) {
       return exchange.Send(http::Response::Json(200, out));
     }
-    const int cpus = std::max(1u, std::thread::hardware_concurrency());
-    double used_pct = 0;
-    {
-      // A cache: a front that has not sampled it before (it just started)
-      // averages since the sandbox started.
-      std::shared_ptr<Record> record = sandboxes_.GetOrAdd(session, options_.template_id);
-      absl::Time since = absl::FromUnixMillis(session.created_unix_ms());
-      int64_t cpu_before = 0;
-      {
-        absl::MutexLock lock(&record->mu);
-        if (record->last_sample) std::tie(since, cpu_before) = *record->last_sample;
-        record->last_sample = std::make_pair(now, session.cpu_used_ns());
+    out.push_back(Sample(session, now));
+    return exchange.Send(http::Response::Json(200, out));
+  }
+
+  // GET /sandboxes/metrics?sandbox_ids=a,b: each one's sample of now, by
+  // id; ids of no sandbox of the caller's are left out, as E2B does.
+  absl::Status MetricsOfMany(http::Request& request, http::Exchange& exchange) {
+    const std::string ids = request.Query("sandbox_ids");
+    if (ids.empty()) return absl::InvalidArgumentError("name the sandboxes: sandbox_ids=ID1,ID2 (at most 100)");
+    std::vector<std::string> wanted = absl::StrSplit(ids, ',', absl::SkipEmpty());
+    if (wanted.size() > 100) return absl::InvalidArgumentError("at most 100 sandbox_ids at a time");
+    json out = json::object();
+    for (const std::string& id : wanted) {
+      v1::GetSessionRequest get;
+      get.set_session_id(id);
+      v1::Session session;
+      const grpc::Status s = executor_->GetSession(http::UpstreamContext(request.token, kCallTimeout).get(), get, &session);
+      if (s.error_code() == grpc::StatusCode::NOT_FOUND || s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        continue;
       }
-      const double wall_ns = absl::ToDoubleNanoseconds(now - since);
-      if (wall_ns > 0) used_pct = 100.0 * static_cast<double>(session.cpu_used_ns() - cpu_before) / (wall_ns * cpus);
+      RETURN_IF_ERROR(FromGrpc(s));
+      out[id] = Sample(session, absl::Now());
     }
-    const int64_t memory_limit = session.limits().memory_mb() << 20;
-    out.push_back({{"timestamp", Rfc3339(second * 1000)},
-                   {"timestampUnix", second},
-                   {"cpuCount", cpus},
-                   {"cpuUsedPct", std::clamp(used_pct, 0.0, 100.0)},
-                   {"memUsed", session.memory_current_bytes() != 0 ? session.memory_current_bytes()
-                                                                   : session.memory_bytes()},
-                   {"memTotal", memory_limit},
-                   {"memCache", 0},
-                   {"diskUsed", session.workspace_used_bytes()},
-                   {"diskTotal", session.workspace_limit_bytes()}});
+    return exchange.Send(http::Response::Json(200, {{"sandboxes", out}}));
+  }
+
+  // GET /sandboxes/{id}/logs and /v2/sandboxes/{id}/logs: Warden keeps no
+  // log of a sandbox's own (E2B's are its envd's start-up and process
+  // lines; a command's output is the command's), so the list is empty, for
+  // a sandbox of the caller's.
+  absl::Status Logs(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(v1::Session session, Session(request));
+    json out = {{"logs", json::array()}};
+    if (!absl::StartsWith(request.path, "/v2/")) out["logEntries"] = json::array();
     return exchange.Send(http::Response::Json(200, out));
   }
 
@@ -810,7 +853,7 @@ class Front {
   // Known, resumed first when it was paused with autoResume.
   absl::StatusOr<SandboxRef> Sandbox(const http::Request& request) {
     ASSIGN_OR_RETURN(SandboxRef sandbox, Known(request));
-    if (sandbox.record->info.auto_resume) RETURN_IF_ERROR(Resume(sandbox.api_key, sandbox.id));
+    if (sandbox.record->info.auto_resume) RETURN_IF_ERROR(Resume(sandbox.api_key, sandbox.id).status());
     return sandbox;
   }
 
@@ -865,14 +908,17 @@ class Front {
                .error_code() != grpc::StatusCode::NOT_FOUND;
   }
 
-  // ResumeSession when the session is paused; OK when it is running.
-  absl::Status Resume(const std::string& token, const std::string& id) {
+  // ResumeSession when the session is paused: true; false when it was
+  // running.
+  absl::StatusOr<bool> Resume(const std::string& token, const std::string& id) {
     v1::ResumeSessionRequest resume;
     resume.set_session_id(id);
     v1::Session session;
     absl::Status resumed =
         FromGrpc(executor_->ResumeSession(http::UpstreamContext(token, kCallTimeout).get(), resume, &session));
-    return absl::IsFailedPrecondition(resumed) ? absl::OkStatus() : resumed;
+    if (absl::IsFailedPrecondition(resumed)) return false;
+    RETURN_IF_ERROR(resumed);
+    return true;
   }
 
   // The labels that carry what the front must know of a sandbox (InfoOf),
@@ -907,6 +953,38 @@ class Front {
     (void)executor_->CloseSession(http::UpstreamContext(token, kCallTimeout).get(), close, &closed);
   }
 
+  // One SandboxMetric of `session` at `now`. CPU use is the share of the
+  // host's cores it used since the previous sample (or since it started).
+  json Sample(const v1::Session& session, absl::Time now) {
+    const int64_t second = absl::ToUnixSeconds(now);
+    const int cpus = std::max(1u, std::thread::hardware_concurrency());
+    double used_pct = 0;
+    {
+      // A cache: a front that has not sampled it before (it just started)
+      // averages since the sandbox started.
+      std::shared_ptr<Record> record = sandboxes_.GetOrAdd(session, options_.template_id);
+      absl::Time since = absl::FromUnixMillis(session.created_unix_ms());
+      int64_t cpu_before = 0;
+      {
+        absl::MutexLock lock(&record->mu);
+        if (record->last_sample) std::tie(since, cpu_before) = *record->last_sample;
+        record->last_sample = std::make_pair(now, session.cpu_used_ns());
+      }
+      const double wall_ns = absl::ToDoubleNanoseconds(now - since);
+      if (wall_ns > 0) used_pct = 100.0 * static_cast<double>(session.cpu_used_ns() - cpu_before) / (wall_ns * cpus);
+    }
+    const int64_t memory_limit = session.limits().memory_mb() << 20;
+    return {{"timestamp", Rfc3339(second * 1000)},
+            {"timestampUnix", second},
+            {"cpuCount", cpus},
+            {"cpuUsedPct", std::clamp(used_pct, 0.0, 100.0)},
+            {"memUsed", session.memory_current_bytes() != 0 ? session.memory_current_bytes() : session.memory_bytes()},
+            {"memTotal", memory_limit},
+            {"memCache", 0},
+            {"diskUsed", session.workspace_used_bytes()},
+            {"diskTotal", session.workspace_limit_bytes()}};
+  }
+
   static json SnapshotJson(const v1::Snapshot& snapshot) {
     json names = json::array();
     if (!snapshot.name().empty()) names.push_back(snapshot.name());
@@ -920,8 +998,11 @@ class Front {
     return r;
   }
 
+  // The names the one template Warden serves answers to.
+  std::vector<std::string> ServedTemplateNames() const { return {options_.template_id, "code-interpreter", "base"}; }
   bool IsServedTemplate(const std::string& id) const {
-    return id == options_.template_id || id == "code-interpreter" || id == "base";
+    const std::vector<std::string> names = ServedTemplateNames();
+    return std::find(names.begin(), names.end(), id) != names.end();
   }
 
   // What create, restore, fork and connect answer: the sandbox with a new
@@ -1064,6 +1145,8 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   protocol->cors_request_headers = {"Content-Type", "X-API-KEY", "E2b-Sandbox-Id", "E2b-Sandbox-Port",
                                     "X-Access-Token", "E2B-Traffic-Access-Token", "browser", "lang",
                                     "lang_version", "package_version", "publisher", "sdk_runtime", "system"};
+  // The list routes' paging headers, which the browser SDK reads too.
+  protocol->cors_expose_headers = {"X-Next-Token", "X-Total-Running"};
   // E2B's error shape, which its SDKs read the message from.
   protocol->render_error = [](unsigned status, const absl::Status& error, const http::Request& request) {
     std::string message(error.message());
@@ -1091,6 +1174,9 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   router.Add(protocol, "POST", "/sandboxes/{id}/timeout", route(&Front::SetTimeout), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/refreshes", route(&Front::Refresh), control);
   router.Add(protocol, "GET", "/sandboxes/{id}/metrics", route(&Front::Metrics), control);
+  router.Add(protocol, "GET", "/sandboxes/metrics", route(&Front::MetricsOfMany), control);
+  router.Add(protocol, "GET", "/sandboxes/{id}/logs", route(&Front::Logs), control);
+  router.Add(protocol, "GET", "/v2/sandboxes/{id}/logs", route(&Front::Logs), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/snapshots", route(&Front::CreateSnapshot), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/fork", route(&Front::Fork), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/pause", route(&Front::Pause), control);

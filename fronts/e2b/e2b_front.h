@@ -5,11 +5,17 @@
 // Control plane (X-API-KEY is the caller's Warden token, so it maps to the
 // same tenant as on gRPC):
 //   POST /sandboxes, /v2/sandboxes        create: 201 {sandboxID, envdAccessToken, ...}
-//   GET  /sandboxes, /v2/sandboxes        list;  GET /sandboxes/{id}  one
+//   GET  /v2/sandboxes                    list with E2B's query, a page at a time
+//                                         (sandbox_list.h); GET /sandboxes: the running ones
+//   GET  /sandboxes/{id}                  one;  GET /sandboxes/{id}/metrics, /sandboxes/metrics
 //   DELETE /sandboxes/{id}                kill (204)
-//   POST /sandboxes/{id}/timeout          set the TTL from now (204)
-//   POST /sandboxes/{id}/connect, /v2/... connect (200), extending the TTL
+//   POST /sandboxes/{id}/timeout          set the TTL from now (204; 0: it ends now)
+//   POST /sandboxes/{id}/connect, /v2/... connect (200, or 201 when it resumed), extending the TTL
 //   POST /sandboxes/{id}/refreshes        keep alive (204)
+//   POST /sandboxes/{id}/pause, /resume, /snapshots, /fork; GET /snapshots; DELETE /templates/{id}
+// Each answers with the status codes and bodies E2B's OpenAPI spec names
+// for it (tests/python_package/frameworks/test_e2b_python_sdk.py walks them
+// with the Python SDK's generated client).
 // Sandbox plane (the sandbox is named by the E2b-Sandbox-Id header):
 //   POST /execute                          NDJSON stream (execution_lines.h)
 //   POST|GET /contexts, POST /contexts/{id}/restart, DELETE /contexts/{id}
