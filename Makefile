@@ -294,11 +294,13 @@ install:
 	@# wardend's entrypoint in a container (docs/fleet.md).
 	install -d -m 0755 "$(DESTDIR)$(PREFIX)/lib/warden"
 	install -m 0755 deploy/container/entrypoint.sh "$(DESTDIR)$(PREFIX)/lib/warden/container-entrypoint"
-	@# Warden's pip, first on every sandbox's PATH (docs/runtime.md).
+	@# Warden's pip, first on every sandbox's PATH (docs/runtime.md), and
+	@# `python` for python3 there (a link resolved inside the sandbox).
 	install -d -m 0755 "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin"
 	install -m 0755 kernel/bin/warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/"
 	ln -sf warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/pip"
 	ln -sf warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/pip3"
+	ln -sf /usr/bin/python3 "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/python"
 	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)/etc/warden" \
 	  "$(DESTDIR)$(PREFIX)/share/doc/warden"
 	sed 's|/usr/local/|$(PREFIX)/|g' deploy/wardend.service > "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"
