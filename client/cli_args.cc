@@ -761,17 +761,19 @@ bool BeforeTheCommand(const std::vector<std::string>& args, const std::string& a
   return false;
 }
 
-// What follows `help`: every argument, options too (`warden help exec --json`
-// asks about exec), but --addr and its value.
+// The command words after `help` (`warden help exec --json` asks about
+// exec): options, --addr's value and "--" left out.
 std::vector<std::string> HelpTopic(const std::vector<std::string>& args) {
   std::vector<std::string> topic;
   bool after_help = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == kAddrFlag.name) {
       ++i;
+    } else if (IsOption(args[i])) {
+      continue;
     } else if (after_help) {
       topic.push_back(args[i]);
-    } else if (!IsOption(args[i])) {
+    } else {
       after_help = true;  // the word "help"
     }
   }
@@ -863,8 +865,11 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
 
   if (line.help_requested()) return Help(spec != nullptr ? HelpFor(*spec) : TopLevelHelp());
   if (line.is_help_command()) {
-    const CommandSpec* topic = FindCommand(absl::StrJoin(HelpTopic(args), " "));
-    return Help(topic != nullptr ? HelpFor(*topic) : TopLevelHelp());
+    const std::string topic = absl::StrJoin(HelpTopic(args), " ");
+    if (const CommandSpec* command = FindCommand(topic)) return Help(HelpFor(*command));
+    // `warden help`, or a group (`warden help session`): the command list.
+    if (topic.empty() || !Subcommands(topic).empty()) return Help(TopLevelHelp());
+    return absl::InvalidArgumentError(absl::StrCat("unknown command '", topic, "'"));
   }
   if (spec == nullptr) {
     if (path.empty()) return absl::InvalidArgumentError("no command given");

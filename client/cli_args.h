@@ -27,7 +27,8 @@ struct CliEnvironment {
   static CliEnvironment FromProcess();
 };
 
-// --help anywhere, or `warden help [COMMAND]`: print `text`, exit 0.
+// --help anywhere, or `warden help [COMMAND]`: print `text`, exit 0. (A
+// COMMAND that does not exist is a usage error naming those that do.)
 struct HelpCommand {
   std::string text;
 };

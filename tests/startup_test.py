@@ -13,6 +13,8 @@ gets UNAVAILABLE with the cause at once - the queue's wait is set to minutes,
 so only the pool's own verdict can answer in time - while bash still runs.
 Once python/ appears, the pool recovers and readiness with it.
 
+UsageTest: `warden help` with a command that does not exist exits 2.
+
 Needs root (wardend builds sandboxes), WARDEN_BIN_DIR (build/bin) and the
 repository as the working directory (for kernel/).
 """
@@ -246,6 +248,16 @@ class BrokenPoolTest(unittest.TestCase):
         self.assertEqual((python.returncode, python.stdout), (0, "42\n"), python.stderr)
 
         self.assertEqual(wardend.stop(), 0, wardend.log())
+
+
+class UsageTest(unittest.TestCase):
+    def test_help_for_a_command_that_does_not_exist_is_a_usage_error(self):
+        usage = subprocess.run([str(BIN_DIR / "warden"), "help", "no-such-command"], capture_output=True, text=True,
+                               timeout=CALL_TIMEOUT_S)
+        self.assertEqual(usage.returncode, 2, usage.stderr)
+        self.assertIn("warden: unknown command 'no-such-command'", usage.stderr)
+        for command in ("exec FILE|-", "session create", "files put", "agent", "mcp", "help [COMMAND]"):
+            self.assertIn(command, usage.stderr)
 
 
 if __name__ == "__main__":
