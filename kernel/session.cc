@@ -159,6 +159,7 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
     fcntl(worker_->channel_fd(), F_SETFL, O_NONBLOCK);
   } else if (fresh_sandbox || !worker_) {
     SandboxSpec spec;
+    spec.name = name_.empty() ? LanguageName(options_.language) : name_;
     spec.argv = KernelArgv(options_.language, kKernelMountPoint);
     spec.env = MergeEnvironment(PythonKernelEnvironment(), options_.env);  // what the other kernels need too
     if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
@@ -210,6 +211,13 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
   RETURN_IF_ERROR(AwaitReady());
   start_times_ = {worker_->stage_times(), absl::Now()};
   return absl::OkStatus();
+}
+
+void Session::SetName(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  name_ = name;
+  // Best effort: a sandbox that is gone has no name to show.
+  if (worker_) (void)worker_->Retitle(name_);
 }
 
 Session::StartTimes Session::start_times() const {

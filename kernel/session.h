@@ -190,6 +190,11 @@ class Session {
   std::optional<CellResult> ResumeCell(const CellLimits& limits);
   // Interrupts the running cell (SIGINT); no-op when idle.
   absl::Status Interrupt();
+  // Names the session's sandbox for `ps` ("warden-sandbox NAME": its id,
+  // once it has one), now and whenever it starts a new one (Restart). Until
+  // then a sandbox is named by its language. The sandbox of a machine's
+  // process is its machine's, named by its owner.
+  void SetName(const std::string& name);
   // A fresh interpreter. With `clear_workspace` the whole sandbox is new;
   // otherwise the kernel restarts in place and the workspace and /tmp stay.
   absl::Status Restart(bool clear_workspace);
@@ -266,6 +271,7 @@ class Session {
   // Owned by the thread running Execute/Restart; guarded for Interrupt().
   mutable absl::Mutex mu_;
   std::unique_ptr<Program> worker_ ABSL_GUARDED_BY(mu_);
+  std::string name_ ABSL_GUARDED_BY(mu_);  // SetName's
   StartTimes start_times_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool interrupt_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -292,6 +292,9 @@ std::string ReceiveForkServerSetup() {
 
   char* const buffer = ReceiveArea();
   PreparedNamespaces prepared;
+  // The clones' inits show their own command line (process_title.h), which
+  // needs this process's layout; without it, their name only.
+  const absl::StatusOr<ProcessLayout> layout = ReadProcessLayout();
   for (;;) {
     std::vector<UniqueFd> fds;
     fds.reserve(kMaxPassedFds);
@@ -337,6 +340,7 @@ std::string ReceiveForkServerSetup() {
       child.n_bind_trees = header.n_bind_trees;
     }
     child.run_in_place = hooks.run_in_place;
+    child.layout = layout.ok() ? &*layout : nullptr;
 
     child.namespaces_prepared = header.has_namespaces != 0;
     if (child.namespaces_prepared) {

@@ -77,6 +77,8 @@ class Machine : public std::enable_shared_from_this<Machine> {
 
   // Ends every process and the sandbox now. Idempotent.
   void Kill();
+  // Names the machine's sandbox for `ps` (Program::Retitle); any thread.
+  absl::Status Retitle(const std::string& label) { return worker_->Retitle(label); }
   // Ends every process but the init, which goes on taking spawns: a reboot
   // that keeps the files (E2B's filesystem-only pause). Each process's
   // MachineProcess sees its end as a kill.
@@ -134,6 +136,7 @@ class MachineProcess final : public Program {
   absl::Status KillProgram() override;
   absl::Status Respawn() override;
   void Kill() override;
+  absl::Status Retitle(const std::string&) override { return absl::OkStatus(); }
   bool SandboxAlive() const override { return machine_->Alive(); }
   std::string RootPath() const override { return machine_->RootPath(); }
   std::optional<CgroupUsage> Usage() const override { return machine_->Usage(); }

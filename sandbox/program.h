@@ -92,6 +92,11 @@ class Program {
   // Kills the program now (a Worker: every process of its sandbox).
   // Idempotent.
   virtual void Kill() = 0;
+  // Names the sandbox for `ps`, `pidof` and `kill`: its init's command line
+  // reads "warden-sandbox LABEL" from now on (process_title.h; `label` is
+  // cut to ProcessTitle::kMaxLabel bytes). A machine's process has no init
+  // of its own: nothing changes (its Machine is named by its owner).
+  virtual absl::Status Retitle(const std::string& label) = 0;
 
   // True while the sandbox lives (the program may have ended).
   virtual bool SandboxAlive() const = 0;

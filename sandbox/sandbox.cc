@@ -143,6 +143,12 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions
         "rlimits only, pass --allow-degraded (not for hostile code)."));
   }
   ASSIGN_OR_RETURN(executor->seccomp_, BuildSeccompPolicy(options.seccomp));
+  if (absl::StatusOr<ProcessLayout> layout = ReadProcessLayout(); layout.ok()) {
+    executor->layout_ = *layout;
+  } else {
+    fprintf(stderr, "warden: sandboxes' inits show the name warden-sandbox but not what they are for: %s\n",
+            std::string(layout.status().message()).c_str());
+  }
   // Not in degraded mode: reuse waits for the cgroup to read empty.
   if (options.recycle && !executor->rootless_ && executor->cgroups_) {
     auto pool = RecyclePool::Create();
@@ -196,6 +202,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   plan.init_gid = rootless_ ? fs.sandbox_gid : 0;
   plan.clear_groups = !rootless_;
   plan.machine = options.machine;
+  plan.label = spec.name;
 
   const Limits& limits = spec.limits;
   const rlim_t cpu_seconds = static_cast<rlim_t>(limits.cpu_ms / 1000 + 1);
@@ -307,6 +314,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
       child.n_bind_trees = static_cast<int>(bind_fds.size());
     }
     child.namespaces_prepared = prepared.valid();
+    child.layout = layout_ ? &*layout_ : nullptr;
     {
       // This thread enters the prepared namespaces for the clone only.
       ScopedNamespaces in(recycle_ ? recycle_->host() : prepared, prepared.net.get(),

@@ -25,6 +25,7 @@
 #include "sandbox/fork_server.h"
 #include "sandbox/limits.h"
 #include "sandbox/mount_plan.h"
+#include "sandbox/process_title.h"
 #include "sandbox/recycle_pool.h"
 #include "sandbox/result.h"
 #include "sandbox/seccomp_policy.h"
@@ -45,6 +46,10 @@ struct SandboxSpec {
   // supervisor reads from that host fd (not owned) until EOF.
   std::string stdin_data;
   int stdin_fd = -1;
+  // What the sandbox is for, in its init's command line as `ps` shows it:
+  // "warden-sandbox NAME" (a session's id, a pool's language; empty: the
+  // name alone). Worker::Retitle changes it later.
+  std::string name;
 
   static std::vector<std::string> DefaultEnvironment();
 };
@@ -136,6 +141,9 @@ class Executor {
   std::shared_ptr<RecyclePool> recycle_;
   SeccompProgram seccomp_;
   bool rootless_ = false;
+  // This process's memory layout, for the inits cloned from it to show
+  // their own command line (process_title.h); unset: their name only.
+  std::optional<ProcessLayout> layout_;
   std::atomic<uint64_t> next_run_{0};
 };
 

@@ -180,6 +180,10 @@ void CloseAllExcept(const int* keep_in, int n) {
 [[noreturn]] void PayloadMain(const ChildPlan& p) {
   int ctl = p.control_fd;
 
+  // A program run in place is a fork of the init: it gets back the name
+  // and command line its execve would have given it (process_title.h).
+  if (p.run_in_place) RestoreProgramTitle(p.layout, p.argv != nullptr ? p.argv[0] : nullptr);
+
   // Default dispositions and an empty mask: ignored signals (the supervisor
   // ignores SIGPIPE) and blocked ones would otherwise survive execve.
   struct sigaction dfl = {};
@@ -597,6 +601,14 @@ long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts) {
   CloseAllExcept(keep, 5 + p.n_bind_trees);
   umask(022);
 
+  // From here `ps`, `pidof` and `kill` see this process as what it is, not
+  // as the daemon (or fork server) it is a clone of (process_title.h). A
+  // fork server's program, run in place, must not inherit overwritten
+  // argument strings.
+  ProcessTitle title;
+  const bool may_overwrite = p.run_in_place == nullptr;
+  TitleSandboxInit(p.layout, p.label, may_overwrite, &title);
+
   // The supervisor writes our uid/gid maps and moves us into our cgroup,
   // then says go. EOF means it died: leave quietly.
   char go = 0;
@@ -692,18 +704,29 @@ long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts) {
       ReapChildren(ctl, &payload, &spawned, /*block=*/false);
     }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      SpawnRequest request;
+      // A command byte, a SpawnRequest or a RetitleRequest.
+      char message[sizeof(SpawnRequest) > sizeof(RetitleRequest) ? sizeof(SpawnRequest)
+                                                                 : sizeof(RetitleRequest)];
       int passed[kMaxPassedFds];
       int n_passed = 0;
-      ssize_t n = ReceiveWithFds(ctl, &request, sizeof(request), 0, passed, &n_passed);
+      ssize_t n = ReceiveWithFds(ctl, message, sizeof(message), 0, passed, &n_passed);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) _exit(0);  // the supervisor is gone
-      const char command = request.command;
-      if (command == kSpawn && p.machine && n == static_cast<ssize_t>(sizeof(request))) {
+      const char command = message[0];
+      if (command == kSpawn && p.machine && n == static_cast<ssize_t>(sizeof(SpawnRequest))) {
+        SpawnRequest request;
+        memcpy(&request, message, sizeof(request));
         Spawn(p, request, passed, n_passed, &spawned, spawn_stack, kSpawnStack);
         continue;
       }
       for (int i = 0; i < n_passed; ++i) close(passed[i]);
+      if (command == kRetitle && n == static_cast<ssize_t>(sizeof(RetitleRequest))) {
+        RetitleRequest request;
+        memcpy(&request, message, sizeof(request));
+        request.label[sizeof(request.label) - 1] = '\0';
+        TitleSandboxInit(p.layout, request.label, may_overwrite, &title);
+        continue;
+      }
       if (command == kKillProgram || command == kRespawn) {
         // Every process of the namespace but us.
         kill(-1, SIGKILL);

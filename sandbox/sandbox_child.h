@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "sandbox/mount_plan.h"
+#include "sandbox/process_title.h"
 
 namespace warden {
 
@@ -60,6 +61,14 @@ constexpr char kGo = 'g';           // maps written, cgroup joined: build and st
 constexpr char kKillProgram = 'k';  // kill every process but the init
 constexpr char kRespawn = 'r';      // kill them, then start the program afresh
 constexpr char kSpawn = 's';        // a machine's init: start one more process
+constexpr char kRetitle = 't';      // a RetitleRequest
+
+// The init's command line ("warden-sandbox LABEL", process_title.h) names
+// `label` from now on: a sandbox from a warm pool given to a session.
+struct RetitleRequest {
+  char command = kRetitle;
+  char label[ProcessTitle::kMaxLabel + 1] = {};  // NUL-terminated
+};
 
 // A machine's init (ChildPlan::machine) starts further processes on
 // request: the spec (SpawnSpec's layout, in a memfd) and the process's
@@ -161,6 +170,11 @@ struct ChildPlan {
   // reports kPayloadReady (without fds) once the sandbox is built, and then
   // starts processes on request (SpawnRequest).
   bool machine = false;
+  // What `ps` shows of the init (process_title.h): the memory layout of
+  // the process it is cloned from (this one's, or the fork server's; null:
+  // the name only), and what the sandbox is for ("warden-sandbox LABEL").
+  const ProcessLayout* layout = nullptr;
+  const char* label = nullptr;
   // Set by a machine's init on the plan of each process it spawns, never by
   // the supervisor: the process's id (0: the sandbox's own program), and
   // the terminal master to send with its report (or -1).

@@ -102,6 +102,7 @@ ChildPlan SandboxPlan::View() {
   plan.rlimits = rlimits.data();
   plan.n_rlimits = static_cast<int>(rlimits.size());
   plan.machine = machine;
+  plan.label = label.c_str();
   return plan;
 }
 
@@ -144,6 +145,7 @@ std::string SandboxPlan::Encode() const {
     w.Number(r.hard);
   }
   w.Number(machine);
+  w.Bytes(label);
   return w.Take();
 }
 
@@ -195,6 +197,7 @@ absl::StatusOr<SandboxPlan> SandboxPlan::Decode(absl::string_view data) {
     plan.rlimits.push_back(limit);
   }
   plan.machine = r.Number<bool>();
+  plan.label = r.Bytes();
   if (!r.ok()) return absl::InvalidArgumentError("sandbox plan: malformed message");
   return plan;
 }

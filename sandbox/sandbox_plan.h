@@ -36,6 +36,7 @@ struct SandboxPlan {
   bool clear_groups = true;
   std::vector<ChildRlimit> rlimits;
   bool machine = false;  // ChildPlan::machine
+  std::string label;     // ChildPlan::label (the layout is the cloner's own)
 
   // A ChildPlan pointing into this plan; valid while the plan lives and is
   // not changed. File descriptors are left at -1 for the caller to fill in.

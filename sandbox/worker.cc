@@ -186,6 +186,16 @@ absl::Status Worker::SendSpawn(const SpawnRequest& request, const std::vector<in
   return absl::OkStatus();
 }
 
+absl::Status Worker::Retitle(const std::string& label) {
+  if (!control_) return absl::FailedPreconditionError("the sandbox is gone");
+  RetitleRequest request;
+  memcpy(request.label, label.data(), std::min(label.size(), sizeof(request.label) - 1));
+  if (write(control_.get(), &request, sizeof(request)) != static_cast<ssize_t>(sizeof(request))) {
+    return absl::ErrnoToStatus(errno, "writing to the sandbox's init");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Worker::SendCommand(char command) const {
   if (!control_) return absl::FailedPreconditionError("the sandbox is gone");
   if (write(control_.get(), &command, 1) != 1) return absl::ErrnoToStatus(errno, "writing to the sandbox's init");

@@ -60,6 +60,8 @@ class Worker final : public Program {
   absl::Status Respawn() override;
   // Kills every process in the sandbox now and reaps the init. Idempotent.
   void Kill() override;
+  // Callable from any thread, as SendSpawn.
+  absl::Status Retitle(const std::string& label) override;
 
   bool SandboxAlive() const override;
   std::string RootPath() const override;

@@ -550,6 +550,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   }
   entry->session = std::move(*started);
   auto shared = sessions_.Register(std::move(entry));
+  NameSandboxes(*shared);
   spdlog::info("session {} created for tenant {} ({})", shared->id, call.tenant, LanguageName(language));
   return shared;
 }
@@ -570,6 +571,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
   const CellLimits limits{entry->cell_defaults.wall_ms, entry->cell_defaults.cpu_ms,
                           entry->cell_defaults.output_bytes};
   std::shared_ptr<ManagedSession> shared = sessions_.Adopt(std::move(entry), last_used);
+  NameSandboxes(*shared);  // named already; a restart's new sandbox will be too
   if (snapshot.busy) {
     // Its cell keeps running; the session stays busy until it ends, and
     // GetSession then reports what it produced.
@@ -772,6 +774,7 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
   const int64_t default_mb = options_.limits.defaults.memory_mb;
   const SessionOptions& python = pools_.at({Language::kPython, default_mb})->options();
   SandboxSpec spec;
+  spec.name = "machine";  // until NameSandboxes names it after its session
   spec.limits = pools_.at({language, default_mb})->options().limits;
   spec.limits.memory_bytes = entry.memory_mb << 20;
   // The workspace is a directory of the host's (a size-limited tmpfs),
@@ -823,6 +826,11 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
     machine = Machine::Start(executor_, spec, spawn);
   }
   return machine;
+}
+
+void Engine::NameSandboxes(const ManagedSession& entry) {
+  if (entry.session) entry.session->SetName(entry.id);
+  if (entry.machine) (void)entry.machine->Retitle(entry.id);  // best effort, as SetName
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartWithSharedWorkspace(ManagedSession& entry,

@@ -362,6 +362,9 @@ class Engine {
   // Starts the machine of a session with a shared workspace.
   // (its workspace, cgroup and machine, set in `entry`).
   absl::StatusOr<std::shared_ptr<Machine>> StartMachine(ManagedSession& entry, Language language);
+  // Names a session's sandbox (its machine's too) after the session, for
+  // `ps`: "warden-sandbox <id>" (sandbox/process_title.h).
+  static void NameSandboxes(const ManagedSession& entry);
   // Runs `op` on the session's files as its sandbox's user: `op` gets the
   // root fd, the path beneath it, and how to resolve it; `present` turns an
   // entry found beneath the root into the caller's terms (its path named

@@ -106,7 +106,9 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
   }
   left_out->insert(failed->begin(), failed->end());
   entry->session = *std::move(started);
-  return sessions_.Register(std::move(entry));
+  std::shared_ptr<ManagedSession> shared = sessions_.Register(std::move(entry));
+  NameSandboxes(*shared);
+  return shared;
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(

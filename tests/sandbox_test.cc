@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -467,6 +468,45 @@ TEST(SandboxTest, RootlessRunsUseUserNamespacesAndRefuseWithoutCgroups) {
 
 namespace warden {
 namespace {
+
+std::string ReadProcFile(pid_t pid, const std::string& name) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/", name), std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// What `ps`, `pidof` and `kill` see (sandbox/process_title.h): the init as
+// warden-sandbox and what it is for, renamed when asked, never as the
+// process it was cloned from; its program as what it runs.
+TEST(SandboxTest, TheInitIsNamedForWhatItIsNotForTheProcessItWasClonedFrom) {
+  SandboxSpec spec = SpecFor({"/bin/sleep", "30"});
+  spec.name = "s-0123";
+  auto worker = TestExecutor().Spawn(spec);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const pid_t init = (*worker)->init_pid();
+  // `read()` of what the kernel shows, once it equals `wanted` or after 10 s.
+  auto eventually = [](const std::string& wanted, auto read) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    std::string seen = read();
+    while (seen != wanted && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+      seen = read();
+    }
+    return seen;
+  };
+  auto cmdline = [init] { return ReadProcFile(init, "cmdline"); };
+  EXPECT_EQ(eventually(std::string("warden-sandbox s-0123\0", 22), cmdline),
+            std::string("warden-sandbox s-0123\0", 22));
+  EXPECT_EQ(ReadProcFile(init, "comm"), "warden-sandbox\n");
+  ASSERT_TRUE((*worker)->Retitle("s-4567").ok());
+  EXPECT_EQ(eventually(std::string("warden-sandbox s-4567\0", 22), cmdline),
+            std::string("warden-sandbox s-4567\0", 22));
+  // Its program is what it runs.
+  auto program = [init] {
+    const std::string children = ReadProcFile(init, absl::StrCat("task/", init, "/children"));
+    return children.empty() ? std::string() : ReadProcFile(std::stoi(children), "comm");
+  };
+  EXPECT_EQ(eventually("sleep\n", program), "sleep\n");
+}
 
 TEST(SandboxTest, SandboxOutlivesTheThreadThatStartedIt) {
   // The daemon starts sandboxes from threads that come and go; a sandbox

@@ -13,6 +13,8 @@ gets UNAVAILABLE with the cause at once - the queue's wait is set to minutes,
 so only the pool's own verdict can answer in time - while bash still runs.
 Once python/ appears, the pool recovers and readiness with it.
 
+SandboxProcessNamesTest looks at a running wardend's processes as an
+operator's `ps` and `pidof` do: only the daemon answers to its name.
 UsageTest: `warden help` with a command that does not exist exits 2.
 
 Needs root (wardend builds sandboxes), WARDEN_BIN_DIR (build/bin) and the
@@ -248,6 +250,113 @@ class BrokenPoolTest(unittest.TestCase):
         self.assertEqual((python.returncode, python.stdout), (0, "42\n"), python.stderr)
 
         self.assertEqual(wardend.stop(), 0, wardend.log())
+
+
+def proc(pid, name):
+    try:
+        with open("/proc/%d/%s" % (pid, name), "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def descendants(root):
+    """Every process under `root` (itself left out): pid -> parent pid."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc(int(entry), "stat")
+            if stat:
+                parents[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+    found, todo = {}, [root]
+    while todo:
+        parent = todo.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = ppid
+                todo.append(pid)
+    return found
+
+
+class SandboxProcessNamesTest(unittest.TestCase):
+    """What an operator's `ps`, `pidof` and `kill` see of a running wardend
+    (sandbox/process_title.h): among its processes only the daemon answers
+    to `pidof wardend`; every sandbox's init - a one-shot's, a Python
+    session's (cloned from the zygote), a bash session's (cloned from
+    wardend itself), a machine's - is `warden-sandbox`, a session's named
+    after its id; the kernels are what they run (the zygote's in-place
+    Python kernel still `python3 -u -E .../warden_kernel.py`)."""
+
+    def setUp(self):
+        self.top = pathlib.Path(tempfile.mkdtemp(prefix="warden-names-"))
+        self.addCleanup(shutil.rmtree, self.top, ignore_errors=True)
+        self.wardend = Wardend(BIN_DIR, {
+            "kernels_dir": str(REPO / "kernel"),
+            "pools": [{"language": "python", "size": 1}, {"language": "bash", "size": 1}],
+            "executor": host_ids()}, self.top)
+        self.addCleanup(self.wardend.stop)
+        self.wardend.wait_listening()
+
+    def session(self, *args):
+        created = self.wardend.cli("session", "create", *args)
+        self.assertEqual(created.returncode, 0, created.stderr + self.wardend.log())
+        return created.stdout.strip()
+
+    def test_pidof_wardend_finds_the_daemon_alone(self):
+        daemon = self.wardend.process.pid
+        wardend_exe = os.path.realpath(BIN_DIR / "wardend")
+        python, bash, machine = self.session("--language", "python"), self.session("--language", "bash"), \
+            self.session("--machine")
+        # A one-shot that runs while we look.
+        one_shot = subprocess.Popen([str(BIN_DIR / "warden"), "--addr", "unix:%s" % self.wardend.socket, "exec",
+                                     "--language", "python", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+
+        def end_one_shot():
+            one_shot.kill()
+            one_shot.wait()
+            one_shot.stdout.close()
+            one_shot.stderr.close()
+        self.addCleanup(end_one_shot)
+        one_shot.stdin.write("import time\nprint('running', flush=True)\ntime.sleep(60)\n")
+        one_shot.stdin.close()
+        self.assertEqual(one_shot.stdout.readline(), "running\n")
+
+        # Each init is told its session's name by a message it reads soon
+        # after the session is made, and the pools refill: what ps shows
+        # settles within moments. Expected: the sessions' inits, the
+        # one-shot's (from the Python pool) and a ready bash worker's.
+        expected = {("warden-sandbox %s\0" % name).encode() for name in (python, bash, machine, "python", "bash")}
+
+        def look():
+            tree = descendants(daemon)
+            names = {pid: (proc(pid, "comm"), proc(pid, "cmdline")) for pid in tree}
+            inits = {a for c, a in names.values() if c == b"warden-sandbox\n"}
+            return (tree, names, inits) if expected <= inits else None
+
+        def describe():
+            return "\n".join("%d %r %r" % (pid, proc(pid, "comm"), proc(pid, "cmdline"))
+                             for pid in sorted(descendants(daemon)))
+        tree, names, inits = wait_until("every sandbox named", look, describe=describe)
+        listing = describe()
+        # pidof, as an operator runs it: of this daemon's processes (other
+        # tests' daemons may run beside it), the daemon alone.
+        pidof = subprocess.run(["pidof", "wardend"], capture_output=True, text=True).stdout.split()
+        self.assertIn(str(daemon), pidof)
+        self.assertEqual([p for p in pidof if int(p) in tree], [], listing)
+
+        # Every clone of wardend is a sandbox's init, named as one.
+        clones = [pid for pid in tree if os.path.realpath("/proc/%d/exe" % pid) == wardend_exe]
+        self.assertTrue(clones, listing)
+        for pid in clones:
+            self.assertEqual(names[pid][0], b"warden-sandbox\n", listing)
+            self.assertTrue(names[pid][1].startswith(b"warden-sandbox "), listing)
+        # The zygote's in-place kernels read as an exec'd kernel would.
+        kernels = [a for c, a in names.values() if c == b"python3\n"]
+        self.assertTrue(kernels, listing)
+        for cmdline in kernels:
+            self.assertEqual(cmdline.split(b"\0")[:3], [b"/usr/bin/python3", b"-u", b"-E"], listing)
+        self.assertEqual(self.wardend.stop(), 0, self.wardend.log())
 
 
 class UsageTest(unittest.TestCase):
