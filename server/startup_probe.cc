@@ -44,8 +44,10 @@ std::string HowToFix(const SessionOptions& profile, const absl::Status& failure)
                         "(<prefix>/lib/warden/kernels); it is now ", profile.kernels_dir);
   }
   if (absl::StrContains(why, "execve") && absl::StrContains(why, "No such file")) {
-    return absl::StrCat(interpreter, " is missing: install it (`make deps` installs python3, "
-                        "nodejs and bash from Debian)");
+    return absl::StrCat(interpreter, " is missing: install it (on a host `make deps` installs "
+                        "python3, nodejs and bash from Debian; in a container image, add the "
+                        "interpreter's package to the image), or remove the ",
+                        LanguageName(profile.language), " pool from the configuration's pools");
   }
   if (absl::StrContains(why, "clone3") || absl::StrContains(why, "namespace")) {
     return "this host cannot build sandboxes: run `wardend --check` and see docs/operations.md, "

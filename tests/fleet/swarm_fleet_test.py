@@ -28,9 +28,12 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import fleet_harness as fh  # noqa: E402
+import kubernetes_pod  # noqa: E402
 import swarm as sw  # noqa: E402
 
 BIN = pathlib.Path(os.environ.get("WARDEN_BIN_DIR", fh.ROOT / "build" / "bin"))
@@ -89,6 +92,7 @@ class SwarmFleetTest(unittest.TestCase):
         config = pathlib.Path(cls.tmp) / "config"
         config.mkdir()
         cls.pki = sw.write_fleet_files(config)
+        cls.config = config
         shared = cls.swarm.base / "shared"
         shared.mkdir()
         cls.env = {"WARDEN_IMAGE": "warden:1", "WARDEN_CONFIG_DIR": str(config), "WARDEN_SHARED_DIR": str(shared)}
@@ -366,6 +370,67 @@ class SwarmFleetTest(unittest.TestCase):
                 self.assertEqual(s.run("x").result.text, str(i), s.id)
             for s in sessions:
                 s.close()
+
+    def test_g_the_kubernetes_pod_as_shipped_becomes_ready(self):
+        """deploy/kubernetes/'s wardend pod, its ConfigMap's configuration
+        as it is, on node 1's engine (kubernetes_pod.py): the readiness
+        probe turns 200 and the liveness probe answers; `wardend --check`
+        passes in it, and fails naming the interpreter and the fix for a
+        pool whose language the image lacks."""
+        whole = time.monotonic()
+        work = pathlib.Path(self.tmp) / "kubernetes"
+        pod = kubernetes_pod.Pod(secrets=self.config, work=work, node_name="k8s-node-1",
+                                 publish_ip=self.swarm.ips[0])
+        container = "%s-k8s-wardend" % self.swarm.prefix
+        self.swarm.docker(0, "tag", "warden:1", pod.image)
+        self.addCleanup(self.swarm.docker, 0, "rm", "--force", container, check=False, timeout=60)
+        start = time.monotonic()
+        self.swarm.docker(0, *pod.run_args(container))
+
+        def get(probe):
+            path, port = pod.probes[probe]
+            address = self.swarm.docker(0, "port", container, "%d/tcp" % port).split()[0]
+            try:
+                with urllib.request.urlopen("http://%s%s" % (address, path), timeout=5) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as error:
+                return error.code, error.read().decode()
+
+        def state():
+            return self.swarm.docker(0, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", container)
+
+        def ready():
+            status = state()
+            if not status.startswith("running"):
+                raise AssertionError("the pod's container is %s:\n%s" % (status, self.swarm.docker(
+                    0, "logs", container, check=False)[-3000:]))
+            return get("readinessProbe")[0] == 200
+        try:
+            fh.wait_until(ready, TIMEOUT, "the pod's readiness probe answering 200", interval=0.5)
+        except AssertionError as error:
+            raise AssertionError("%s\nlast answer: %s\nlog:\n%s" % (error, get("readinessProbe"), self.swarm.docker(
+                0, "logs", container, check=False)[-3000:])) from None
+        TIMINGS["kubernetes pod ready"] = round(time.monotonic() - start, 1)
+        self.assertEqual(get("livenessProbe")[0], 200)
+
+        def in_pod(*argv, stdin=""):
+            return subprocess.run([sw.DOCKER, "exec", "-i", container] + list(argv), input=stdin, capture_output=True,
+                                  text=True, env=self.swarm.env(0), timeout=TIMEOUT)
+        check = in_pod("/usr/bin/wardend", "--config", "/etc/warden/wardend.json", "--check")
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.assertIn("workers:\n  python: ok", check.stdout)
+        self.assertIn("  bash: ok", check.stdout)
+
+        # A JavaScript pool in the image, which has no Node.js.
+        javascript = pod.configuration()
+        javascript["pools"].append({"language": "javascript", "size": 1})
+        copied = in_pod("sh", "-c", "cat > /tmp/javascript.json", stdin=json.dumps(javascript))
+        self.assertEqual(copied.returncode, 0, copied.stderr)
+        check = in_pod("/usr/bin/wardend", "--config", "/tmp/javascript.json", "--check")
+        self.assertEqual(check.returncode, 1, check.stdout + check.stderr)
+        self.assertRegex(check.stdout, r"javascript: FAILED: .*\n    fix: /usr/bin/node is missing: .*nodejs.*"
+                         r"or remove the javascript pool", check.stdout)
+        TIMINGS["kubernetes pod: ready, --check twice"] = round(time.monotonic() - whole, 1)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@
    wardend's own, the secrets each pod may see, memory limits on every
    container, the namespace's Pod Security level and why `baseline` would
    refuse the DaemonSet, the configuration files the ConfigMap carries
-   parse as the programs' own and name only languages the image holds;
+   parse as the programs' own and name only languages the image holds
+   (tests/fleet/swarm_fleet_test.py runs that pod, as shipped, until it is
+   ready);
 3. that the check can fail: a manifest with a misspelt field is refused.
 
   /usr/bin/python3 tests/kubernetes/validate_manifests.py [--schemas DIR]
