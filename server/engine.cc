@@ -4,7 +4,9 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <deque>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -169,6 +171,14 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
       admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
                   .max_running = options.queue.max_running,
                   .max_waiting_per_tenant = options.queue.max_waiting_per_tenant}),
+      // A machine's start is mostly CPU (its cgroup and mounts, a cold
+      // interpreter): one per core at once, as the pools' fillers; more only
+      // contend for the same cores and finish all of them later.
+      starts_({.max_running_per_tenant = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+               .max_running = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+               .max_waiting_per_tenant = options.queue.max_depth,
+               .noun = "sandbox starts",
+               .waiting_key = "queue.max_depth"}),
       epoch_(options.fleet.epoch.empty() ? SessionManager::RandomHex() : options.fleet.epoch) {
   if (options_.fleet.enabled()) ledger_ = std::make_unique<SessionLedger>(options_.fleet.shared_dir + "/sessions");
   if (metrics) {
@@ -218,6 +228,24 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
       std::vector<std::pair<MetricLabels, double>> out;
       for (const auto& [name, pool] : Stats().pools) out.push_back({{{"language", name}}, pool.capacity_per_s});
       return out;
+    });
+    (void)metrics->GaugeCallback(
+        "warden_pool_refused",
+        "Requests for a warm worker refused: the line full (full), past the caller's deadline at the line's rate "
+        "(late), the deadline come while waiting (timed_out)",
+        [this] {
+          std::vector<std::pair<MetricLabels, double>> out;
+          for (const auto& [name, pool] : Stats().pools) {
+            out.push_back({{{"language", name}, {"reason", "full"}}, double(pool.refused_full)});
+            out.push_back({{{"language", name}, {"reason", "late"}}, double(pool.refused_late)});
+            out.push_back({{{"language", name}, {"reason", "timed_out"}}, double(pool.timed_out)});
+          }
+          return out;
+        });
+    (void)metrics->GaugeCallback("warden_starts_waiting",
+                                 "Sessions waiting to start a machine of their own (one per core starts at once)",
+                                 [this] {
+      return std::vector<std::pair<MetricLabels, double>>{{{}, static_cast<double>(starts_.Stats().waiting)}};
     });
     (void)metrics->GaugeCallback("warden_pool_misses", "Acquisitions that found the pool empty", [this] {
       std::vector<std::pair<MetricLabels, double>> out;
@@ -277,7 +305,7 @@ void Engine::Stop() {
     if (stopped_) return;
     stopped_ = true;
   }
-  admission_.Stop();
+  StopAdmitting();
   stop_reaper_.Notify();
   if (reaper_.joinable()) reaper_.join();
   for (auto& entry : sessions_.TakeAll()) {
@@ -285,6 +313,12 @@ void Engine::Stop() {
     DropHibernation(*entry);
   }
   for (std::thread& resumer : resumers_) resumer.join();
+  for (auto& [profile, pool] : pools_) pool->Stop();
+}
+
+void Engine::StopAdmitting() {
+  admission_.Stop();
+  starts_.Stop();
   for (auto& [profile, pool] : pools_) pool->Stop();
 }
 
@@ -337,61 +371,128 @@ absl::StatusOr<CellLimits> Engine::ResolveLimits(const CellLimitsOptions& asked,
   return limits;
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(Language language, int64_t memory_mb,
-                                                              absl::Time deadline) {
-  const int64_t default_mb = options_.limits.defaults.memory_mb;
-  if (memory_mb == 0) memory_mb = default_mb;
-  if (auto pool = pools_.find({language, memory_mb}); pool != pools_.end()) {
-    return pool->second->Acquire(deadline);
-  }
+WarmPool* Engine::PoolFor(Language language, int64_t memory_mb) const {
+  if (memory_mb == 0) memory_mb = options_.limits.defaults.memory_mb;
+  auto pool = pools_.find({language, memory_mb});
+  return pool == pools_.end() ? nullptr : pool->second.get();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartOnDemand(Language language, int64_t memory_mb) {
   // No pool for this profile: started on demand (cloned from the zygote for
   // Python, so still in milliseconds).
-  SessionOptions options = pools_.at({language, default_mb})->options();
+  SessionOptions options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
   options.limits.memory_bytes = memory_mb << 20;
   auto session = Session::Start(executor_, options);
   if (!session.ok()) return WorkersCannotStart(language, session.status());
   return session;
 }
 
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(const std::string& tenant, Language language,
+                                                              int64_t memory_mb, absl::Time deadline, bool first) {
+  if (WarmPool* pool = PoolFor(language, memory_mb)) return pool->Acquire(tenant, deadline, first);
+  return StartOnDemand(language, memory_mb);
+}
+
+absl::Time Engine::WaitDeadline(absl::Time asked) const {
+  return asked != absl::InfiniteFuture() ? asked : absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms);
+}
+
+namespace {
+
+// Runs an asynchronous engine call to its end on this thread: whatever it
+// hands its Runner runs here, until it has answered.
+template <typename Result>
+Result RunHere(const std::function<void(Runner, std::function<void(Result)>)>& start) {
+  struct Mailbox {
+    absl::Mutex mu;
+    std::deque<std::function<void()>> work ABSL_GUARDED_BY(mu);
+    std::optional<Result> result ABSL_GUARDED_BY(mu);
+  };
+  auto box = std::make_shared<Mailbox>();
+  start(
+      [box](std::function<void()> work) {
+        absl::MutexLock lock(&box->mu);
+        box->work.push_back(std::move(work));
+      },
+      [box](Result result) {
+        absl::MutexLock lock(&box->mu);
+        box->result = std::move(result);
+      });
+  for (;;) {
+    std::function<void()> next;
+    {
+      absl::MutexLock lock(&box->mu);
+      auto ready = [&box]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(box->mu) {
+        return box->result.has_value() || !box->work.empty();
+      };
+      box->mu.Await(absl::Condition(&ready));
+      if (box->work.empty()) return *std::move(box->result);
+      next = std::move(box->work.front());
+      box->work.pop_front();
+    }
+    next();
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<ExecutionResult> Engine::Execute(const ExecuteCall& call,
                                                 const Session::EventCallback& on_event,
                                                 Cancellation* cancellation) {
-  const absl::Time start = absl::Now();
-  auto result = ExecuteUnmetered(call, on_event, cancellation);
-  if (!result.ok()) {
-    if (rejections_) rejections_->Add({{"code", absl::StatusCodeToString(result.status().code())}});
-    return result;
-  }
-  const std::string language =
-      LanguageName(call.language.value_or(Language::kPython));
-  const std::string mode = call.session_id.empty() ? "oneshot" : "session";
-  if (executions_) {
-    executions_->Add({{"language", language}, {"mode", mode}, {"outcome", OutcomeName(result->cell.outcome)}});
-  }
-  if (latency_) latency_->Observe({{"language", language}, {"mode", mode}}, absl::ToDoubleSeconds(absl::Now() - start));
-  return result;
+  return RunHere<absl::StatusOr<ExecutionResult>>([&](Runner run, ExecuteDone done) {
+    ExecuteAsync(call, on_event, cancellation, std::move(run), std::move(done));
+  });
 }
 
-absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call,
-                                                         const Session::EventCallback& on_event,
-                                                         Cancellation* cancellation) {
+absl::Status Engine::CheckExecute(const ExecuteCall& call) const {
   if (static_cast<int64_t>(call.code.size()) > options_.limits.max_code_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("the code is ", call.code.size(),
                                                    " bytes; the server's maximum is ",
                                                    options_.limits.max_code_bytes));
   }
-  if (call.session_id.empty()) {
-    RETURN_IF_ERROR(CheckTakingWork());
-  } else {
-    absl::MutexLock lock(&mu_);
-    if (stopped_) return absl::UnavailableError("the server is shutting down");
-  }
-  // Both waits below (for this tenant's turn, then for a warm worker) end at
-  // this request's own deadline.
-  const absl::Time deadline =
-      std::min(call.deadline, absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
-  ASSIGN_OR_RETURN(TenantQueue::Slot slot, admission_.Enter(call.tenant, deadline));
+  if (call.session_id.empty()) return CheckTakingWork();
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return absl::UnavailableError("the server is shutting down");
+  return absl::OkStatus();
+}
 
+void Engine::ExecuteAsync(ExecuteCall call, Session::EventCallback on_event, Cancellation* cancellation,
+                          Runner run, ExecuteDone done) {
+  const absl::Time start = absl::Now();
+  auto finish = [this, start, done = std::move(done), language = LanguageName(call.language.value_or(Language::kPython)),
+                 mode = std::string(call.session_id.empty() ? "oneshot" : "session")](
+                    absl::StatusOr<ExecutionResult> result) {
+    if (!result.ok()) {
+      if (rejections_) rejections_->Add({{"code", absl::StatusCodeToString(result.status().code())}});
+    } else {
+      if (executions_) {
+        executions_->Add({{"language", language}, {"mode", mode}, {"outcome", OutcomeName(result->cell.outcome)}});
+      }
+      if (latency_) latency_->Observe({{"language", language}, {"mode", mode}}, absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    done(std::move(result));
+  };
+  if (absl::Status checked = CheckExecute(call); !checked.ok()) return finish(checked);
+  // Both waits (for this tenant's turn, then for a warm worker or a busy
+  // session) end at this request's own deadline.
+  const absl::Time deadline = WaitDeadline(call.deadline);
+  const std::string tenant = call.tenant;
+  auto shared = std::make_shared<ExecuteCall>(std::move(call));
+  admission_.EnterAsync(tenant, deadline, [this, shared, deadline, on_event = std::move(on_event), cancellation,
+                                           run = std::move(run), finish = std::move(finish)](
+                                              absl::StatusOr<TenantQueue::Slot> slot) mutable {
+    if (!slot.ok()) return finish(slot.status());
+    auto held = std::make_shared<TenantQueue::Slot>(*std::move(slot));
+    run([this, shared, deadline, held, on_event = std::move(on_event), cancellation, finish = std::move(finish)] {
+      finish(ExecuteAdmitted(*shared, deadline, std::move(*held), on_event, cancellation));
+    });
+  });
+}
+
+absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call, absl::Time deadline,
+                                                        TenantQueue::Slot slot,
+                                                        const Session::EventCallback& on_event,
+                                                        Cancellation* cancellation) {
   ExecutionResult out;
   std::shared_ptr<ManagedSession> entry;
   std::unique_ptr<Session> one_shot;
@@ -433,7 +534,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
       }
     }
     if (call.on_accepted) call.on_accepted();
-    ASSIGN_OR_RETURN(one_shot, StartSession(language, call.limits.memory_mb, deadline));
+    ASSIGN_OR_RETURN(one_shot, StartSession(call.tenant, language, call.limits.memory_mb, deadline));
     for (const auto& [path, content] : call.files) {
       if (auto s = one_shot->WriteFile(path, content); !s.ok()) {
         disposer_.Dispose(std::move(one_shot));
@@ -475,7 +576,68 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteUnmetered(const ExecuteCall& call
   return out;
 }
 
+struct Engine::Creation {
+  CreateSessionCall call;
+  Language language = Language::kPython;
+  absl::Time deadline;
+  // Everything but its sandbox; for a shared workspace, its workspace,
+  // aliases and environment too.
+  std::unique_ptr<ManagedSession> entry;
+};
+
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const CreateSessionCall& call) {
+  return RunHere<absl::StatusOr<std::shared_ptr<ManagedSession>>>([&](Runner run, CreateDone done) {
+    CreateSessionAsync(call, std::move(run), std::move(done));
+  });
+}
+
+void Engine::CreateSessionAsync(CreateSessionCall call, Runner run, CreateDone done) {
+  absl::StatusOr<std::shared_ptr<Creation>> prepared = PrepareCreate(std::move(call));
+  if (!prepared.ok()) return done(prepared.status());
+  std::shared_ptr<Creation> creation = *std::move(prepared);
+  const std::string tenant = creation->call.tenant;
+  if (creation->call.shared_workspace) {
+    // Its own machine, started here: a turn to start one first.
+    starts_.EnterAsync(tenant, creation->deadline, [this, creation, run = std::move(run), done = std::move(done)](
+                                                     absl::StatusOr<TenantQueue::Slot> slot) mutable {
+      if (!slot.ok()) return done(FinishCreate(*creation, slot.status()));
+      auto held = std::make_shared<TenantQueue::Slot>(*std::move(slot));
+      run([this, creation, held, done = std::move(done)] {
+        if (creation->call.abandoned && creation->call.abandoned()) {
+          held->Release();
+          return done(FinishCreate(*creation, absl::CancelledError("the client went away")));
+        }
+        MakeRoomForALiveSession(nullptr);
+        absl::StatusOr<std::unique_ptr<Session>> started = StartWithSharedWorkspace(*creation->entry, creation->language);
+        held->Release();  // the next machine starts while this one registers
+        done(FinishCreate(*creation, std::move(started)));
+      });
+    });
+    return;
+  }
+  WarmPool* pool = PoolFor(creation->language, creation->call.limits.memory_mb);
+  if (pool == nullptr) {
+    return run([this, creation, done = std::move(done)] {
+      MakeRoomForALiveSession(nullptr);
+      done(FinishCreate(*creation, StartOnDemand(creation->language, creation->entry->memory_mb)));
+    });
+  }
+  pool->AcquireAsync(tenant, creation->deadline, [this, creation, pool, run = std::move(run), done = std::move(done)](
+                                                     absl::StatusOr<std::unique_ptr<Session>> session) mutable {
+    if (session.ok() && creation->call.abandoned && creation->call.abandoned()) {
+      pool->GiveBack(*std::move(session));  // to the next in line
+      session = absl::CancelledError("the client went away");
+    }
+    if (!session.ok()) return done(FinishCreate(*creation, session.status()));
+    auto worker = std::make_shared<std::unique_ptr<Session>>(*std::move(session));
+    run([this, creation, worker, done = std::move(done)] {
+      MakeRoomForALiveSession(nullptr);
+      done(FinishCreate(*creation, std::move(*worker)));
+    });
+  });
+}
+
+absl::StatusOr<std::shared_ptr<Engine::Creation>> Engine::PrepareCreate(CreateSessionCall call) {
   RETURN_IF_ERROR(CheckTakingWork());
   const SessionsOptions& so = options_.sessions;
   if (call.ttl_seconds < 0 || call.idle_timeout_seconds < 0) {
@@ -517,41 +679,47 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::CreateSession(const Crea
   }
 
   RETURN_IF_ERROR(sessions_.Reserve(call.tenant));
-  const Language language = call.language.value_or(Language::kPython);
-  auto entry = std::make_unique<ManagedSession>();
+  auto creation = std::make_shared<Creation>();
+  creation->language = call.language.value_or(Language::kPython);
+  creation->deadline = WaitDeadline(call.deadline);
+  auto& entry = creation->entry = std::make_unique<ManagedSession>();
   entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
-  MakeRoomForALiveSession(nullptr);
-  absl::StatusOr<std::unique_ptr<Session>> started;
   if (call.shared_workspace) {
     entry->workspace_path = workspace_path;
     entry->workspace_aliases = call.workspace_aliases;
     entry->env = MachineEnvironment(workspace_path, call.env);
-    started = StartWithSharedWorkspace(*entry, language);
-  } else {
-    started = StartSession(language, call.limits.memory_mb,
-                           absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
-  }
-  if (!started.ok()) {
-    if (entry->machine) entry->machine->Kill();
-    sessions_.Unreserve(call.tenant);
-    return started.status();
   }
   entry->tenant = call.tenant;
-  entry->language = language;
+  entry->language = creation->language;
   entry->labels = call.labels;
-  entry->created = absl::Now();
-  entry->set_expires(entry->created +
-                     absl::Seconds(call.ttl_seconds ? call.ttl_seconds : so.default_ttl_seconds));
   entry->idle_timeout = absl::Seconds(call.idle_timeout_seconds ? call.idle_timeout_seconds
                                                                 : so.default_idle_timeout_seconds);
   entry->cell_defaults = defaults;
   if (call.on_expiry != CreateSessionCall::OnExpiry::kClose) {
     entry->pause_on_expiry_keeping_memory = call.on_expiry == CreateSessionCall::OnExpiry::kPause;
   }
-  entry->session = std::move(*started);
+  creation->call = std::move(call);
+  return creation;
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::FinishCreate(
+    Creation& creation, absl::StatusOr<std::unique_ptr<Session>> started) {
+  std::unique_ptr<ManagedSession>& entry = creation.entry;
+  if (!started.ok()) {
+    if (entry->machine) entry->machine->Kill();
+    sessions_.Unreserve(creation.call.tenant);
+    return started.status();
+  }
+  const SessionsOptions& so = options_.sessions;
+  // Its lifetime counts from now, not from when it joined the line.
+  entry->created = absl::Now();
+  entry->set_expires(entry->created + absl::Seconds(creation.call.ttl_seconds ? creation.call.ttl_seconds
+                                                                              : so.default_ttl_seconds));
+  entry->session = *std::move(started);
   auto shared = sessions_.Register(std::move(entry));
   NameSandboxes(*shared);
-  spdlog::info("session {} created for tenant {} ({})", shared->id, call.tenant, LanguageName(language));
+  spdlog::info("session {} created for tenant {} ({})", shared->id, creation.call.tenant,
+               LanguageName(creation.language));
   return shared;
 }
 
@@ -1169,8 +1337,10 @@ EngineStats Engine::Stats() const {
   stats.sessions = sessions_.size();
   for (const auto& entry : sessions_.All()) {
     if (entry->session != nullptr && !entry->session->released()) ++stats.live_sessions;
+    stats.memory_committed_bytes += entry->memory_mb << 20;
   }
   stats.admission = admission_.Stats();
+  stats.starts = starts_.Stats();
   stats.executing = stats.admission.running;
   for (const auto& [profile, pool] : pools_) {
     const auto& [language, memory_mb] = profile;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "admission/tenant_queue.h"
 #include "common/metrics.h"
 #include "kernel/session.h"
 #include "kernel/workspace.h"
@@ -26,7 +27,6 @@
 #include "server/session_ledger.h"
 #include "server/session_manager.h"
 #include "server/snapshot_store.h"
-#include "server/tenant_queue.h"
 #include "server/warm_pool.h"
 
 namespace warden {
@@ -93,7 +93,18 @@ struct CreateSessionCall {
   std::vector<std::string> workspace_aliases;
   std::string workspace_path;
   std::vector<std::string> env;
+  // The client's: waiting for a sandbox ends here at the latest (none set:
+  // queue.max_wait_ms from now).
+  absl::Time deadline = absl::InfiniteFuture();
+  // True once the client has gone (may be empty): a sandbox that comes for
+  // it goes to the next request in line instead.
+  std::function<bool()> abandoned;
 };
+
+// Puts work that may block on a thread of the caller's (the service's
+// Tasks): the engine's asynchronous calls carry on there once their turn
+// has come, so that no thread waits for a turn.
+using Runner = std::function<void(std::function<void()>)>;
 
 struct RunCommandCall {
   std::string tenant;
@@ -111,8 +122,13 @@ struct RunCommandCall {
 struct EngineStats {
   int sessions = 0;
   int live_sessions = 0;  // holding a sandbox (not hibernated)
+  int64_t memory_committed_bytes = 0;  // the sessions' memory limits, hibernated ones included
   int executing = 0;
   TenantQueueStats admission;
+  // Starts of sandboxes no warm pool holds (a session with a shared
+  // workspace: its own machine), a few at once (one per core), the rest in
+  // line.
+  TenantQueueStats starts;
   // By pool: "python" for a language's default profile, "python:1024mb"
   // for another memory limit.
   std::map<std::string, WarmPoolStats> pools;
@@ -144,6 +160,24 @@ class Engine {
                                           Cancellation* cancellation);
 
   absl::StatusOr<std::shared_ptr<ManagedSession>> CreateSession(const CreateSessionCall& call);
+
+  // Execute and CreateSession with no thread waiting for a turn or a
+  // sandbox: the request waits in line (admission/: the tenant's turn, a
+  // warm worker, a turn to start a machine) as a callback, `run` carries on
+  // with the blocking part once its turn has come, and `done` gets the
+  // result: on a thread of `run`'s, or on this thread (refused at once), or
+  // on a pool's or a queue's thread (refused while it waited). `done` must
+  // not block; `cancellation` (may be null) must outlive it. The
+  // synchronous calls above are these, carried on on the caller's thread.
+  using ExecuteDone = std::function<void(absl::StatusOr<ExecutionResult>)>;
+  using CreateDone = std::function<void(absl::StatusOr<std::shared_ptr<ManagedSession>>)>;
+  void ExecuteAsync(ExecuteCall call, Session::EventCallback on_event, Cancellation* cancellation, Runner run,
+                    ExecuteDone done);
+  void CreateSessionAsync(CreateSessionCall call, Runner run, CreateDone done);
+  // Refuses every request waiting in line (UNAVAILABLE: shutting down) and
+  // every later one; what runs carries on. The first step of a shutdown:
+  // nothing then waits on a turn that will not come.
+  void StopAdmitting();
   absl::StatusOr<std::shared_ptr<ManagedSession>> GetSession(const std::string& tenant,
                                                              const std::string& id) const;
   std::vector<std::shared_ptr<ManagedSession>> ListSessions(
@@ -295,14 +329,36 @@ class Engine {
   const DaemonOptions& options() const { return options_; }
 
  private:
-  absl::StatusOr<ExecutionResult> ExecuteUnmetered(const ExecuteCall& call,
-                                                   const Session::EventCallback& on_event,
-                                                   Cancellation* cancellation);
+  // What Execute checks before its request joins the tenant's line.
+  absl::Status CheckExecute(const ExecuteCall& call) const;
+  // The rest of Execute, its turn (`slot`) come.
+  absl::StatusOr<ExecutionResult> ExecuteAdmitted(const ExecuteCall& call, absl::Time deadline,
+                                                  TenantQueue::Slot slot, const Session::EventCallback& on_event,
+                                                  Cancellation* cancellation);
+  // A new session, checked and counted against its tenant's quota, waiting
+  // for its sandbox (engine.cc).
+  struct Creation;
+  absl::StatusOr<std::shared_ptr<Creation>> PrepareCreate(CreateSessionCall call);
+  // Registers the session with the sandbox started for it, or undoes the
+  // reservation (and the machine) if it has none.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> FinishCreate(Creation& creation,
+                                                               absl::StatusOr<std::unique_ptr<Session>> started);
+  // A wait's end: the client's deadline, or queue.max_wait_ms from now
+  // when it set none.
+  absl::Time WaitDeadline(absl::Time asked) const;
   absl::StatusOr<CellLimits> ResolveLimits(const CellLimitsOptions& asked,
                                            const CellLimitsOptions& defaults) const;
   SessionOptions SessionOptionsFor(Language language, int64_t memory_mb) const;
-  absl::StatusOr<std::unique_ptr<Session>> StartSession(Language language, int64_t memory_mb,
-                                                        absl::Time deadline);
+  // The warm pool of a limits profile; null when none is configured for it.
+  WarmPool* PoolFor(Language language, int64_t memory_mb) const;
+  // A sandbox for `tenant`'s new session, one-shot or waking session, from
+  // the profile's warm pool (waiting in its line until `deadline`; `first`:
+  // ahead of the tenant's other requests), or started here when the
+  // profile has no pool.
+  absl::StatusOr<std::unique_ptr<Session>> StartSession(const std::string& tenant, Language language,
+                                                        int64_t memory_mb, absl::Time deadline,
+                                                        bool first = false);
+  absl::StatusOr<std::unique_ptr<Session>> StartOnDemand(Language language, int64_t memory_mb);
   void ReapLoop();
   // Hibernation: idle, completely capturable sessions go to disk; a call
   // to one restores it first (Wake, with the session's turn held;
@@ -392,6 +448,7 @@ class Engine {
   CounterFamily* rejections_ = nullptr;     // refused requests, by reason
 
   TenantQueue admission_;  // executions running and waiting, by tenant
+  TenantQueue starts_;     // machines starting and waiting to (EngineStats::starts)
   std::string epoch_;                       // fleet: this process's (FleetOptions::epoch)
   std::unique_ptr<SessionLedger> ledger_;   // fleet: in shared_dir; null otherwise
   std::atomic<bool> draining_{false};

@@ -92,7 +92,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
   RETURN_IF_ERROR(sessions_.Reserve(entry->tenant));
   auto started = shared_workspace
                      ? StartWithSharedWorkspace(*entry, entry->language)
-                     : StartSession(entry->language, entry->memory_mb,
+                     : StartSession(entry->tenant, entry->language, entry->memory_mb,
                                     absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
   if (!started.ok()) {
     sessions_.Unreserve(entry->tenant);
@@ -277,8 +277,8 @@ absl::Status Engine::Wake(ManagedSession& entry) {
   // A warm sandbox from the pool, as a new session gets, rather than a
   // clone of the zygote started on the caller's time; the clone only when
   // the pool has none to give.
-  auto warm = StartSession(entry.language, entry.memory_mb,
-                           absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+  auto warm = StartSession(entry.tenant, entry.language, entry.memory_mb,
+                           absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms), /*first=*/true);
   absl::Status reopened = warm.ok() ? entry.session->Reopen(*std::move(warm)) : warm.status();
   if (!reopened.ok()) reopened = entry.session->Reopen();
   absl::StatusOr<std::map<std::string, std::string>> failed =

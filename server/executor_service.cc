@@ -280,6 +280,10 @@ void FollowCommand(const std::shared_ptr<ManagedCommand>& managed, bool kill_on_
 
 }  // namespace
 
+Runner ExecutorService::Run() {
+  return [this](std::function<void()> work) { tasks_.Run(std::move(work)); };
+}
+
 absl::StatusOr<std::string> ExecutorService::Tenant(grpc::CallbackServerContext* ctx) const {
   return tenancy_->TenantOf(*ctx);
 }
@@ -316,11 +320,11 @@ grpc::ServerUnaryReactor* ExecutorService::Execute(grpc::CallbackServerContext* 
   if (!call.ok()) return FinishNow(ctx, call.status());
   auto cancellation = std::make_shared<Cancellation>();
   auto* reactor = new CancellableUnary(cancellation);
-  tasks_.Run([this, reactor, response, cancellation, call = std::move(*call)] {
-    auto result = engine_.Execute(call, nullptr, cancellation.get());
-    if (result.ok()) FillResponse(result->cell, result->session_id, response);
-    reactor->Finish(ToGrpc(result.status()));
-  });
+  engine_.ExecuteAsync(std::move(*call), nullptr, cancellation.get(), Run(),
+                       [reactor, response, cancellation](absl::StatusOr<ExecutionResult> result) {
+                         if (result.ok()) FillResponse(result->cell, result->session_id, response);
+                         reactor->Finish(ToGrpc(result.status()));
+                       });
   return reactor;
 }
 
@@ -336,16 +340,16 @@ grpc::ServerWriteReactor<v1::ExecuteEvent>* ExecutorService::ExecuteStream(
   // Says the cell was accepted before its first event comes: an HTTP front
   // can answer its own client at once, however long the cell stays silent.
   call->on_accepted = [writer, ctx] { writer->SendHeaders(ctx, kCellAcceptedMetadataKey, "1"); };
-  tasks_.Run([this, writer, cancellation, call = std::move(*call)] {
-    auto result = engine_.Execute(
-        call, [writer](const CellEvent& event) { writer->Push(ToEvent(event)); }, cancellation.get());
-    if (result.ok()) {
-      v1::ExecuteEvent summary;
-      FillResponse(result->cell, result->session_id, summary.mutable_summary());
-      writer->Push(std::move(summary));
-    }
-    writer->Close(ToGrpc(result.status()));
-  });
+  engine_.ExecuteAsync(
+      std::move(*call), [writer](const CellEvent& event) { writer->Push(ToEvent(event)); }, cancellation.get(),
+      Run(), [writer, cancellation](absl::StatusOr<ExecutionResult> result) {
+        if (result.ok()) {
+          v1::ExecuteEvent summary;
+          FillResponse(result->cell, result->session_id, summary.mutable_summary());
+          writer->Push(std::move(summary));
+        }
+        writer->Close(ToGrpc(result.status()));
+      });
   return writer;
 }
 
@@ -376,12 +380,18 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
   call.workspace_path = request->workspace_path();
   for (const auto& [k, v] : request->env()) call.env.push_back(k + "=" + v);
   std::sort(call.env.begin(), call.env.end());
+  if (ctx->deadline() != std::chrono::system_clock::time_point::max()) {
+    call.deadline = absl::FromChrono(ctx->deadline());
+  }
+  // The context lives until the reactor finishes, after the engine's last
+  // use of this.
+  call.abandoned = [ctx] { return ctx->IsCancelled(); };
   auto* reactor = ctx->DefaultReactor();
-  tasks_.Run([this, reactor, response, call = std::move(call)] {
-    auto entry = engine_.CreateSession(call);
-    if (entry.ok()) FillSession(**entry, response);
-    reactor->Finish(ToGrpc(entry.status()));
-  });
+  engine_.CreateSessionAsync(std::move(call), Run(),
+                             [reactor, response](absl::StatusOr<std::shared_ptr<ManagedSession>> entry) {
+                               if (entry.ok()) FillSession(**entry, response);
+                               reactor->Finish(ToGrpc(entry.status()));
+                             });
   return reactor;
 }
 

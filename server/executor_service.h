@@ -130,6 +130,8 @@ class ExecutorService final : public v1::Executor::CallbackService {
 
  private:
   absl::StatusOr<std::string> Tenant(grpc::CallbackServerContext* ctx) const;
+  // The engine's asynchronous calls carry on on the service's threads.
+  Runner Run();
   absl::StatusOr<ExecuteCall> ToCall(grpc::CallbackServerContext* ctx, const v1::ExecuteRequest& request) const;
 
   Engine& engine_;

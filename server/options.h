@@ -72,9 +72,20 @@ struct PoolOptions {
   std::string wheelhouse;
 };
 
+// Requests wait in lines (admission/), each until its own deadline, with
+// no thread held: a queued request costs about 1 KiB of wardend's memory
+// (docs/operations.md, "Queueing"). Refused at once, saying when to retry:
+// a full line, and a request its line would keep past its deadline at the
+// rate the line has been served (measured).
 struct QueueOptions {
-  int max_depth = 64;          // one-shot requests waiting for a warm worker; beyond: RESOURCE_EXHAUSTED
-  int64_t max_wait_ms = 10'000;
+  // Requests waiting for a warm worker of one pool (new sessions, one-shots
+  // given their turn, sessions waking), all tenants together; and of one
+  // tenant waiting to start a sandbox no pool holds (a session with a
+  // shared workspace). Beyond it: RESOURCE_EXHAUSTED.
+  int max_depth = 10'000;
+  // How long a request that sets no deadline of its own may wait (for its
+  // turn, a worker, a busy session); a request's deadline replaces it.
+  int64_t max_wait_ms = 60'000;
   // Executions of one tenant waiting for their turn (past
   // max_concurrent_per_tenant); beyond: RESOURCE_EXHAUSTED with a retry hint.
   int max_waiting_per_tenant = 1024;

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -51,8 +53,12 @@ absl::Status WorkersCannotStart(Language language, const absl::Status& why) {
 WarmPool::WarmPool(Executor& executor, SessionOptions options, int size, int max_size, int max_waiting,
                    std::function<void()> on_health_change)
     : executor_(executor), options_(std::move(options)), size_(size),
-      max_size_(std::max(size, max_size)), max_waiting_(max_waiting),
-      on_health_change_(std::move(on_health_change)) {}
+      max_size_(std::max(size, max_size)),
+      // Starting a kernel is mostly CPU (page faults of the clone, the
+      // interpreter's start); one filler per core refills that much faster,
+      // and more than that only contend for the same cores.
+      max_fillers_(std::max(1u, std::thread::hardware_concurrency())),
+      line_(max_waiting), on_health_change_(std::move(on_health_change)) {}
 
 double WarmPool::AcquireRate() const {
   // A pool nobody asked for a while cools down: past a hold, the rate is at
@@ -65,19 +71,26 @@ double WarmPool::AcquireRate() const {
 }
 
 int WarmPool::Target() const {
-  const double want = 2 * AcquireRate() * absl::ToDoubleSeconds(last_start_);
+  const double want = 2 * AcquireRate() * absl::ToDoubleSeconds(start_time_.mean());
   return std::clamp(static_cast<int>(std::ceil(want)), size_, max_size_);
 }
 
 WarmPool::~WarmPool() { Stop(); }
 
 void WarmPool::Stop() {
+  std::vector<Handoff> refused;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    for (Line::Taken& taken : line_.TakeAll()) {
+      refused.push_back({std::move(taken.callback), absl::UnavailableError("the server is shutting down")});
+    }
+    stats_.waiting = 0;
   }
+  Deliver(std::move(refused));
   for (std::thread& filler : fillers_) filler.join();
   fillers_.clear();
+  if (expirer_.joinable()) expirer_.join();
   std::deque<std::unique_ptr<Session>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -86,12 +99,13 @@ void WarmPool::Stop() {
 }
 
 void WarmPool::Start() {
-  // Starting a kernel is mostly CPU (page faults of the clone, the
-  // interpreter's start); one filler per core refills that much faster, and
-  // more than that only contend for the same cores.
-  const int fillers = std::min<int>(max_size_, std::max(1u, std::thread::hardware_concurrency()));
-  fillers_started_ = fillers;
-  for (int i = 0; i < fillers; ++i) fillers_.emplace_back([this] { FillLoop(); });
+  fillers_started_ = max_fillers_;
+  for (int i = 0; i < fillers_started_; ++i) fillers_.emplace_back([this] { FillLoop(); });
+  expirer_ = std::thread([this] { ExpireLoop(); });
+}
+
+void WarmPool::Deliver(std::vector<Handoff> handoffs) {
+  for (Handoff& h : handoffs) std::move(h.handed)(std::move(h.result));
 }
 
 void WarmPool::FillLoop() {
@@ -99,8 +113,10 @@ void WarmPool::FillLoop() {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
+      // Enough ready for what the recent rate asks, and one starting for
+      // each request that waits.
       auto needed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || static_cast<int>(ready_.size()) + starting_ < Target();
+        return stopping_ || static_cast<int>(ready_.size()) + starting_ < Target() + line_.size();
       };
       mu_.Await(absl::Condition(&needed));
       if (stopping_) return;
@@ -109,6 +125,7 @@ void WarmPool::FillLoop() {
     const absl::Time start = absl::Now();
     auto session = Session::Start(executor_, options_);
     bool health_changed = false;
+    std::vector<Handoff> handoffs;
     {
       absl::MutexLock lock(&mu_);
       --starting_;
@@ -116,24 +133,40 @@ void WarmPool::FillLoop() {
         health_changed = failures_in_a_row_ >= kFailuresToReport;
         failures_in_a_row_ = 0;
         consecutive_failures = 0;
-        last_start_ = absl::Now() - start;
-        if (!waiters_.empty()) {
-          waiters_.front()->session = std::move(*session);  // first come, first served
-          waiters_.pop_front();
+        start_time_.Record(absl::Now() - start);
+        if (std::optional<Line::Taken> next = line_.Pop()) {
+          handoffs.push_back({std::move(next->callback), std::move(*session)});  // in turn
+          stats_.waiting = line_.size();
         } else {
           ready_.push_back(std::move(*session));
         }
       } else {
         ++stats_.start_failures;
         last_failure_ = session.status();
-        health_changed = ++failures_in_a_row_ == kFailuresToReport;
         spdlog::error("warm pool ({}): cannot start a kernel: {}", LanguageName(options_.language),
                       std::string(session.status().message()));
+        if (size_ == 0) {
+          // On demand (no pool configured): the request it started for
+          // hears why, as if it had started the kernel itself; a language
+          // nobody configured has no health of its own to lose.
+          if (std::optional<Line::Taken> next = line_.Pop()) {
+            handoffs.push_back({std::move(next->callback), WorkersCannotStart(options_.language, session.status())});
+            stats_.waiting = line_.size();
+          }
+        } else if (health_changed = ++failures_in_a_row_ == kFailuresToReport; health_changed) {
+          // Waiting would only end at their deadlines: they hear why now.
+          for (Line::Taken& taken : line_.TakeAll()) {
+            handoffs.push_back({std::move(taken.callback), HealthLocked()});
+          }
+          stats_.waiting = 0;
+        }
       }
     }
-    // Outside the lock: the listener reads Health() (the daemon's gRPC health).
+    // Outside the lock: the callbacks may call into the pool, and the
+    // listener reads Health() (the daemon's gRPC health).
+    Deliver(std::move(handoffs));
     if (health_changed && on_health_change_) on_health_change_();
-    if (session.ok()) continue;
+    if (session.ok() || size_ == 0) continue;
     // Back off (up to 6.4 s) so a broken host does not spin; stop early on shutdown.
     absl::MutexLock lock(&mu_);
     const absl::Duration pause = absl::Milliseconds(100) * (1 << std::min(++consecutive_failures, 6));
@@ -142,48 +175,39 @@ void WarmPool::FillLoop() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) {
-  if (size_ == 0) {
-    auto session = Session::Start(executor_, options_);
-    if (!session.ok()) return WorkersCannotStart(options_.language, session.status());
-    return session;
-  }
+void WarmPool::ExpireLoop() {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the server is shutting down");
-  ++stats_.acquired;
-  const absl::Time now = absl::Now();
-  const double gap_s = std::max(1e-3, absl::ToDoubleSeconds(now - last_acquire_));
-  acquire_rate_ = 0.8 * AcquireRate() + 0.2 / gap_s;
-  last_acquire_ = now;
-  if (ready_.empty()) {
-    ++stats_.misses;
-    // Waiting would only end in a retry hint: say why instead.
-    RETURN_IF_ERROR(HealthLocked());
-    if (stats_.waiting >= max_waiting_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "all ", size_, " warm ", LanguageName(options_.language), " workers are busy and ",
-          stats_.waiting, " requests already wait; retry in about ",
-          absl::ToInt64Milliseconds(last_start_), " ms"));
-    }
-    ++stats_.waiting;
-    Waiter waiter;
-    waiters_.push_back(&waiter);
-    auto handed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || waiter.session != nullptr || failures_in_a_row_ >= kFailuresToReport;
+  while (!stopping_) {
+    const absl::Time armed = line_.NextDeadline();
+    // Wakes for an earlier deadline than the one armed (a later one is
+    // found when this one passes).
+    auto earlier = [this, armed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || line_.NextDeadline() < armed;
     };
-    mu_.AwaitWithDeadline(absl::Condition(&handed), deadline);
-    --stats_.waiting;
-    if (waiter.session == nullptr) {
-      waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &waiter));
-      if (stopping_) return absl::UnavailableError("the server is shutting down");
-      RETURN_IF_ERROR(HealthLocked());
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "no warm ", LanguageName(options_.language),
-          " worker became free in time; retry in about ", absl::ToInt64Milliseconds(last_start_), " ms"));
+    mu_.AwaitWithDeadline(absl::Condition(&earlier), armed);
+    if (stopping_) break;
+    const absl::Time now = absl::Now();
+    std::vector<Line::Taken> expired = line_.Expire(now);
+    if (expired.empty()) continue;
+    stats_.timed_out += static_cast<int64_t>(expired.size());
+    stats_.waiting = line_.size();
+    // A new request at the back of the line would wait this long.
+    const absl::Duration drain = start_time_.For(line_.size() + 1, Fillers());
+    std::vector<Handoff> refused;
+    for (Line::Taken& taken : expired) {
+      refused.push_back({std::move(taken.callback), absl::ResourceExhaustedError(absl::StrCat(
+          "no warm ", LanguageName(options_.language), " worker came for you before your deadline (you waited ",
+          Spoken(now - taken.since), "; ", line_.size(), " requests still wait, served at about ",
+          absl::StrFormat("%.0f", start_time_.PerSecond(Fillers())), " per second); retry in about ",
+          RetryMs(drain), " ms"))});
     }
-    if (waiter.session->Alive()) return std::move(waiter.session);
-    ready_.push_front(std::move(waiter.session));  // dropped as dead just below
+    mu_.Unlock();
+    Deliver(std::move(refused));
+    mu_.Lock();
   }
+}
+
+std::unique_ptr<Session> WarmPool::TakeReady() {
   // A ready session may have died while it waited (killed from outside, say).
   while (!ready_.empty()) {
     std::unique_ptr<Session> session = std::move(ready_.front());
@@ -192,11 +216,92 @@ absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(absl::Time deadline) 
     ++stats_.start_failures;
     spdlog::warn("warm pool ({}): dropping a worker that died while idle", LanguageName(options_.language));
   }
-  mu_.Unlock();
-  auto fresh = Session::Start(executor_, options_);  // the filler catches up meanwhile
-  mu_.Lock();
-  if (!fresh.ok()) return WorkersCannotStart(options_.language, fresh.status());
-  return fresh;
+  return nullptr;
+}
+
+absl::Status WarmPool::Admit(const std::string& tenant, absl::Time deadline, absl::Time now, bool first) {
+  // Waiting would only end in a retry hint: say why instead.
+  RETURN_IF_ERROR(HealthLocked());
+  const std::string what = absl::StrCat("a warm ", LanguageName(options_.language), " worker");
+  const double per_s = start_time_.PerSecond(Fillers());
+  if (line_.full()) {
+    ++stats_.refused_full;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        line_.size(), " requests already wait for ", what, ", the most wardend queues (queue.max_depth); retry in about ",
+        RetryMs(start_time_.For(line_.size(), Fillers())), " ms"));
+  }
+  // It is served once the fillers have started a worker for each request
+  // ahead of it, and one for it, at the rate they have been starting them.
+  const int ahead = first ? 0 : line_.Ahead(tenant);
+  const absl::Duration wait = start_time_.For(ahead + 1, Fillers());
+  if (now + wait > deadline) {
+    ++stats_.refused_late;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        ahead, " requests wait ahead of yours for ", what, ", started at about ", absl::StrFormat("%.0f", per_s),
+        " per second: yours would wait about ", Spoken(wait), ", past your deadline (",
+        Spoken(std::max(absl::ZeroDuration(), deadline - now)), " from now); retry in about ",
+        RetryMs(wait - (deadline - now)), " ms, or with a later deadline"));
+  }
+  return absl::OkStatus();
+}
+
+void WarmPool::AcquireAsync(const std::string& tenant, absl::Time deadline, Handed handed, bool first) {
+  absl::StatusOr<std::unique_ptr<Session>> now_answer = absl::UnknownError("unanswered");
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      now_answer = absl::UnavailableError("the server is shutting down");
+    } else {
+      ++stats_.acquired;
+      const absl::Time now = absl::Now();
+      const double gap_s = std::max(1e-3, absl::ToDoubleSeconds(now - last_acquire_));
+      acquire_rate_ = 0.8 * AcquireRate() + 0.2 / gap_s;
+      last_acquire_ = now;
+      // Those already waiting come first.
+      std::unique_ptr<Session> ready = line_.empty() ? TakeReady() : nullptr;
+      if (ready) {
+        now_answer = std::move(ready);
+      } else {
+        ++stats_.misses;
+        if (absl::Status refused = Admit(tenant, deadline, now, first); !refused.ok()) {
+          now_answer = refused;
+        } else {
+          line_.Push(tenant, deadline, now, std::move(handed), first);
+          stats_.waiting = line_.size();
+          return;  // a filler wakes: line_ grew
+        }
+      }
+    }
+  }
+  std::move(handed)(std::move(now_answer));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> WarmPool::Acquire(const std::string& tenant, absl::Time deadline,
+                                                           bool first) {
+  absl::Notification done;
+  absl::StatusOr<std::unique_ptr<Session>> out = absl::UnknownError("never answered");
+  AcquireAsync(tenant, deadline, [&](absl::StatusOr<std::unique_ptr<Session>> session) {
+    out = std::move(session);
+    done.Notify();
+  }, first);
+  done.WaitForNotification();
+  return out;
+}
+
+void WarmPool::GiveBack(std::unique_ptr<Session> session) {
+  if (!session) return;
+  std::vector<Handoff> handoffs;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;  // dropped with the pool
+    if (std::optional<Line::Taken> next = line_.Pop()) {
+      handoffs.push_back({std::move(next->callback), std::move(session)});
+      stats_.waiting = line_.size();
+    } else {
+      ready_.push_front(std::move(session));
+    }
+  }
+  Deliver(std::move(handoffs));
 }
 
 absl::Status WarmPool::HealthLocked() const {
@@ -213,9 +318,10 @@ WarmPoolStats WarmPool::Stats() const {
   absl::MutexLock lock(&mu_);
   WarmPoolStats stats = stats_;
   stats.ready = static_cast<int>(ready_.size());
-  stats.target = size_ == 0 ? 0 : Target();
+  stats.waiting = line_.size();
+  stats.target = Target();
   stats.acquire_per_s = AcquireRate();
-  stats.capacity_per_s = fillers_started_ / std::max(1e-3, absl::ToDoubleSeconds(last_start_));
+  stats.capacity_per_s = start_time_.PerSecond(Fillers());
   stats.failing = !HealthLocked().ok();
   return stats;
 }

@@ -325,6 +325,9 @@ void Connection::AnswerError(const Protocol* protocol, unsigned http_status, con
                           ? protocol->render_error(http_status, status, request)
                           : Response::Text(http_status, absl::StrCat(status.message(), "\n"));
   if (protocol == nullptr || !protocol->render_error_sets_status) response.status = http_status;
+  if (response.status == 429 || response.status == 503) {
+    if (std::optional<int64_t> after = RetryAfterSeconds(status)) response.With("Retry-After", absl::StrCat(*after));
+  }
   if (cors_.empty()) cors_ = shared_->access.CorsHeaders(request, protocol);
   Answer(std::move(response), close);
 }

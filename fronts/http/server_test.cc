@@ -21,6 +21,7 @@
 #include "boost/beast/websocket.hpp"
 #include "fronts/http/credentials.h"
 #include "fronts/http/exchange.h"
+#include "fronts/http/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -62,6 +63,10 @@ class HttpServerTest : public ::testing::Test {
     router->Add(protocol, "GET", "/things/{id}", [](Request& r, Exchange& e) {
       if (r.Param("id") == "missing") return absl::NotFoundError("no thing 'missing'");
       return e.Send(Response::Json(200, {{"id", r.Param("id")}, {"q", r.Query("q")}}));
+    });
+    router->Add(protocol, "POST", "/busy", [](Request& r, Exchange& e) {
+      return absl::ResourceExhaustedError(absl::StrCat("40 requests wait ahead of yours; retry in about ", r.body(),
+                                                       " ms"));
     });
     router->Add(protocol, "GET", "/lines", [](Request& r, Exchange& e) {
       auto stream = e.StartStream(200, "application/x-ndjson");
@@ -202,6 +207,19 @@ TEST_F(HttpServerTest, HandlerErrorsAndMissesComeInTheProtocolsShape) {
   res = Call(bhttp::verb::delete_, "/echo");
   EXPECT_EQ(res.result_int(), 405);
   EXPECT_EQ(res[bhttp::field::allow], "POST");
+  ExpectStillServing();
+}
+
+TEST_F(HttpServerTest, ARefusalThatSaysWhenToRetryIs429WithRetryAfterInWholeSeconds) {
+  auto res = Call(bhttp::verb::post, "/busy", "1500");
+  EXPECT_EQ(res.result_int(), 429);
+  EXPECT_EQ(res["Retry-After"], "2");
+  EXPECT_THAT(json::parse(res.body())["error"]["message"].get<std::string>(), HasSubstr("retry in about 1500 ms"));
+  EXPECT_EQ(Call(bhttp::verb::post, "/busy", "1")["Retry-After"], "1");
+  // No hint, no header.
+  EXPECT_EQ(Call(bhttp::verb::get, "/things/missing").count("Retry-After"), 0u);
+  EXPECT_EQ(RetryAfterSeconds(absl::ResourceExhaustedError("full; retry in about 0 ms")), 0);
+  EXPECT_EQ(RetryAfterSeconds(absl::ResourceExhaustedError("retry in about soon")), std::nullopt);
   ExpectStillServing();
 }
 

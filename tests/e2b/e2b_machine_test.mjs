@@ -2,7 +2,7 @@
 // (@e2b/code-interpreter 2.8, e2b 2.51) against a real wardend, one test per
 // behaviour - commands, contexts, terminals and files as processes and paths
 // of one sandbox; git; environment variables; file metadata and details;
-// watchDir; terminals; lifecycle; allow_internet_access. Run by ctest
+// watchDir; terminals; lifecycle; a burst; allow_internet_access. Run by ctest
 // (e2b_machine) with WARDEN_BIN_DIR; needs root, like every sandbox test.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -245,6 +245,17 @@ describe('An E2B sandbox is one machine', () => {
     assert.equal(await short.isRunning(), true);
     await short.setTimeout(1_000);
     await until(async () => !(await short.isRunning()), 'isRunning to turn false after the timeout');
+  });
+
+  test('a burst of sandboxes at once queues for its machines and is served whole', async () => {
+    // Each a machine of its own, started one per core at a time: the rest
+    // wait in line (not refused), and every one answers its first command.
+    const n = 12;
+    const results = await Promise.allSettled(Array.from({ length: n }, () =>
+      withSandbox({}, async (sbx) => (await sbx.commands.run('echo ready')).stdout)));
+    const failed = results.filter((r) => r.status !== 'fulfilled').map((r) => String(r.reason?.message ?? r.reason));
+    assert.deepEqual(failed, []);
+    assert.deepEqual(results.map((r) => r.value), Array(n).fill('ready\n'));
   });
 
   test('allow_internet_access: served as no network, said so, and connections fail at once', () =>

@@ -1,4 +1,4 @@
-#include "server/tenant_queue.h"
+#include "admission/tenant_queue.h"
 
 #include <string>
 #include <thread>
@@ -101,13 +101,89 @@ TEST(TenantQueueTest, EachWaiterKeepsItsOwnDeadline) {
   absl::StatusOr<TenantQueue::Slot> patient = absl::UnknownError("not yet");
   std::thread waiter([&] { patient = queue.Enter("alice", absl::InfiniteFuture()); });
   ASSERT_TRUE(AwaitWaiting(queue, 1));
-  auto hasty = queue.Enter("alice", absl::Now() + absl::Milliseconds(20));
+  // Long enough for its turn as far as the queue can tell (a turn lasts
+  // 100 ms until one has been measured): it waits, and its deadline passes.
+  const absl::Time start = absl::Now();
+  auto hasty = queue.Enter("alice", start + absl::Milliseconds(400));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));
   EXPECT_EQ(hasty.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(hasty.status().message().find("did not come before your deadline"), std::string::npos)
+      << hasty.status();
   EXPECT_EQ(queue.TenantLoad("alice"), std::make_pair(1, 1));  // the patient one still waits
   running->Release();
   waiter.join();
   EXPECT_TRUE(patient.ok());
   EXPECT_EQ(queue.Stats().timed_out, 1);
+  EXPECT_EQ(queue.Stats().too_late, 0);
+}
+
+TEST(TenantQueueTest, ARequestItsLineWouldKeepPastItsDeadlineIsRefusedAtOnceSayingWhenToRetry) {
+  TenantQueue queue({.max_running_per_tenant = 1});
+  // Alice's turns are measured to last about 200 ms.
+  for (int i = 0; i < 2; ++i) {
+    auto slot = queue.Enter("alice", absl::InfiniteFuture());
+    ASSERT_TRUE(slot.ok());
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  auto holder = queue.Enter("alice", absl::InfiniteFuture());
+  ASSERT_TRUE(holder.ok());
+  absl::Mutex mu;
+  std::vector<TenantQueue::Slot> admitted;
+  for (int i = 0; i < 3; ++i) {
+    queue.EnterAsync("alice", absl::InfiniteFuture(), [&](absl::StatusOr<TenantQueue::Slot> slot) {
+      EXPECT_TRUE(slot.ok()) << slot.status();
+      absl::MutexLock lock(&mu);
+      if (slot.ok()) admitted.push_back(*std::move(slot));
+    });
+  }
+  // Three ahead of it and one running, at about 200 ms each: 800 ms away,
+  // its deadline in 500 ms.
+  const absl::Time start = absl::Now();
+  auto refused = queue.Enter("alice", start + absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(250)) << "refused at once, not at its deadline";
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("3 more wait"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("retry in about"), std::string::npos) << refused.status();
+  EXPECT_EQ(queue.Stats().too_late, 1);
+  EXPECT_EQ(queue.Stats().waiting, 3);
+  // Another tenant's line is its own.
+  EXPECT_TRUE(queue.Enter("bob", start + absl::Milliseconds(500)).ok());
+  holder->Release();
+  for (size_t i = 0; i < 3; ++i) {
+    absl::MutexLock lock(&mu);
+    auto one = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return admitted.size() > i; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&one), absl::Seconds(10)));
+    TenantQueue::Slot done = std::move(admitted[i]);
+    mu.Unlock();
+    done.Release();  // admits the next, whose callback takes mu
+    mu.Lock();
+  }
+}
+
+TEST(TenantQueueTest, ThousandsWaitWithoutAThreadEachAndAreServedInOrder) {
+  TenantQueue queue({.max_running_per_tenant = 1, .max_waiting_per_tenant = 10'000});
+  auto running = queue.Enter("alice", absl::InfiniteFuture());
+  ASSERT_TRUE(running.ok());
+  std::vector<int> order;
+  std::vector<TenantQueue::Slot> slots;
+  for (int i = 0; i < 5000; ++i) {
+    queue.EnterAsync("alice", absl::InfiniteFuture(), [&order, &slots, i](absl::StatusOr<TenantQueue::Slot> slot) {
+      ASSERT_TRUE(slot.ok());
+      order.push_back(i);  // admitted on the thread that released the turn before
+      slots.push_back(*std::move(slot));
+    });
+  }
+  EXPECT_EQ(queue.Stats().waiting, 5000);
+  running->Release();
+  while (!slots.empty()) {
+    TenantQueue::Slot slot = std::move(slots.back());
+    slots.pop_back();
+    slot.Release();  // admits the next, which pushes its own slot
+  }
+  ASSERT_EQ(order.size(), 5000u);
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(order[i], i);
+  EXPECT_EQ(queue.Stats().waiting, 0);
+  EXPECT_EQ(queue.Stats().running, 0);
 }
 
 TEST(TenantQueueTest, StopWakesWaitersWithUnavailable) {
