@@ -77,6 +77,20 @@ void Node::Heard() {
   liveness_.Heard(absl::Now());
 }
 
+void Node::PlacingStarted() { ++creating_; }
+
+void Node::PlacingEnded(bool created) {
+  --creating_;
+  if (!created) return;
+  absl::MutexLock lock(&mu_);
+  placed_.push_back(absl::Now());
+}
+
+int Node::placed_since_report() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(placed_.size());
+}
+
 void Node::Enter(const std::shared_ptr<grpc::ClientContext>& call) {
   ++in_flight_;
   absl::MutexLock lock(&mu_);
@@ -110,7 +124,14 @@ bool Node::Record(const grpc::Status& status, const v1::NodeStatus* reported, ab
         spdlog::info("node {} at {} is up (epoch {}{})", reported->node_id(), address_, reported->epoch(),
                      reported->draining() ? ", draining" : "");
       }
-      status_ = *reported;
+      // Asks overlap: an older answer arriving late must not undo a newer one.
+      if (sent >= status_asked_) {
+        status_ = *reported;
+        status_asked_ = sent;
+        // The node answered after `sent`: the sessions it had made by then
+        // are in its count.
+        while (!placed_.empty() && placed_.front() <= sent) placed_.pop_front();
+      }
       liveness_.Answered(absl::Now());
       return false;
     }
@@ -266,16 +287,17 @@ std::shared_ptr<Node> NodeDirectory::ById(const std::string& node_id) const {
   return found;
 }
 
-std::shared_ptr<Node> NodeDirectory::Place(const std::set<std::string>& exclude) {
+std::shared_ptr<Node> NodeDirectory::Place(const std::set<std::string>& exclude, Placing what) {
   std::vector<std::shared_ptr<Node>> candidates;
-  std::vector<double> scores;
+  std::vector<NodeView> views;
   for (const std::shared_ptr<Node>& node : All()) {
     if (!node->up() || node->draining()) continue;
-    const v1::NodeStatus status = node->status();
-    if (exclude.count(status.node_id())) continue;
+    NodeView view{node->status(), node->in_flight(), node->placed_since_report() + node->creating()};
+    if (exclude.count(view.status.node_id())) continue;
     candidates.push_back(node);
-    scores.push_back(LoadScore(status, node->in_flight()));
+    views.push_back(std::move(view));
   }
+  const std::vector<double> scores = PlacementScores(views, what);
   absl::MutexLock lock(&mu_);
   const int best = PickBestOfK(scores, options_.placement.choices, rng_);
   return best < 0 ? nullptr : candidates[best];

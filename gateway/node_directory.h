@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "gateway/gateway_options.h"
 #include "gateway/liveness.h"
 #include "gateway/node_source.h"
+#include "gateway/placement.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -55,6 +57,16 @@ class Node {
   int in_flight() const { return in_flight_.load(); }
   // The node said something on a proxied call: it is alive (liveness.h).
   void Heard();
+  // A call placed here that makes a session (CreateSession, RestoreSnapshot)
+  // starts, and ends (`created`: it answered with the session). Until the
+  // node's next report counts it, placement counts it itself: a burst
+  // between two reports must not all go to the node that looked emptiest.
+  void PlacingStarted();
+  void PlacingEnded(bool created);
+  // Sessions being created here now, and created since the report the
+  // status is.
+  int creating() const { return creating_.load(); }
+  int placed_since_report() const;
 
   // Calls on this node register their context, so that they are cancelled
   // when it goes down (a call to a lost node must never hang).
@@ -75,10 +87,13 @@ class Node {
   grpc::GenericStub generic_;
   std::unique_ptr<v1::Node::Stub> stub_;
   std::atomic<int> in_flight_{0};
+  std::atomic<int> creating_{0};
   const int down_after_;
   const int64_t poll_timeout_ms_;
   mutable absl::Mutex mu_;
   v1::NodeStatus status_ ABSL_GUARDED_BY(mu_);
+  absl::Time status_asked_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // when the ask status_ answers went
+  std::deque<absl::Time> placed_ ABSL_GUARDED_BY(mu_);  // sessions answered since then, oldest first
   Liveness liveness_ ABSL_GUARDED_BY(mu_);
   int asks_out_ ABSL_GUARDED_BY(mu_) = 0;  // asks sent, not answered or failed yet
   std::set<std::shared_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(mu_);
@@ -99,8 +114,9 @@ class NodeDirectory {
   // Every node known now.
   std::vector<std::shared_ptr<Node>> All() const;
   // A node for new work: up, not draining, not in `exclude` (node ids),
-  // the better of placement.choices by load. Null if there is none.
-  std::shared_ptr<Node> Place(const std::set<std::string>& exclude);
+  // the better of placement.choices by what `what` weighs (placement.h).
+  // Null if there is none.
+  std::shared_ptr<Node> Place(const std::set<std::string>& exclude, Placing what);
   // Waits until at least `count` nodes are up, or the deadline.
   bool WaitForNodes(int count, absl::Time deadline) const;
   // A node id's restarts this gateway saw: the time of the last one.

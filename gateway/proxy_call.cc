@@ -395,7 +395,10 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
 
   // New work: the better of K nodes; another one if it refuses.
   void Place() {
-    std::shared_ptr<Node> node = gateway_.nodes().Place(tried_);
+    // What a session holds for hours is balanced; a one-shot's moment of
+    // work goes where least runs now.
+    std::shared_ptr<Node> node =
+        gateway_.nodes().Place(tried_, route_->kind == Route::Kind::kPlace ? Placing::kSession : Placing::kWork);
     if (!node) {
       if (last_refusal_) return FinishOnce(*last_refusal_);
       return FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -460,8 +463,11 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     }
     if (cancelled) return FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
     node->Enter(leg->ctx);
+    const bool placing = route_->kind == Route::Kind::kPlace;  // a new session, restored or made
+    if (placing) node->PlacingStarted();
     node->generic().UnaryCall(leg->ctx.get(), ctx_->method(), grpc::StubOptions(), &leg->request, &leg->response,
-                              [this, node, leg](grpc::Status status) {
+                              [this, node, leg, placing](grpc::Status status) {
+                                if (placing) node->PlacingEnded(status.ok());
                                 node->Leave(leg->ctx);
                                 UnaryDone(node, *leg, status);
                               });
@@ -545,7 +551,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     const std::string origin = OriginOf(session_id_);
     std::set<std::string> exclude = tried_;
     exclude.insert(origin);
-    std::shared_ptr<Node> taker = gateway_.nodes().Place(exclude);
+    std::shared_ptr<Node> taker = gateway_.nodes().Place(exclude, Placing::kSession);
     if (!taker) return FinishUnreachable("no other node is up to take it over");
     auto side = std::make_shared<grpc::ClientContext>();
     side->set_deadline(absl::ToChronoTime(std::min(absl::Now() + kTakeOverTimeout, handover_deadline_)));

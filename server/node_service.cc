@@ -81,7 +81,8 @@ v1::NodeStatus NodeService::Status() {
   load->set_sessions(stats.sessions);
   load->set_live_sandboxes(stats.live_sessions);
   load->set_executing(stats.executing);
-  int queued = stats.admission.waiting;
+  load->set_memory_committed_bytes(stats.memory_committed_bytes);
+  int queued = stats.admission.waiting + stats.starts.waiting;
   int warm = 0;
   for (const auto& [name, pool] : stats.pools) {
     queued += pool.waiting;

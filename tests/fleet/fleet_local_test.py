@@ -176,6 +176,68 @@ class FleetTest(unittest.TestCase):
 
     # ---- placement and routing
 
+    def held(self):
+        """Sessions each node holds, as the nodes report them (hibernated ones included)."""
+        status = self.fleet.node_stub.GetNodeStatus(fpb.GetNodeStatusRequest(), metadata=Fleet.auth(fh.ALICE),
+                                                    timeout=5)
+        return {n.node_id: n.load.sessions for n in status.nodes}
+
+    def close_all(self, ids, token=fh.ALICE):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda sid: self.stub.CloseSession(pb.CloseSessionRequest(session_id=sid),
+                                                             metadata=Fleet.auth(token), timeout=TIMEOUT), ids))
+
+    def test_a0_sessions_spread_by_what_nodes_hold_and_a_busy_node_gets_fewer(self):
+        # First, on nodes holding nothing yet: 300 sessions, 16 at a time (a
+        # burst far faster than the gateway's polls of the nodes).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+            ids = list(pool.map(lambda _: self.create().id, range(300)))
+        placed = {n: [fh.node_of(i) for i in ids].count(n) for n in ("n1", "n2", "n3")}
+        for node, count in placed.items():
+            self.assertLessEqual(abs(count - 100), 20, "300 sessions landed %r" % placed)
+        fh.wait_until(lambda: sum(self.held().values()) == 300, TIMEOUT, "every node reporting its sessions")
+        # A busy node: four cells running on n1 (sleeping: busy by the count
+        # of executions, without taking the machine's CPUs from other tests).
+        busy = "n1"
+        sleepers = []
+        with self.fleet.direct(busy) as channel:
+            direct = pb_grpc.ExecutorStub(channel)
+            meta = (("x-warden-tenant", "bob"),)
+            mine = [direct.CreateSession(pb.CreateSessionRequest(), metadata=meta, timeout=TIMEOUT).id
+                    for _ in range(4)]
+            for sid in mine:
+                sleepers.append(direct.Execute.future(pb.ExecuteRequest(session_id=sid, code="import time; time.sleep(120)"),
+                                                      metadata=meta, timeout=TIMEOUT * 2))
+            try:
+                def executing():
+                    status = self.fleet.node_stub.GetNodeStatus(fpb.GetNodeStatusRequest(),
+                                                                metadata=Fleet.auth(fh.ALICE), timeout=5)
+                    return next(n.load.executing for n in status.nodes if n.node_id == busy)
+                fh.wait_until(lambda: executing() >= 4, TIMEOUT, "the busy node's cells running, as the gateway sees them")
+                before = self.held()
+                with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+                    more = list(pool.map(lambda _: self.create().id, range(60)))
+                ids += more
+                got = {n: [fh.node_of(i) for i in more].count(n) for n in ("n1", "n2", "n3")}
+                self.assertLess(got[busy], got["n2"], "the busy node got as many as the others: %r" % got)
+                self.assertLess(got[busy], got["n3"], "the busy node got as many as the others: %r" % got)
+                # Fewer, not none for ever: what it holds stays within reach of the others.
+                after = {n: before[n] + got[n] for n in got}
+                others = (after["n2"] + after["n3"]) / 2
+                self.assertGreaterEqual(after[busy], 0.7 * others, "held %r" % after)
+            finally:
+                for sid in mine:
+                    direct.InterruptSession(pb.InterruptSessionRequest(session_id=sid), metadata=meta, timeout=TIMEOUT)
+                for call in sleepers:
+                    call.result()
+                for sid in mine:
+                    direct.CloseSession(pb.CloseSessionRequest(session_id=sid), metadata=meta, timeout=TIMEOUT)
+        self.close_all(ids)
+        # The next tests place from what the nodes report: let them all say
+        # they hold nothing again (a node reporting first would look empty
+        # beside the others' last reports, and rightly take what comes).
+        fh.wait_until(lambda: sum(self.held().values()) == 0, TIMEOUT, "every node reporting its sessions closed")
+
     def test_a_sessions_spread_carry_their_node_and_keep_state(self):
         sessions = [self.create() for _ in range(9)]
         nodes = {fh.node_of(s.id) for s in sessions}
