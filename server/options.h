@@ -73,7 +73,7 @@ struct PoolOptions {
 };
 
 // Requests wait in lines (admission/), each until its own deadline, with
-// no thread held: a queued request costs about 1 KiB of wardend's memory
+// no thread held: a queued request costs about 16 KiB of wardend's memory, nearly all gRPC's open call
 // (docs/operations.md, "Queueing"). Refused at once, saying when to retry:
 // a full line, and a request its line would keep past its deadline at the
 // rate the line has been served (measured).
