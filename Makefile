@@ -70,7 +70,9 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build test-deps fleet-deps
+# bench-deps: the bench's anchors, which bench_smoke runs every section of
+# the bench against (tests/bench_smoke_test.py).
+test: build test-deps fleet-deps bench-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2 --timeout 600
 
 # The tests that have failed on timing or load before, each rerun up to
@@ -165,7 +167,7 @@ TSAN_TARGETS := warden_proto_python wardend warden-keeper warden-python-zygote w
 test-sanitize: deps test-deps
 	cmake -S . -B $(ASAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	scripts/run_sanitized_tests.sh asan $(ASAN_BUILD_DIR) -j 2 --timeout 1200 -LE swarm
+	scripts/run_sanitized_tests.sh asan $(ASAN_BUILD_DIR) -j 2 --timeout 1200 -LE 'swarm|bench'
 
 test-tsan: deps test-deps
 	cmake -S . -B $(TSAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=thread

@@ -3,7 +3,7 @@ warden-gateway in front of three wardend nodes on loopback with mutual TLS
 between them (tests/fleet/fleet_local_test.py's fleet), printed as JSON.
 
   /usr/bin/python3 bench/fleet_bench.py --bin-dir build/bin [--burst 1000] [--drain 100] [--cells 2000]
-      [--sections routing,node_loss,partition,drain,burst]
+      [--partitions 3] [--settle-s 10] [--sections routing,node_loss,partition,drain,burst]
 
 - routing: a warm session's `x=1` round trip through the gateway against
   the same straight to its node (the gateway's added latency, p50);
@@ -139,7 +139,7 @@ def timed(section, *args):
 
 def gateway_downs(fleet):
     """How many times the gateway has counted a node down so far (its log)."""
-    return fleet.gateway_log.read_text(errors="replace").count(" is down: ")
+    return (fleet.tmp / "gateway.log").read_text(errors="replace").count(" is down: ")
 
 
 def partition(fleet, victim="n3", rounds=3):
@@ -186,6 +186,9 @@ def main():
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--drain", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=3, help="times a node is stopped (SIGSTOP)")
+    parser.add_argument("--settle-s", type=float, default=10,
+                        help="seconds the nodes' pools get to refill after each burst")
     parser.add_argument("--sections", default="routing,node_loss,partition,drain,burst",
                         help="which to run, comma-separated (all by default)")
     args = parser.parse_args()
@@ -205,7 +208,7 @@ def main():
                 out["node_loss"] = timed(node_loss, fleet, flt.pb)
                 fh.wait_until(lambda: fleet.up_nodes() == 3, 120, "three nodes")
             if "partition" in sections:
-                out["partition"] = timed(partition, fleet)
+                out["partition"] = timed(partition, fleet, "n3", args.partitions)
                 fh.wait_until(lambda: fleet.up_nodes() == 3, 120, "three nodes")
             if "drain" in sections:
                 out["drain"] = timed(drain, fleet, flt.pb, flt.pb_grpc, args.drain)
@@ -215,7 +218,7 @@ def main():
                 # The anchors' own size first, then the goal's (they differ in a full run).
                 for n in sorted({ANCHOR_BURST, args.burst}):
                     out["burst" if n == args.burst else "burst_%d" % n] = timed(burst, fleet, n, http_port)
-                    time.sleep(10)  # the sandboxes it killed leave the nodes' pools to refill
+                    time.sleep(args.settle_s)  # the sandboxes it killed leave the nodes' pools to refill
                 # Nodes the gateway took for lost under the bursts' load (none was stopped).
                 out["burst"]["nodes_counted_down"] = gateway_downs(fleet) - downs
         finally:

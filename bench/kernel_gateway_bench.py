@@ -6,7 +6,7 @@ trip (GET /api/kernels/{id}), a warm cell round trip over the WebSocket,
 and N kernels started and each answering a cell at once. Both run on this
 machine, one after the other; Warden with its default pools.
 
-    build/pyenv/bin/python bench/kernel_gateway_bench.py --bin-dir build/bin [--quick]
+    build/pyenv/bin/python bench/kernel_gateway_bench.py --bin-dir build/bin [--quick | --smoke]
 
 prints one JSON object (run_bench.py's kernel_gateway section).
 """
@@ -193,10 +193,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="the smallest run that gives every figure (a test)")
     parser.add_argument("--kernels", type=int, default=100)
     args = parser.parse_args()
-    starts, cells = (3, 200) if args.quick else (5, 1000)
-    kernels = min(args.kernels, 30) if args.quick else args.kernels
+    if args.smoke:
+        starts, cells, kernels = 1, 10, min(args.kernels, 3)
+    elif args.quick:
+        starts, cells, kernels = 3, 200, min(args.kernels, 30)
+    else:
+        starts, cells, kernels = 5, 1000, args.kernels
     result = {"starts": starts, "cells": cells}
     with tempfile.TemporaryDirectory(prefix="warden-kg-bench-") as tmp:
         workdir = pathlib.Path(tmp)

@@ -93,6 +93,37 @@ def figures(results):
                      "Jupyter, %s kernels, one client process each" % (_get(thr, "jupyter_cells", "kernels") or "?"),
                      _get(thr, "jupyter_cells", "per_second"), better="higher"))
 
+    burst = s.get("burst", {})
+    pub = burst.get("published") or {}
+    for key in ("grpc_100", "grpc"):
+        b = burst.get(key)
+        if not b:
+            continue
+        what = "%s sessions at once, each CreateSession + `x=1`: per session, median" % b.get("sessions")
+        note = "p99 %s ms; all answered after %s ms; %s refused, %s failed (gRPC, no retry)" % (
+            _fmt(_get(b, "per_session", "p99_ms")), _fmt(b.get("all_answered_ms")), b.get("refused"), b.get("failed"))
+        rows.append(_row("Burst", what, "ms", _get(b, "per_session", "p50_ms"), "E2B, burst of 100 (ComputeSDK)",
+                         pub.get("e2b_median_ms"), note=note))
+        rows.append(_row("Burst", what, "ms", _get(b, "per_session", "p50_ms"), "Daytona, burst of 100 (ComputeSDK)",
+                         pub.get("daytona_median_ms")))
+        if key == "grpc" and b.get("sessions", 0) > 100:
+            rows.append(_row("Burst", "the first 100 of the %s to answer, median" % b.get("sessions"), "ms",
+                             _get(b, "first_100", "p50_ms"), "Daytona, burst of 100 (ComputeSDK)",
+                             pub.get("daytona_median_ms")))
+    queued = burst.get("queued")
+    if queued:
+        rows.append(_row("Burst", "wardend's memory per request waiting for its turn (%s waiting)" %
+                         queued.get("waiting"), "KiB", queued.get("rss_kib_per_waiting"), "-", None,
+                         note="%s threads added while they waited" % queued.get("threads_added")))
+    e2b = burst.get("e2b")
+    if e2b:
+        what = "E2B front, %s sandboxes at once (unmodified SDK): create + first command, median" % e2b.get("sandboxes")
+        rows.append(_row("Burst", what, "ms", e2b.get("median_ms"), "E2B, burst of 100 (ComputeSDK)",
+                         pub.get("e2b_median_ms"),
+                         note="p99 %s ms, %s failed" % (_fmt(e2b.get("p99_ms")), e2b.get("failures"))))
+        rows.append(_row("Burst", what, "ms", e2b.get("median_ms"), "Daytona, burst of 100 (ComputeSDK)",
+                         pub.get("daytona_median_ms")))
+
     he = s.get("humaneval", {})
     n = he.get("problems")
     rows.append(_row("HumanEval (Python)", "%s problems, each in a fresh sandbox, 4 clients" % n, "s",
@@ -357,6 +388,38 @@ def goals_22(results):
     return out
 
 
+def goals_28(results):
+    """Issue 28's burst goal, and issue 33's figures for it."""
+    burst = results.get("sections", {}).get("burst", {})
+    b, e2b = burst.get("grpc") or {}, burst.get("e2b") or {}
+    out = []
+    n = b.get("sessions")
+    value = None
+    if b:
+        value = "%s of %s answered, %s refused, %s failed; all after %s ms" % (
+            b.get("answered"), n, b.get("refused"), b.get("failed"), _fmt(b.get("all_answered_ms")))
+    out.append({"goal": "a burst of 1,000 sessions within the quotas is served, none refused%s" % (
+        "" if n in (None, 1000) else " (this run: %s)" % n), "measured": value,
+        "met": None if not b else b.get("answered") == n})
+    if e2b:
+        out.append({"goal": "... and through the E2B front (%s sandboxes, unmodified SDK)" % e2b.get("sandboxes"),
+                    "measured": "%s of %s answered, median %s ms" % (e2b.get("ok"), e2b.get("sandboxes"),
+                                                                    _fmt(e2b.get("median_ms"))),
+                    "met": e2b.get("ok") == e2b.get("sandboxes")})
+    q = burst.get("queued") or {}
+    if q:
+        out.append({"goal": "a queued request costs little memory, and no thread (%s waiting)" % q.get("waiting"),
+                    "measured": "%s KiB of wardend's RSS each, %s threads added" % (
+                        _fmt(q.get("rss_kib_per_waiting")), q.get("threads_added")),
+                    "met": (q.get("threads_added") or 0) < 50})
+    first = _get(b, "first_100", "p50_ms")
+    out.append({"goal": "issue 33: median time to a first answer below Daytona's 646 ms for the first 100",
+                "measured": None if first is None else "%s ms (all: median %s ms, p99 %s ms)" % (
+                    _fmt(first), _fmt(_get(b, "per_session", "p50_ms")), _fmt(_get(b, "per_session", "p99_ms"))),
+                "met": None if first is None else first < 646})
+    return out
+
+
 def goals_20(results):
     """Issue 20's goals (the HTTP front against ten thousand connections)."""
     http = results.get("sections", {}).get("http", {})
@@ -493,6 +556,29 @@ def details(results):
                    "%s ms a call, the bare client's %s.\n" % (
                        _get(cmd, "warden_grpc", "n"), " ".join(cmd.get("loadavg", [])), "; ".join(parts),
                        _fmt(_get(cmd, "e2b_sdk", "client_cpu_ms")), _fmt(_get(cmd, "e2b_raw", "client_cpu_ms"))))
+    burst = s.get("burst", {})
+    if burst.get("grpc"):
+        parts = []
+        for key in ("grpc_100", "grpc"):
+            b = burst.get(key)
+            if not b:
+                continue
+            parts.append("%s at once: each session's first answer p50/p90/p99 %s/%s/%s ms after the burst began "
+                         "(its CreateSession p50 %s ms), the first 100 p50 %s ms, all %s answered after %s ms, %s "
+                         "refused%s, %s failed" % (
+                             b.get("sessions"), _fmt(_get(b, "per_session", "p50_ms")),
+                             _fmt(_get(b, "per_session", "p90_ms")), _fmt(_get(b, "per_session", "p99_ms")),
+                             _fmt(_get(b, "created", "p50_ms")), _fmt(_get(b, "first_100", "p50_ms")),
+                             b.get("answered"), _fmt(b.get("all_answered_ms")), b.get("refused"),
+                             " (%s)" % b["refusal_sample"] if b.get("refusal_sample") else "", b.get("failed")))
+        rss = burst.get("daemon_rss_kib") or {}
+        out.append("Bursts (`warden_bench burst`, one gRPC client, a 300 s deadline on each call and no retry, load "
+                   "average %s before and %s after): %s. wardend's RSS %s MiB before, %s MiB after. Through the E2B "
+                   "front with the unmodified SDK: %s sandboxes, median %s ms, p99 %s ms, %s failed.\n" % (
+                       " ".join(burst.get("loadavg", [])), " ".join(burst.get("loadavg_after", [])), "; ".join(parts),
+                       _fmt((rss.get("before") or 0) / 1024), _fmt((rss.get("after") or 0) / 1024),
+                       _get(burst, "e2b", "sandboxes"), _fmt(_get(burst, "e2b", "median_ms")),
+                       _fmt(_get(burst, "e2b", "p99_ms")), _get(burst, "e2b", "failures")))
     prof = s.get("profile", {})
     one = s.get("oneshot", {})
     if prof:
@@ -598,6 +684,7 @@ def generated(results):
                       table(results), "", "### Goals\n", goals_table(results), "",
                       goals_table(results, goals_11, 11), "", goals_table(results, goals_12, 12), "",
                       goals_table(results, goals_20, 20), "", goals_table(results, goals_22, 22), "",
+                      goals_table(results, goals_28, 28), "",
                       "### Details\n",
                       details(results), END])
 

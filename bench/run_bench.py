@@ -4,7 +4,7 @@ bench-quick` run it; it writes bench/results/latest.json and the generated
 part of docs/benchmarks.md. Figures only: it never fails on a number (it
 exits non-zero only when it could not run at all).
 
-    /usr/bin/python3 bench/run_bench.py [--quick] [--bin-dir build/bin]
+    /usr/bin/python3 bench/run_bench.py [--quick | --smoke --out FILE] [--bin-dir build/bin]
         [--sections cold,latency,...] [--out FILE] [--doc FILE]
 
 Sections (in order): cold (daemon start to first result, pool fill),
@@ -12,7 +12,9 @@ latency (warm cell vs Jupyter vs a pipe), oneshot (fresh sandbox vs bwrap
 and python3 -c), session (new session to first cell vs a kernel start),
 commands (a command in a session's machine: RunCommand, and E2B's
 commands.run('true') through the HTTP front, vs bash forked on the host),
-throughput, humaneval (Python and JavaScript, canonical and wrong), noisy
+throughput, burst (1,000 sessions at once, each answering a first cell,
+over gRPC and through the E2B front, beside E2B's and Daytona's published
+bursts), humaneval (Python and JavaScript, canonical and wrong), noisy
 (victim latency under abusive neighbours), memory (PSS per pool worker and
 idle session, how many idle sessions fit), profile (where one-shot time
 goes), stages (a sandbox's life stage by stage, per language), keeper
@@ -61,50 +63,71 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
          "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
-SECTIONS = ["cold", "latency", "oneshot", "session", "commands", "throughput", "humaneval", "noisy", "memory",
+SECTIONS = ["cold", "latency", "oneshot", "session", "commands", "throughput", "burst", "humaneval", "noisy", "memory",
             "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway", "http"]
 NGINX = "/usr/sbin/nginx"
 
-# Sizes of each section: (quick, full). Quick stays under 4 minutes, full
-# under 20 on the 2-core machines (keeper, snapshots and hibernation add
-# about 40 s to quick and 3-5 minutes to full).
+# Sizes of each section: (smoke, quick, full). Quick stays under 4
+# minutes, full under 20 on the 2-core machines (keeper, snapshots and
+# hibernation add about 40 s to quick and 3-5 minutes to full). Smoke is
+# the smallest run in which every section still produces every figure: what
+# the bench_smoke test runs in `make test`, so that a section that breaks is
+# caught when it breaks (its figures mean nothing).
 SIZES = {
-    "cells": (2000, 10000),
-    "jupyter_cells": (500, 2000),
-    "oneshot_b2b": (20, 60),
-    "oneshot_warm": (12, 30),
-    "spawn": (8, 25),
-    "spawn_heavy": (4, 12),
-    "session_start": (8, 20),
-    "commands": (100, 400),
-    "jupyter_starts": (2, 4),
-    "throughput_s": (4, 8),
-    "humaneval_problems": (20, 164),
-    "noisy_quiet_s": (3, 8),
-    "noisy_abused_s": (6, 20),
-    "hold_sessions": (20, 100),
-    "scale_max": (60, 1000),
-    "scale_seconds": (25, 150),
-    "stages": (30, 100),
-    "keeper_sessions": (20, 100),
-    "snapshot_forks": (5, 20),
-    "snapshot_wakes": (2, 5),
-    # The fleet (bench/fleet_bench.py): the E2B burst, the drain, cells.
-    "fleet_burst": (100, 1000),
-    "fleet_drain": (30, 100),
-    "fleet_cells": (1000, 4000),
-    # hibernation_scale: (sessions, live); the 10,000-session figure is a
-    # separate, longer run (docs/benchmarks.md, issue 12).
-    "hibernation_sessions": (150, 600),
-    "hibernation_live": (30, 100),
+    "cells": (100, 2000, 10000),
+    "jupyter_cells": (20, 500, 2000),
+    "oneshot_b2b": (3, 20, 60),
+    "oneshot_warm": (2, 12, 30),
+    "spawn": (2, 8, 25),
+    "spawn_heavy": (1, 4, 12),
+    "session_start": (2, 8, 20),
+    "commands": (5, 100, 400),
+    "jupyter_starts": (1, 2, 4),
+    "jupyter_kernels": (1, 2, 4),
+    "throughput_s": (0.5, 4, 8),
+    "humaneval_problems": (2, 20, 164),
+    "noisy_quiet_s": (0.5, 3, 8),
+    "noisy_abused_s": (1, 6, 20),
+    "hold_sessions": (3, 20, 100),
+    "scale_max": (6, 60, 1000),
+    "scale_seconds": (10, 25, 150),
+    "sandbox_loop": (5, 50, 200),
+    "stages": (2, 30, 100),
+    "keeper_sessions": (2, 20, 100),
+    "snapshot_forks": (1, 5, 20),
+    "snapshot_wakes": (1, 2, 5),
+    # The fleet (bench/fleet_bench.py): the E2B burst, the drain, cells,
+    # node stops, seconds the nodes' pools get to refill after a burst.
+    "fleet_burst": (3, 100, 1000),
+    "fleet_drain": (2, 30, 100),
+    "fleet_cells": (40, 1000, 4000),
+    "fleet_partitions": (1, 3, 3),
+    "fleet_settle_s": (0, 10, 10),
+    # hibernation_scale: (sessions, live, seconds idle before hibernating);
+    # the 10,000-session figure is a separate, longer run
+    # (docs/benchmarks.md, issue 12).
+    "hibernation_sessions": (4, 150, 600),
+    "hibernation_live": (1, 30, 100),
+    "hibernation_after_s": (1, 3, 3),
     # http: idle connections held (with a real client's requests beside
     # them), seconds of each throughput run, Kernel Gateway channels open
     # at once (one kernel each).
-    "http_idle": (2000, 10000),
-    "http_probes": (200, 1000),
-    "http_rate_s": (3, 8),
-    "http_kernels": (100, 1000),
+    "http_idle": (20, 2000, 10000),
+    "http_probes": (10, 200, 1000),
+    "http_rate_s": (1, 3, 8),
+    "http_kernels": (3, 100, 1000),
+    # burst: sessions created at once, each answering a first cell, through
+    # gRPC and (the E2B SDK) through the E2B front.
+    "burst": (20, 100, 1000),
+    "burst_e2b": (3, 100, 1000),
+    # requests waiting for a turn while wardend's memory and threads are read
+    "queued": (100, 2000, 5000),
 }
+MODES = ("smoke", "quick", "full")
+# Bursts of 100 at once, create to first command ("time to interactive"),
+# medians: ComputeSDK's run of 2026-10-09 (docs/benchmarks.md).
+PUBLISHED_BURST = {"burst": 100, "e2b_median_ms": 1333, "daytona_median_ms": 646,
+                   "source": "ComputeSDK burst TTI, 100 at once, 2026-10-09"}
 
 
 def log(msg):
@@ -220,6 +243,27 @@ class Daemon:
                 self.proc.wait()
         self.log.close()
         self.proc = None
+
+
+def proc_status(pid):
+    """A process's resident memory (KiB) and threads."""
+    out = {}
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            out["rss_kib"] = int(line.split()[1])
+        elif line.startswith("Threads:"):
+            out["threads"] = int(line.split()[1])
+    return out
+
+
+def rss_kib(pid):
+    try:
+        for line in open("/proc/%d/status" % pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def pids_of(proc):
@@ -342,15 +386,16 @@ http {
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.quick = args.quick
+        self.mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+        self.quick = self.mode != "full"
         self.bin = pathlib.Path(args.bin_dir).resolve()
         self.tmp = tempfile.TemporaryDirectory(prefix="warden-bench-")
         self.work = pathlib.Path(self.tmp.name)
-        self.results = {"mode": "quick" if self.quick else "full", "sections": {}, "errors": {}}
+        self.results = {"mode": self.mode, "sections": {}, "errors": {}}
         self.daemon = None
 
     def size(self, name):
-        return SIZES[name][0 if self.quick else 1]
+        return SIZES[name][MODES.index(self.mode)]
 
     def wb(self, command, *flags, timeout=900):
         return run_json([str(self.bin / "warden_bench"), command, "--addr", self.daemon.addr] +
@@ -459,8 +504,87 @@ class Bench:
                                                        argv=BWRAP + argv)
         self.daemon.wait_pools_full()
         out["warden_cells"] = self.wb("throughput", "--mode", "cells", "--clients", 8, "--seconds", seconds)
-        out["jupyter_cells"] = self.jupyter("throughput", "--kernels", 2 if self.quick else 4,
+        out["jupyter_cells"] = self.jupyter("throughput", "--kernels", self.size("jupyter_kernels"),
                                             "--seconds", seconds)
+        return out
+
+    def section_burst(self):
+        """Issue 28: N clients at once, each CreateSession then its first
+        cell (`x=1`), over gRPC with a 300 s deadline and no retry (warden_bench
+        burst): when each had answered, counted from the burst's start, and
+        how many were refused. Then N E2B sandboxes at once through the E2B
+        front with the unmodified SDK, each `Sandbox.create` then
+        `commands.run('echo ready')` (tests/fleet/e2b_burst.mjs). Beside E2B's
+        and Daytona's published medians for a burst of 100."""
+        n, e2b_n = self.size("burst"), self.size("burst_e2b")
+        out = {"published": PUBLISHED_BURST, "loadavg": open("/proc/loadavg").read().split()[:3]}
+        rss_before = rss_kib(self.daemon.proc.pid)
+        if n > PUBLISHED_BURST["burst"]:
+            # The anchors' own size first.
+            self.daemon.wait_pools_full()
+            out["grpc_100"] = self.wb("burst", "--n", PUBLISHED_BURST["burst"], "--deadline-s", 300, timeout=1800)
+        self.daemon.wait_pools_full()
+        out["grpc"] = self.wb("burst", "--n", n, "--deadline-s", 300, timeout=1800)
+        out["daemon_rss_kib"] = {"before": rss_before, "after": rss_kib(self.daemon.proc.pid)}
+        self.daemon.wait_pools_full()
+        base = "http://127.0.0.1:%d" % self.daemon.http_port
+        env = dict(os.environ, E2B_API_URL=base, E2B_SANDBOX_URL=base, E2B_API_KEY="e2b_" + "0" * 32)
+        out["e2b"] = run_json([NODE, str(REPO / "tests" / "fleet" / "e2b_burst.mjs"), str(e2b_n)], timeout=1800,
+                              env=env)
+        out["loadavg_after"] = open("/proc/loadavg").read().split()[:3]
+        out["queued"] = self.queued(self.size("queued"))
+        return out
+
+    def queued(self, n):
+        """What waiting costs wardend: its RSS and threads before and while
+        `n` cells wait for their tenant's one turn (a daemon of its own, with
+        max_concurrent_per_tenant 1; warden_bench queued), then how soon all
+        were served once the turn came back."""
+        daemon = Daemon(self.bin, self.work, "queued", pools=[{"language": "python", "size": 1, "warm": []},
+                                                            {"language": "javascript", "size": 0},
+                                                            {"language": "bash", "size": 0}])
+        daemon.config["max_concurrent_per_tenant"] = 1
+        daemon.config["queue"]["max_waiting_per_tenant"] = n + 10
+        daemon.config_path.write_text(json.dumps(daemon.config, indent=2))
+        out = {"waiting": n}
+        try:
+            daemon.start()
+            daemon.wait_pools_full()
+            client = subprocess.Popen([str(self.bin / "warden_bench"), "queued", "--addr", daemon.addr, "--n", str(n)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+            def step(line=None):
+                if line:
+                    client.stdin.write(line + "\n")
+                    client.stdin.flush()
+                answer = client.stdout.readline()
+                if not answer:
+                    raise RuntimeError("warden_bench queued ended early (exit %s)" % client.wait())
+                return json.loads(answer)
+
+            try:
+                step()
+                time.sleep(0.3)
+                out["before"] = proc_status(daemon.proc.pid)
+                step("send")
+                deadline = time.monotonic() + 120
+                while daemon.metrics().get("warden_admission_waiting", 0) < n:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the %d cells never all waited (%s)" % (
+                            n, daemon.metrics().get("warden_admission_waiting")))
+                    time.sleep(0.05)
+                time.sleep(0.3)
+                out["waiting_now"] = proc_status(daemon.proc.pid)
+                out["served"] = step("release")
+            finally:
+                if client.poll() is None:
+                    client.kill()
+                client.wait()
+            before, during = out["before"], out["waiting_now"]
+            out["rss_kib_per_waiting"] = (during["rss_kib"] - before["rss_kib"]) / n
+            out["threads_added"] = during["threads"] - before["threads"]
+        finally:
+            daemon.stop()
         return out
 
     def section_humaneval(self):
@@ -573,13 +697,13 @@ class Bench:
                     hold.wait(timeout=300)
                 except (OSError, subprocess.TimeoutExpired):
                     hold.kill()
-        out["jupyter"] = self.jupyter("memory", "--kernels", 2 if self.quick else 4)
+        out["jupyter"] = self.jupyter("memory", "--kernels", self.size("jupyter_kernels"))
         return out
 
     def section_profile(self):
         """Where a one-shot's time goes: the parts measured alone, same run."""
         out = {}
-        loop = subprocess.run([str(self.bin / "sandbox_loop"), "50" if self.quick else "200"],
+        loop = subprocess.run([str(self.bin / "sandbox_loop"), str(self.size("sandbox_loop"))],
                               capture_output=True, text=True, timeout=300)
         fields = dict(kv.split("=") for kv in loop.stdout.split() if "=" in kv)
         out["sandbox_true_p50_ms"] = float(fields.get("p50_ms", "nan"))
@@ -653,7 +777,8 @@ class Bench:
         L hibernated, each called once."""
         n, live = self.size("hibernation_sessions"), self.size("hibernation_live")
         out = run_json([str(self.bin / "hibernation_scale"), "--sessions", str(n), "--live", str(live),
-                        "--hibernate-after", "3", "--create-minutes", "8"], timeout=1800)
+                        "--hibernate-after", str(self.size("hibernation_after_s")), "--create-minutes", "8"],
+                       timeout=1800)
         out["loadavg"] = open("/proc/loadavg").read().split()[:3]
         return out
 
@@ -662,7 +787,8 @@ class Bench:
         on loopback (this section's main wardend idles meanwhile)."""
         return run_json([PYTHON, str(HERE / "fleet_bench.py"), "--bin-dir", str(self.bin),
                          "--burst", str(self.size("fleet_burst")), "--drain", str(self.size("fleet_drain")),
-                         "--cells", str(self.size("fleet_cells"))], timeout=3600)
+                         "--cells", str(self.size("fleet_cells")), "--partitions", str(self.size("fleet_partitions")),
+                         "--settle-s", str(self.size("fleet_settle_s"))], timeout=3600)
 
     def section_kernel_gateway(self):
         """bench/kernel_gateway_bench.py with the tests' virtualenv: the same
@@ -672,7 +798,7 @@ class Bench:
         if not python.exists():
             raise RuntimeError("%s is missing: run `make test-deps`" % python)
         argv = [str(python), str(HERE / "kernel_gateway_bench.py"), "--bin-dir", str(self.bin)]
-        out = run_json(argv + (["--quick"] if self.quick else []), timeout=1800)
+        out = run_json(argv + {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}[self.mode], timeout=1800)
         out["loadavg"] = open("/proc/loadavg").read().split()[:3]
         return out
 
@@ -795,6 +921,9 @@ def host_info():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the short run (under 4 minutes)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest run in which every section produces its figures (a test, not a "
+                             "measure); writes only --out, never the docs")
     parser.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"))
@@ -808,6 +937,8 @@ def main():
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         sys.exit("unknown sections %s; known: %s" % (sorted(unknown), ", ".join(SECTIONS)))
+    if args.smoke and args.out == parser.get_default("out"):
+        sys.exit("--smoke writes its figures to --out FILE only: they must not replace a real run's")
     bench = Bench(args)
     bench.run(sections)
     results = bench.results
@@ -815,6 +946,9 @@ def main():
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if args.smoke:
+        log("wrote %s in %.0f s" % (out, results["total_seconds"]))
+        return
     report.write_doc(results, pathlib.Path(args.doc))
     log("wrote %s and %s in %.0f s" % (out, args.doc, results["total_seconds"]))
     print(report.table(results))

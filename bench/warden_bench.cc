@@ -29,10 +29,22 @@
 //       to its end.
 //   warden_bench first-result --addr A --since-ns T
 //       waits for the daemon, runs print(1) once: ms since CLOCK_MONOTONIC T.
+//   warden_bench queued --addr A [--n N]
+//       against a wardend whose max_concurrent_per_tenant is 1: holds the
+//       tenant's turn with a sleeping cell, says {"ready"}; on a line from
+//       stdin sends N cells that wait for the turn, says {"sent"}; on the
+//       next line interrupts the sleeper and says when all N had answered.
+//   warden_bench burst --addr A [--n N] [--deadline-s S] [--code C] [--channels K]
+//       N clients at once (over K connections), each CreateSession then its
+//       first cell, each call with an S-second deadline and no retry: when
+//       each session had answered, counted from the burst's start; which
+//       were refused and why; then all are closed.
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -587,6 +599,171 @@ int FirstResult(const Flags& flags) {
   return 1;
 }
 
+// Steps on stdin, figures on stdout (one JSON line each), so that the
+// caller can read wardend's memory at each step.
+int Queued(const Flags& flags) {
+  const int n = static_cast<int>(flags.Int("n", 2000));
+  auto stub = Connect(flags.Str("addr", ""));
+  std::string busy, idle, error;
+  if (!NewSession(*stub, pb::CreateSessionRequest(), &busy, &error) ||
+      !NewSession(*stub, pb::CreateSessionRequest(), &idle, &error)) {
+    Emit({{"error", error}});
+    return 1;
+  }
+  // The tenant's one turn (max_concurrent_per_tenant 1), held until interrupted.
+  grpc::ClientContext sleeper_ctx;
+  pb::ExecuteRequest sleep;
+  sleep.set_session_id(busy);
+  sleep.set_code("import time\ntime.sleep(600)");
+  pb::ExecuteResponse slept;
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0, failed = 0;
+  bool sleeper_done = false;
+  stub->async()->Execute(&sleeper_ctx, &sleep, &slept, [&](grpc::Status) {
+    std::lock_guard<std::mutex> lock(mu);
+    sleeper_done = true;
+    cv.notify_all();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Emit({{"ready", true}});
+  std::string step;
+  if (!std::getline(std::cin, step)) return 1;
+  struct Cell {
+    grpc::ClientContext ctx;
+    pb::ExecuteResponse response;
+  };
+  std::vector<std::unique_ptr<Cell>> cells;
+  pb::ExecuteRequest cell;
+  cell.set_session_id(idle);
+  cell.set_code("x = 1");
+  for (int i = 0; i < n; ++i) {
+    cells.push_back(std::make_unique<Cell>());
+    Cell& c = *cells.back();
+    SetDeadline(&c.ctx, 600);
+    stub->async()->Execute(&c.ctx, &cell, &c.response, [&, &c = c](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++(s.ok() && c.response.outcome() == pb::OUTCOME_OK ? answered : failed);
+      cv.notify_all();
+    });
+  }
+  Emit({{"sent", n}});
+  if (!std::getline(std::cin, step)) return 1;
+  const auto start = Clock::now();
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    pb::InterruptSessionRequest interrupt;
+    interrupt.set_session_id(busy);
+    pb::InterruptSessionResponse interrupted;
+    stub->InterruptSession(&ctx, interrupt, &interrupted);
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return sleeper_done && answered + failed == n; });
+  }
+  const double ms = MsSince(start);
+  CloseSession(*stub, busy);
+  CloseSession(*stub, idle);
+  Emit({{"answered", answered}, {"failed", failed}, {"all_answered_ms", ms}});
+  return 0;
+}
+
+int Burst(const Flags& flags) {
+  const int n = static_cast<int>(flags.Int("n", 1000));
+  const int deadline_s = static_cast<int>(flags.Int("deadline-s", 300));
+  const std::string code = flags.Str("code", "x=1");
+  std::vector<std::unique_ptr<pb::Executor::Stub>> stubs;
+  for (int i = 0, k = static_cast<int>(flags.Int("channels", 16)); i < std::max(1, k); ++i) {
+    stubs.push_back(Connect(flags.Str("addr", "")));
+  }
+  struct Client {
+    grpc::ClientContext create_ctx, cell_ctx;
+    pb::CreateSessionRequest create;
+    pb::Session session;
+    pb::ExecuteRequest cell;
+    pb::ExecuteResponse response;
+    double created_ms = -1, answered_ms = -1;
+    std::string error;
+  };
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < n; ++i) clients.push_back(std::make_unique<Client>());
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  const auto start = Clock::now();
+  auto finish = [&](Client& c, std::string error) {
+    std::lock_guard<std::mutex> lock(mu);
+    c.error = std::move(error);
+    if (c.error.empty()) c.answered_ms = MsSince(start);
+    ++finished;
+    cv.notify_all();
+  };
+  for (int i = 0; i < n; ++i) {
+    Client& c = *clients[i];
+    pb::Executor::Stub& stub = *stubs[i % stubs.size()];
+    SetDeadline(&c.create_ctx, deadline_s);
+    stub.async()->CreateSession(&c.create_ctx, &c.create, &c.session, [&, &c = c, &stub = stub](grpc::Status s) {
+      if (!s.ok()) return finish(c, "grpc:" + std::to_string(s.error_code()) + " " + s.error_message());
+      c.created_ms = MsSince(start);
+      SetDeadline(&c.cell_ctx, deadline_s);
+      c.cell.set_session_id(c.session.id());
+      c.cell.set_code(code);
+      stub.async()->Execute(&c.cell_ctx, &c.cell, &c.response, [&, &c = c](grpc::Status s) {
+        if (!s.ok() || c.response.outcome() != pb::OUTCOME_OK) return finish(c, OutcomeName(s, c.response));
+        finish(c, "");
+      });
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return finished == n; });
+  }
+  const double wall_ms = MsSince(start);
+  std::vector<double> answered, created;
+  std::map<std::string, int> refused;  // by gRPC code, creations only
+  int failed = 0;
+  std::string refusal_sample, failure_sample;
+  for (const auto& c : clients) {
+    if (c->error.empty()) {
+      answered.push_back(c->answered_ms);
+      created.push_back(c->created_ms);
+    } else if (c->created_ms < 0) {
+      ++refused[c->error.substr(0, c->error.find(' '))];
+      refusal_sample = c->error;
+    } else {
+      ++failed;
+      failure_sample = c->error;
+    }
+  }
+  std::sort(answered.begin(), answered.end());
+  nlohmann::json j = {{"sessions", n}, {"answered", answered.size()}, {"failed", failed},
+                      {"deadline_s", deadline_s}, {"channels", stubs.size()}};
+  j["per_session"] = Summarize(answered);  // burst start to the first cell's answer
+  j["created"] = Summarize(created);
+  // The first 100 to answer, as a burst of 100 would have been served.
+  j["first_100"] = Summarize(std::vector<double>(answered.begin(), answered.begin() + std::min<size_t>(100, answered.size())));
+  j["all_answered_ms"] = answered.size() == static_cast<size_t>(n) ? nlohmann::json(wall_ms) : nlohmann::json();
+  int refused_total = 0;
+  for (const auto& [code, count] : refused) refused_total += count;
+  j["refused"] = refused_total;
+  j["refused_by_code"] = refused;
+  if (!refusal_sample.empty()) j["refusal_sample"] = refusal_sample;
+  if (!failure_sample.empty()) j["failure_sample"] = failure_sample;
+  // Closed after the figures: the burst's sessions held what a burst holds.
+  std::vector<std::thread> closers;
+  for (size_t t = 0; t < stubs.size(); ++t) {
+    closers.emplace_back([&, t] {
+      for (size_t i = t; i < clients.size(); i += stubs.size()) {
+        if (!clients[i]->session.id().empty()) CloseSession(*stubs[t], clients[i]->session.id());
+      }
+    });
+  }
+  for (std::thread& closer : closers) closer.join();
+  Emit(j);
+  return 0;
+}
+
 }  // namespace
 }  // namespace warden::bench
 
@@ -595,7 +772,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     fprintf(stderr,
-            "usage: warden_bench cells|oneshot|session-start|throughput|suite|hold|noisy|first-result "
+            "usage: warden_bench cells|oneshot|session-start|throughput|suite|hold|noisy|first-result|burst|queued "
             "--addr unix:PATH [--flag value]...\n");
     return 2;
   }
@@ -610,6 +787,8 @@ int main(int argc, char** argv) {
   if (command == "hold") return Hold(flags);
   if (command == "noisy") return Noisy(flags);
   if (command == "first-result") return FirstResult(flags);
+  if (command == "burst") return Burst(flags);
+  if (command == "queued") return Queued(flags);
   fprintf(stderr, "unknown command '%s'\n", command.c_str());
   return 2;
 }
