@@ -326,9 +326,10 @@ void Daemon::Shutdown(absl::Duration grace) {
     health_ = nullptr;  // pools that change their health from now on change nothing
   }
   if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
-  // Requests waiting in line for a turn or a sandbox are refused now
-  // (UNAVAILABLE: retry elsewhere, or after the restart): no thread waits
-  // for them, and the servers below wait for every call in flight to end.
+  // Requests waiting in line for a turn are refused now (UNAVAILABLE:
+  // retry elsewhere, or after the restart): no thread waits for them, and
+  // the servers below wait for every call in flight to end (those given
+  // their turn, waiting for a warm worker included).
   if (engine_) engine_->StopAdmitting();
   // The HTTP front first: its handlers call the gRPC server in process, and
   // must be done with it (or blocked in a call the deadline will cancel)

@@ -319,7 +319,9 @@ void Engine::Stop() {
 void Engine::StopAdmitting() {
   admission_.Stop();
   starts_.Stop();
-  for (auto& [profile, pool] : pools_) pool->Stop();
+  // The pools carry on until Stop: a request already given its turn (a
+  // one-shot about to take a warm worker, a session waiting for one) is in
+  // flight, and a graceful shutdown lets it finish.
 }
 
 void Engine::ReapLoop() {
@@ -484,7 +486,11 @@ void Engine::ExecuteAsync(ExecuteCall call, Session::EventCallback on_event, Can
     if (!slot.ok()) return finish(slot.status());
     auto held = std::make_shared<TenantQueue::Slot>(*std::move(slot));
     run([this, shared, deadline, held, on_event = std::move(on_event), cancellation, finish = std::move(finish)] {
-      finish(ExecuteAdmitted(*shared, deadline, std::move(*held), on_event, cancellation));
+      // The turn ends before the answer goes: a client that has its answer
+      // finds its turn free (a parameter may live to the end of the full
+      // expression that called it, here past finish).
+      auto result = ExecuteAdmitted(*shared, deadline, std::move(*held), on_event, cancellation);
+      finish(std::move(result));
     });
   });
 }

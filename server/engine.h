@@ -174,9 +174,10 @@ class Engine {
   void ExecuteAsync(ExecuteCall call, Session::EventCallback on_event, Cancellation* cancellation, Runner run,
                     ExecuteDone done);
   void CreateSessionAsync(CreateSessionCall call, Runner run, CreateDone done);
-  // Refuses every request waiting in line (UNAVAILABLE: shutting down) and
-  // every later one; what runs carries on. The first step of a shutdown:
-  // nothing then waits on a turn that will not come.
+  // Refuses every request waiting for its turn (UNAVAILABLE: shutting
+  // down) and every later one; what has its turn carries on (the pools
+  // serve it until Stop). The first step of a shutdown: nothing then waits
+  // on a turn that will not come.
   void StopAdmitting();
   absl::StatusOr<std::shared_ptr<ManagedSession>> GetSession(const std::string& tenant,
                                                              const std::string& id) const;

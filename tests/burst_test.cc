@@ -217,6 +217,16 @@ TEST_F(BurstTest, AnotherTenantsSessionIsServedAfterOneTurnNotAfterTheBurst) {
 
 TEST_F(BurstTest, WhatCannotBeServedBeforeItsDeadlineIsRefusedAtOnceSayingWhenToRetry) {
   Start(Options());
+  // A first burst the pool measures its start rate on, under whatever load
+  // this machine has now (a pool measures its idle refills otherwise, which
+  // may be far faster than its starts under a burst).
+  {
+    auto warmup = CreateMany(40, kAliceToken, absl::Minutes(5));
+    ASSERT_TRUE(AllDone(warmup, absl::Minutes(5)));
+    for (const auto& c : warmup) ASSERT_TRUE(c->status.ok()) << c->status.error_message();
+    CloseAll(warmup, kAliceToken);
+  }
+  const int64_t late_before = daemon_->engine().Stats().pools["python"].refused_late;
   // Far more than two workers' starts can serve in 1.5 s.
   constexpr int kBurst = 300;
   const absl::Time start = absl::Now();
@@ -242,8 +252,10 @@ TEST_F(BurstTest, WhatCannotBeServedBeforeItsDeadlineIsRefusedAtOnceSayingWhenTo
     }
   }
   EXPECT_GT(served, 0);
-  EXPECT_GT(refused_at_once, kBurst / 2) << served << " served";
-  EXPECT_EQ(daemon_->engine().Stats().pools["python"].refused_late, refused_at_once);
+  // Most of what was not served was refused at once; the estimate is the
+  // line's recent rate, so some wait in vain when starts slow down further.
+  EXPECT_GT(refused_at_once, (kBurst - served) / 2) << served << " served";
+  EXPECT_EQ(daemon_->engine().Stats().pools["python"].refused_late - late_before, refused_at_once);
   CloseAll(calls, kAliceToken);
 }
 
