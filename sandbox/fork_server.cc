@@ -355,7 +355,7 @@ std::string ReceiveForkServerSetup() {
     if (hooks.before_clone) hooks.before_clone();
     int pidfd = -1;
     const long pid = CloneSandboxInit(/*as_sibling=*/true, &pidfd,
-                                      /*fresh_net_ipc_uts=*/!child.namespaces_prepared);
+                                      /*fresh_net_ipc_uts=*/!child.namespaces_prepared, child.owner_uid);
     if (pid == 0) SandboxInitMain(child);
     const int error = pid < 0 ? errno : 0;
     if (hooks.after_clone) hooks.after_clone();

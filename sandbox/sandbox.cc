@@ -203,6 +203,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   plan.clear_groups = !rootless_;
   plan.machine = options.machine;
   plan.label = spec.name;
+  const uint64_t run = next_run_.fetch_add(1);
+  const auto [program_host_uid, program_host_gid] = ProgramHostIds(options.identity_slot.value_or(run));
+  // The namespace is owned by the init's own host id, not by root: every
+  // per-user kernel count made inside is then this sandbox's alone
+  // (CloneSandboxInit). Rootless, the caller owns it, as it must.
+  plan.owner_uid = rootless_ ? 0 : program_host_uid - 1;
 
   const Limits& limits = spec.limits;
   const rlim_t cpu_seconds = static_cast<rlim_t>(limits.cpu_ms / 1000 + 1);
@@ -238,7 +244,6 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   worker->stage_times_.planned = absl::Now();
   for (const MountOp& op : plan.mounts.ops) worker->mount_targets_.push_back("/" + op.target);
 
-  const uint64_t run = next_run_.fetch_add(1);
   const CgroupLimits cgroup_limits = {limits.memory_bytes, limits.pids, limits.cpu_percent};
   if (recycle_) {
     worker->recycle_pool_ = recycle_;
@@ -321,7 +326,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
                           prepared.ipc.get(), prepared.uts.get());
       if (in.error() != 0) return absl::ErrnoToStatus(in.error(), "setns into pooled namespaces");
       pid = CloneSandboxInit(/*as_sibling=*/false, &pidfd,
-                             /*fresh_net_ipc_uts=*/!child.namespaces_prepared);
+                             /*fresh_net_ipc_uts=*/!child.namespaces_prepared, plan.owner_uid);
       if (pid == 0) SandboxInitMain(child);
     }
     if (pid < 0) {
@@ -341,8 +346,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   const std::string proc = absl::StrCat("/proc/", pid);
   std::string uid_map = absl::StrCat(fs.sandbox_uid, " ", geteuid(), " 1\n");
   std::string gid_map = absl::StrCat(fs.sandbox_gid, " ", getegid(), " 1\n");
-  std::tie(worker->program_host_uid_, worker->program_host_gid_) =
-      ProgramHostIds(options.identity_slot.value_or(run));
+  worker->program_host_uid_ = program_host_uid;
+  worker->program_host_gid_ = program_host_gid;
   if (!rootless_) {
     // Two consecutive host ids per slot: the init's (inside 0) and the program's.
     const uid_t host = worker->program_host_uid_ - 1;

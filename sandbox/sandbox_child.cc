@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "sandbox/fd_passing.h"
 
@@ -578,7 +579,7 @@ int BringUpLoopback() {
   return err;
 }
 
-long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts) {
+long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts, uid_t owner_uid) {
   CloneArgs args = {};
   args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | kClonePidfd |
                (fresh_net_ipc_uts ? CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS : 0) |
@@ -587,7 +588,28 @@ long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts) {
   // With CLONE_PARENT the kernel takes the caller's own exit signal and
   // refuses any other.
   args.exit_signal = as_sibling ? 0 : SIGCHLD;
-  return syscall(SYS_clone3, &args, sizeof(args));
+  // A user namespace's owner is its creator's effective uid. Credentials
+  // are the thread's own in the kernel: a raw setresuid changes this
+  // thread's only (glibc's would change every thread's). The real and
+  // saved uids stay root, so the effective uid comes back without any
+  // privilege; while it is not root the thread's effective capabilities are
+  // empty, which clone3 of a new user namespace does not need (the child
+  // gets every capability in its new namespace whatever its ids). The
+  // child starts with this effective uid, which its id map then names as
+  // its namespace's root, and becomes init_uid (SandboxInitMain). Changing
+  // the effective uid makes the process not dumpable, as setfsuid
+  // (ScopedFsIds) already does; nothing here relies on it being dumpable.
+  const bool own_owner = owner_uid != 0 && syscall(SYS_geteuid) == 0 && syscall(SYS_getuid) == 0;
+  if (own_owner && syscall(SYS_setresuid, -1, owner_uid, -1) != 0) return -1;
+  const long pid = syscall(SYS_clone3, &args, sizeof(args));
+  if (pid != 0 && own_owner) {
+    const int saved = errno;
+    // Cannot fail: the real uid is root. Should it, the thread must not go
+    // on unprivileged: the daemon stops here rather than act as another user.
+    if (syscall(SYS_setresuid, -1, 0, -1) != 0) abort();
+    errno = saved;
+  }
+  return pid;
 }
 
 [[noreturn]] void SandboxInitMain(const ChildPlan& p) {

@@ -145,6 +145,9 @@ struct ChildPlan {
   // create files in its own tmpfs (unmapped owners fail with EOVERFLOW).
   uid_t init_uid = 0;
   gid_t init_gid = 0;
+  // The host id that owns the sandbox's user namespace (CloneSandboxInit);
+  // 0: the caller's (rootless, where no other can be).
+  uid_t owner_uid = 0;
   bool clear_groups = true;  // false when setgroups is denied (rootless)
   const ChildRlimit* rlimits = nullptr;
   int n_rlimits = 0;
@@ -188,8 +191,21 @@ struct ChildPlan {
 // caller's parent (CLONE_PARENT: a fork server cloning for its supervisor).
 // `fresh_net_ipc_uts` false keeps the calling thread's network, IPC and UTS
 // namespaces (prepared ones it has entered: ScopedNamespaces).
+//
+// `owner_uid` (not 0, and the caller real root) becomes the owner of the
+// new user namespace: the calling thread takes it as its effective uid for
+// the clone only. The kernel charges every per-user count made inside a
+// user namespace (inotify instances and watches, pending signals, locked
+// shared memory, processes, namespaces: kernel/ucount.c) to the user who
+// made it in that namespace *and* to the namespace's owner in each
+// namespace above, checked there against that namespace's limits. With
+// root as the owner, every sandbox's inotify instances counted against
+// root's fs.inotify.max_user_instances (128) on the host, so one sandbox
+// could take them from root's own services and from every other sandbox.
+// An owner of its own (the sandbox's unprivileged init id) makes each
+// sandbox's counts its own, bounded by the host's per-user limits.
 // Returns as clone3 does: 0 in the child, its pid, or -1 with errno.
-long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts = true);
+long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts = true, uid_t owner_uid = 0);
 
 // Sets the loopback interface of the caller's network namespace up; 0 or
 // an errno. Async-signal-safe.

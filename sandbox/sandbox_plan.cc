@@ -98,6 +98,7 @@ ChildPlan SandboxPlan::View() {
   plan.gid = gid;
   plan.init_uid = init_uid;
   plan.init_gid = init_gid;
+  plan.owner_uid = owner_uid;
   plan.clear_groups = clear_groups;
   plan.rlimits = rlimits.data();
   plan.n_rlimits = static_cast<int>(rlimits.size());
@@ -137,6 +138,7 @@ std::string SandboxPlan::Encode() const {
   w.Number(gid);
   w.Number(init_uid);
   w.Number(init_gid);
+  w.Number(owner_uid);
   w.Number(clear_groups);
   w.Number(rlimits.size());
   for (const ChildRlimit& r : rlimits) {
@@ -187,6 +189,7 @@ absl::StatusOr<SandboxPlan> SandboxPlan::Decode(absl::string_view data) {
   plan.gid = r.Number<gid_t>();
   plan.init_uid = r.Number<uid_t>();
   plan.init_gid = r.Number<gid_t>();
+  plan.owner_uid = r.Number<uid_t>();
   plan.clear_groups = r.Number<bool>();
   const auto n_rlimits = r.Number<uint64_t>();
   for (uint64_t i = 0; i < n_rlimits && r.good(); ++i) {

@@ -33,6 +33,7 @@ struct SandboxPlan {
   gid_t gid = 0;
   uid_t init_uid = 0;
   gid_t init_gid = 0;
+  uid_t owner_uid = 0;  // ChildPlan::owner_uid
   bool clear_groups = true;
   std::vector<ChildRlimit> rlimits;
   bool machine = false;  // ChildPlan::machine

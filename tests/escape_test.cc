@@ -525,6 +525,11 @@ std::vector<EscapeCase> SimpleCases() {
       Denied("iopl", SYS_iopl, {"3"}),
       Denied("ioperm", SYS_ioperm, {"0", "1024", "1"}),
       Denied("vhangup", SYS_vhangup),
+      // Per-user kernel counts that are not each sandbox's own beyond its
+      // namespace are out of reach altogether (docs/security.md, "What one
+      // tenant cannot take from the others").
+      Denied("fanotify_init", SYS_fanotify_init),
+      Denied("mq_open", SYS_mq_open),
       // BPF cannot read clone3's flags, so clone3 answers ENOSYS (glibc
       // falls back to the filtered clone) and nothing is created.
       Ok("Clone3NewUserIsEnosys", {"/testbin/syscall_clone3"}, "clone3 failed: ENOSYS\n"),

@@ -527,3 +527,44 @@ TEST(SandboxTest, SandboxOutlivesTheThreadThatStartedIt) {
 
 }  // namespace
 }  // namespace warden
+
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+
+namespace warden {
+namespace {
+
+TEST(SandboxTest, EachSandboxsUserNamespaceIsOwnedByItsOwnHostIdNeverRoot) {
+  // The kernel charges every per-user count made inside a user namespace
+  // (inotify instances and watches, pending signals, locked memory, ...)
+  // to its owner on the host too (kernel/ucount.c): root as the owner made
+  // every sandbox's counts root's. Each must be owned by its init's host id,
+  // its own: two sandboxes, two owners, neither root.
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::set<uid_t> owners;
+  for (int i = 0; i < 2; ++i) {
+    auto spawned = TestExecutor().Spawn(SpecFor({"/bin/sleep", "30"}));
+    ASSERT_TRUE(spawned.ok()) << spawned.status();
+    const std::string ns = absl::StrCat("/proc/", (*spawned)->init_pid(), "/ns/user");
+    const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << ns << ": " << strerror(errno);
+    uid_t owner = 0;
+    const int rc = ioctl(fd, NS_GET_OWNER_UID, &owner);
+    const int err = errno;
+    close(fd);
+    ASSERT_EQ(rc, 0) << strerror(err);
+    EXPECT_NE(owner, 0u);
+    EXPECT_TRUE(testing::TestIdRange().Contains(owner)) << owner;
+    // Its own: the id its namespace's root (the init) maps to.
+    EXPECT_EQ(owner, (*spawned)->program_host_uid() - 1);
+    owners.insert(owner);
+    workers.push_back(*std::move(spawned));
+  }
+  EXPECT_EQ(owners.size(), 2u);
+  // This thread got its root identity back after each clone.
+  EXPECT_EQ(geteuid(), 0u);
+  EXPECT_EQ(syscall(SYS_geteuid), 0);
+}
+
+}  // namespace
+}  // namespace warden
