@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,22 +35,66 @@ std::string EntryPath(int dir_fd, const std::string& name) {
   return absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
 }
 
+bool ValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and what lies past U+10FFFF.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
 // The entry's user.e2b.* extended attributes (none on a filesystem without
-// them, or for a symlink).
+// them, or for a symlink), in the order the filesystem lists them, as far
+// as kMaxFileMetadataBytes reaches: an entry that does not fit in what is
+// left, or is not UTF-8 (a protobuf string must be, as envd skips such
+// entries too), is left out. A sandbox can set far more (hundreds of 64 KiB
+// values on a tmpfs): none of it is read past the bound.
 FileMetadata ReadMetadata(int dir_fd, const std::string& name) {
   FileMetadata out;
   const std::string path = EntryPath(dir_fd, name);
-  char names[4096];
-  const ssize_t n = llistxattr(path.c_str(), names, sizeof(names));
+  // XATTR_LIST_MAX: the most any file's list of names can be.
+  static constexpr size_t kListMax = 65536;
+  auto names = std::make_unique<char[]>(kListMax);
+  const ssize_t n = llistxattr(path.c_str(), names.get(), kListMax);
+  size_t used = 0;
+  char value[kMaxFileMetadataBytes];
   for (ssize_t i = 0; n > 0 && i < n;) {
-    const std::string key(names + i);
+    const std::string key(names.get() + i);
     i += static_cast<ssize_t>(key.size()) + 1;
     if (!absl::StartsWith(key, kMetadataPrefix)) continue;
-    char value[65536];
-    const ssize_t v = lgetxattr(path.c_str(), key.c_str(), value, sizeof(value));
-    if (v >= 0) out[key.substr(sizeof(kMetadataPrefix) - 1)] = std::string(value, static_cast<size_t>(v));
+    if (used + key.size() >= kMaxFileMetadataBytes) continue;
+    // Never more than what is left: a larger value is ERANGE, not read.
+    const ssize_t v = lgetxattr(path.c_str(), key.c_str(), value, kMaxFileMetadataBytes - used - key.size());
+    if (v < 0) continue;
+    const absl::string_view text(value, static_cast<size_t>(v));
+    const std::string short_key = key.substr(sizeof(kMetadataPrefix) - 1);
+    if (!ValidUtf8(short_key) || !ValidUtf8(text)) continue;
+    used += key.size() + text.size();
+    out[short_key] = std::string(text);
   }
   return out;
+}
+
+// What one entry adds to a listing's message: its strings and a bound on
+// the rest (numbers, owner and group names, field tags).
+size_t ListingBytes(const WorkspaceListing& e) {
+  size_t n = 64 + e.path.size() + e.symlink_target.size() + e.owner.size() + e.group.size();
+  for (const auto& [key, value] : e.metadata) n += key.size() + value.size() + 8;
+  return n;
 }
 
 absl::Status ReplaceMetadata(int fd, const std::string& path, const FileMetadata& metadata) {
@@ -265,26 +310,31 @@ absl::StatusOr<UniqueFd> OpenBeneath(int root_fd, const std::string& path, int f
 }
 
 absl::Status ValidateFileMetadata(const FileMetadata& metadata) {
+  constexpr size_t kMaxKey = 255 - (sizeof(kMetadataPrefix) - 1);  // the VFS's bound on a name
+  size_t total = 0;
   for (const auto& [key, value] : metadata) {
-    if (key.empty() || key.size() > 200 || key.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+    if (key.empty() || key.size() > kMaxKey || key.find_first_of(std::string("/\0", 2)) != std::string::npos ||
+        !ValidUtf8(key)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "metadata key '", key, "' must be 1-200 bytes without '/' or NUL"));
+          "metadata key '", key, "' must be 1-", kMaxKey, " bytes of UTF-8 without '/' or NUL"));
     }
-    if (value.size() > 65536) {
-      return absl::InvalidArgumentError(absl::StrCat("metadata '", key, "' is over 64 KiB"));
+    if (!ValidUtf8(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("metadata '", key, "' is not UTF-8 text"));
     }
+    total += sizeof(kMetadataPrefix) - 1 + key.size() + value.size();
+  }
+  if (total > kMaxFileMetadataBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the file's metadata is ", total, " bytes (keys with their 'user.e2b.' prefix, and values); at most ",
+        kMaxFileMetadataBytes, " are kept with a file, as in E2B: give fewer or shorter entries"));
   }
   return absl::OkStatus();
 }
 
-absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std::string& data,
-                                int64_t max_bytes, Resolve resolve, const FileMetadata& metadata) {
+absl::StatusOr<UniqueFd> OpenWorkspaceFileToWrite(int root_fd, const std::string& path, Resolve resolve,
+                                                  const FileMetadata& metadata) {
   if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
   if (auto s = ValidateFileMetadata(metadata); !s.ok()) return s;
-  if (static_cast<int64_t>(data.size()) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the file is ", data.size(),
-                                                   " bytes; the cap is ", max_bytes));
-  }
   if (auto s = MakeParents(root_fd, path, resolve); !s.ok()) return s;
   // Opened without O_TRUNC first: a FIFO or device in its place is refused
   // before anything is written to it.
@@ -296,9 +346,13 @@ absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std:
   }
   if (ftruncate(fd->get(), 0) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("truncate '", path, "'"));
   if (auto s = ReplaceMetadata(fd->get(), path, metadata); !s.ok()) return s;
+  return fd;
+}
+
+absl::Status WriteToWorkspaceFile(int fd, absl::string_view data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = write(fd->get(), data.data() + done, data.size() - done);
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == ENOSPC) {
@@ -309,6 +363,19 @@ absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std:
     }
     done += static_cast<size_t>(n);
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteWorkspaceFile(int root_fd, const std::string& path, const std::string& data,
+                                int64_t max_bytes, Resolve resolve, const FileMetadata& metadata) {
+  if (auto s = ValidateWorkspacePath(path); !s.ok()) return s;
+  if (static_cast<int64_t>(data.size()) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the file is ", data.size(),
+                                                   " bytes; the cap is ", max_bytes));
+  }
+  auto fd = OpenWorkspaceFileToWrite(root_fd, path, resolve, metadata);
+  if (!fd.ok()) return fd.status();
+  if (auto s = WriteToWorkspaceFile(fd->get(), data, path); !s.ok()) return s;
   return absl::OkStatus();
 }
 
@@ -352,9 +419,10 @@ absl::StatusOr<std::string> ReadWorkspaceFile(int root_fd, const std::string& pa
 
 absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const std::string& dir,
                                                             size_t max_entries, int max_depth,
-                                                            Resolve resolve) {
+                                                            Resolve resolve, size_t max_bytes) {
   if (auto s = ValidateWorkspacePath(dir, /*allow_root=*/true); !s.ok()) return s;
   std::vector<WorkspaceListing> out;
+  size_t bytes = 0;
   std::function<absl::Status(const std::string&, int)> walk = [&](const std::string& rel,
                                                                    int depth) -> absl::Status {
     if (depth > 64 || (max_depth > 0 && depth >= max_depth)) return absl::OkStatus();
@@ -373,7 +441,17 @@ absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const s
     for (const std::string& name : names) {
       if (out.size() + here.size() >= max_entries) break;
       const std::string child = rel.empty() ? name : absl::StrCat(rel, "/", name);
-      if (auto entry = Describe(dirfd(d), name, child)) here.push_back(std::move(*entry));
+      if (auto entry = Describe(dirfd(d), name, child)) {
+        bytes += ListingBytes(*entry);
+        if (bytes > max_bytes) {
+          closedir(d);
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "the listing passed ", max_bytes >> 10, " KiB after ", out.size() + here.size(),
+              " entries (their names, link targets and metadata), the most one answer may hold: "
+              "list a directory further down, or fewer levels (depth)"));
+        }
+        here.push_back(std::move(*entry));
+      }
     }
     closedir(d);
     for (WorkspaceListing& entry : here) {

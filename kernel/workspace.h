@@ -54,8 +54,25 @@ absl::StatusOr<UniqueFd> OpenBeneath(int root_fd, const std::string& path, int f
 
 // A file's metadata: its extended attributes user.e2b.KEY, by KEY.
 using FileMetadata = std::map<std::string, std::string>;
-// Keys of 1-200 bytes without NUL or '/'; values of at most 64 KiB.
+// What one file's metadata may hold, E2B's bound (envd's
+// MaxMetadataTotalLen, ext4's one block of xattrs): the names with their
+// "user.e2b." prefix and the values, of all its entries together. Written
+// metadata is checked against it; what a sandbox set beyond it itself is
+// not read (ListWorkspace, StatWorkspacePath), so that describing a file
+// never costs the daemon more than this.
+inline constexpr size_t kMaxFileMetadataBytes = 4096;
+// Keys of 1-246 bytes (255 with the prefix) without NUL or '/', keys and
+// values UTF-8, all together within kMaxFileMetadataBytes.
 absl::Status ValidateFileMetadata(const FileMetadata& metadata);
+
+// Opens `path` (parents created) for writing: a regular file, created or
+// truncated, its metadata replaced by `metadata` (none: cleared). Use
+// under ScopedFsIds; what is written through the fd needs no more.
+absl::StatusOr<UniqueFd> OpenWorkspaceFileToWrite(int root_fd, const std::string& path, Resolve resolve,
+                                                  const FileMetadata& metadata);
+// Writes all of `data` at the fd's position; `path` names the file in errors
+// (RESOURCE_EXHAUSTED when its filesystem is full).
+absl::Status WriteToWorkspaceFile(int fd, absl::string_view data, const std::string& path);
 
 // Writes `data` to `path` (parents created) with `metadata`, which replaces
 // whatever metadata the file had (none: it is cleared). Use under
@@ -80,14 +97,20 @@ struct WorkspaceListing {
   std::string owner, group;  // their names in the sandbox, set by whoever knows them
   FileMetadata metadata;
 };
+// The most a listing may hold (ListWorkspace's max_bytes): gRPC's default
+// limit on a message a client receives, so any client can take any listing.
+inline constexpr size_t kMaxListingBytes = 4 << 20;
 // Lists `dir` recursively (symlinks listed, never followed), at most
 // `max_entries` entries and `max_depth` levels below `dir` (0: all, up to
 // 64), depth first, each directory's entries by name: an entry, then what
-// it holds, then its next sibling.
+// it holds, then its next sibling. A listing whose entries (their paths,
+// link targets and metadata, and a fixed cost each) pass `max_bytes` is
+// RESOURCE_EXHAUSTED, saying to list less: it is never built whole.
 absl::StatusOr<std::vector<WorkspaceListing>> ListWorkspace(int root_fd, const std::string& dir,
                                                             size_t max_entries = 10'000,
                                                             int max_depth = 0,
-                                                            Resolve resolve = Resolve::kBeneath);
+                                                            Resolve resolve = Resolve::kBeneath,
+                                                            size_t max_bytes = kMaxListingBytes);
 
 // The entry `path` names ("" for the root), a symlink itself rather than
 // what it points to. Use these under ScopedFsIds, like the file functions.

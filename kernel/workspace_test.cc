@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace warden {
@@ -157,6 +160,70 @@ TEST_F(WorkspaceTest, PathOperationsNeverLeaveTheWorkspace) {
   EXPECT_EQ(access((top_ + "/secret").c_str(), F_OK), 0);
   EXPECT_NE(access((top_ + "/planted").c_str(), F_OK), 0);
   EXPECT_NE(access((top_ + "/stolen").c_str(), F_OK), 0);
+}
+
+
+// Metadata a sandbox sets on its own files (a tmpfs takes hundreds of 64 KiB
+// values) is read only as far as E2B's bound per file, and what is not
+// UTF-8 is left out: describing a file costs the daemon at most that.
+TEST(WorkspaceMetadataTest, WhatIsReadOfAFilesMetadataIsBoundedWhateverItHolds) {
+  char tmpl[] = "/dev/shm/warden-metadata-test-XXXXXX";  // a tmpfs, as a sandbox's /tmp
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string file = dir + "/f";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  ASSERT_EQ(setxattr(file.c_str(), "user.e2b.a-small", "one", 3, 0), 0);
+  ASSERT_EQ(setxattr(file.c_str(), "user.e2b.bad", "\xff\xfe", 2, 0), 0);  // not UTF-8
+  const std::string big(60'000, 'x');
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(setxattr(file.c_str(), absl::StrCat("user.e2b.big", i).c_str(), big.data(), big.size(), 0), 0)
+        << strerror(errno);
+  }
+  for (int i = 0; i < 100; ++i) {
+    const std::string value(30, 'v');
+    ASSERT_EQ(setxattr(file.c_str(), absl::StrCat("user.e2b.k", i).c_str(), value.data(), value.size(), 0), 0);
+  }
+  UniqueFd root(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  auto stat = StatWorkspacePath(root.get(), "f");
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  size_t total = 0;
+  for (const auto& [key, value] : stat->metadata) {
+    total += 9 + key.size() + value.size();
+    EXPECT_FALSE(absl::StartsWith(key, "big")) << "a 60,000-byte value was read";
+    EXPECT_NE(key, "bad");
+  }
+  EXPECT_LE(total, kMaxFileMetadataBytes);
+  EXPECT_EQ(stat->metadata.at("a-small"), "one");
+  EXPECT_GE(stat->metadata.size(), 50u);  // what fits is kept
+  auto listing = ListWorkspace(root.get(), "");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  ASSERT_EQ(listing->size(), 1u);
+  EXPECT_EQ((*listing)[0].metadata, stat->metadata);
+  system(("rm -rf " + dir).c_str());
+}
+
+TEST(WorkspaceMetadataTest, WrittenMetadataIsBoundAsE2bBoundsIt) {
+  EXPECT_TRUE(ValidateFileMetadata({{"author", "me"}, {std::string(246, 'k'), "v"}}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateFileMetadata({{std::string(247, 'k'), "v"}})));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateFileMetadata({{"a/b", "v"}})));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateFileMetadata({{"k", "\xff"}})));
+  EXPECT_TRUE(ValidateFileMetadata({{"k", std::string(4096 - 10, 'v')}}).ok());  // 9 + 1 + 4086
+  absl::Status over = ValidateFileMetadata({{"k", std::string(4096 - 9, 'v')}});
+  EXPECT_TRUE(absl::IsInvalidArgument(over));
+  EXPECT_TRUE(absl::StrContains(over.message(), "4096")) << over;
+}
+
+TEST_F(WorkspaceTest, AListingPastItsBudgetIsRefusedSayingWhatToDo) {
+  ASSERT_EQ(mkdir((ws_ + "/d").c_str(), 0755), 0);
+  for (int i = 0; i < 200; ++i) WriteHost(absl::StrCat(ws_, "/d/", std::string(100, 'n'), i), "x");
+  auto small = ListWorkspace(root_.get(), "", 10'000, 0, Resolve::kBeneath, /*max_bytes=*/8 << 10);
+  ASSERT_TRUE(absl::IsResourceExhausted(small.status())) << small.status();
+  EXPECT_TRUE(absl::StrContains(small.status().message(), "depth")) << small.status();
+  auto enough = ListWorkspace(root_.get(), "", 10'000, 0, Resolve::kBeneath, /*max_bytes=*/64 << 10);
+  ASSERT_TRUE(enough.ok()) << enough.status();
+  EXPECT_EQ(enough->size(), 201u);
 }
 
 }  // namespace

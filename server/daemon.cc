@@ -226,9 +226,7 @@ absl::Status Daemon::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const int max_message =
-      static_cast<int>(std::min<int64_t>(options_.limits.max_code_bytes + options_.limits.max_file_bytes + (1 << 20),
-                                         INT32_MAX));
+  const int max_message = static_cast<int>(std::min<int64_t>(options_.limits.max_message_bytes(), INT32_MAX));
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   std::vector<std::unique_ptr<int>> ports;

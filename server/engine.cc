@@ -878,7 +878,11 @@ absl::StatusOr<std::vector<WorkspaceListing>> Engine::ListFiles(const std::strin
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   absl::StatusOr<std::vector<WorkspaceListing>> out = absl::InternalError("not run");
   RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto& present) {
-    out = ListWorkspace(root, rel, 10'000, max_depth, resolve);
+    // Never an answer larger than gRPC may send (its own refusal would
+    // reach the caller as "Sent message larger than max").
+    const size_t budget = static_cast<size_t>(
+        std::min<int64_t>(kMaxListingBytes, options_.limits.max_message_bytes() - (64 << 10)));
+    out = ListWorkspace(root, rel, 10'000, max_depth, resolve, budget);
     if (out.ok()) {
       for (WorkspaceListing& e : *out) present(e);
     }

@@ -27,6 +27,9 @@ struct LimitsOptions {
   int64_t max_file_bytes = 64LL << 20;  // one file up or down
   int64_t pids = 64;                    // per sandbox
   int64_t tmpfs_mb = 64;                // each of /tmp, /dev/shm, /workspace
+  // The largest gRPC message wardend receives or sends: code and a file,
+  // and room for the rest of the request.
+  int64_t max_message_bytes() const { return max_code_bytes + max_file_bytes + (1 << 20); }
 };
 
 struct SessionsOptions {
