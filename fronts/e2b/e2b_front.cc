@@ -623,9 +623,10 @@ class Front {
     }
     ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, "application/x-ndjson"));
     StreamEvents<v1::ExecuteEvent> events(std::move(ctx), std::move(reader));
-    // A quiet cell gets a keepalive line now and then, as from E2B's server:
-    // a client that went away is noticed when one cannot be written, and
-    // its cell is interrupted (the call is cancelled).
+    // A client that goes away is noticed when its connection closes, and its
+    // cell is interrupted (the call is cancelled); a quiet cell gets a
+    // keepalive line now and then, as from E2B's server.
+    auto hangup = http::Hangup::Subscribe(stream->hangup(), [&events] { events.Cancel(); });
     v1::ExecuteEvent event;
     for (;;) {
       const auto next = events.Wait(absl::Now() + options_.keepalive, &event);
@@ -855,6 +856,20 @@ class Front {
     ASSIGN_OR_RETURN(SandboxRef sandbox, Known(request));
     if (sandbox.record->info.auto_resume) RETURN_IF_ERROR(Resume(sandbox.api_key, sandbox.id).status());
     return sandbox;
+  }
+
+  // The tenant a sandbox-plane request counts as on the handler threads,
+  // found without a warden.v1 call (on an I/O thread): its access token's
+  // API key's; "" when it has none that opens (a signed URL, or a refusal
+  // to come).
+  std::string TenantOf(const http::Request& request) const {
+    const std::string id = request.Header("E2b-Sandbox-Id");
+    const std::string presented = PresentedToken(request);
+    if (id.empty() || presented.empty() || !options_.authenticate) return "";
+    absl::StatusOr<std::string> api_key = tokens_.Open(presented, id);
+    if (!api_key.ok()) return "";
+    absl::StatusOr<std::string> tenant = options_.authenticate(*api_key);
+    return tenant.ok() ? *tenant : "";
   }
 
   // Whether a sandbox-plane request may reach its sandbox: its access
@@ -1191,6 +1206,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   http::RouteOptions plane;
   plane.authenticate = false;
   plane.max_body_bytes = options.max_body_bytes;
+  plane.tenant_of = [front](const http::Request& request) { return front->TenantOf(request); };
   auto add_plane = [&router, &protocol, front, plane](const char* method, const char* pattern,
                                                       http::Handler handler) {
     router.Add(protocol, method, pattern,
@@ -1222,6 +1238,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
 
   EnvdOptions envd;
   envd.max_body_bytes = std::min<size_t>(options.max_body_bytes, envd.max_body_bytes);
+  envd.tenant_of = plane.tenant_of;
   AddEnvdRoutes(router, executor, [front](const http::Request& request) -> absl::StatusOr<EnvdSandbox> {
     ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request));
     return EnvdSandbox{sandbox.id, sandbox.api_key, sandbox.tenant};

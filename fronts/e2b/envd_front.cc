@@ -375,6 +375,8 @@ class EnvdFront {
     const absl::Duration keepalive = KeepaliveInterval(request);
     const absl::Time end = call.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + call.timeout;
     ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, StreamType(call)));
+    // A client that leaves ends the watch at once, not at the next keepalive.
+    auto hangup = http::Hangup::Subscribe(stream->hangup(), [&events] { events.Cancel(); });
     absl::Status end_status;
     for (;;) {
       filesystem::WatchDirResponse out;
@@ -497,6 +499,9 @@ class EnvdFront {
     }
     const absl::Duration keepalive = KeepaliveInterval(request);
     ASSIGN_OR_RETURN(auto stream, exchange.StartStream(200, StreamType(call)));
+    // A client that leaves frees this stream at once, not at the next
+    // keepalive (the command runs on, as when a write fails).
+    auto hangup = http::Hangup::Subscribe(stream->hangup(), [&events] { events.Cancel(); });
     absl::Status end_status;
     for (;;) {
       Response out;
@@ -568,6 +573,7 @@ void AddEnvdRoutes(http::Router& router, v1::Executor::StubInterface* executor, 
   http::RouteOptions route;
   route.authenticate = false;
   route.max_body_bytes = options.max_body_bytes;
+  route.tenant_of = options.tenant_of;
   auto add = [&](const std::string& service, const char* method, http::Handler handler) {
     // Keeps the front alive as long as the router holds the handler.
     router.Add(protocol, "POST", absl::StrCat("/", service, "/", method),

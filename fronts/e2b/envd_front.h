@@ -44,6 +44,9 @@ struct EnvdOptions {
   absl::Duration min_keepalive = absl::Seconds(1);
   // How long a unary call may take upstream, and a stream to start.
   absl::Duration call_timeout = absl::Minutes(2);
+  // The tenant a request counts as on the handler threads before its
+  // sandbox is looked up (http::RouteOptions::tenant_of); none: "".
+  std::function<std::string(const http::Request&)> tenant_of;
 };
 
 // `executor` is not owned and outlives the router's use.

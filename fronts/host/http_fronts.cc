@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     http_options.max_streams_per_tenant = static_cast<int>(http.max_streams_per_tenant);
     http_options.io_threads = static_cast<int>(http.io_threads);
     http_options.handler_threads = static_cast<int>(http.handler_threads);
+    http_options.max_body_bytes_in_flight = static_cast<size_t>(http.max_body_memory_mb) << 20;
     fronts->router_ = router;
     fronts->max_connections_ = http.max_connections;
     ASSIGN_OR_RETURN(fronts->http_, http::HttpServer::Start(http_options, router, by_token));

@@ -16,7 +16,9 @@ void ReadHttpSettings(config::ObjectReader& r, HttpSettings* out) {
   r.Int("max_streams_per_tenant", &out->max_streams_per_tenant);
   r.Int("io_threads", &out->io_threads);
   r.Int("handler_threads", &out->handler_threads);
+  r.Int("max_body_memory_mb", &out->max_body_memory_mb);
   r.String("e2b_key_file", &out->e2b_key_file);
+  r.Int("e2b_signed_url_max_seconds", &out->e2b_signed_url_max_seconds);
 }
 
 void CheckHttpSettings(const HttpSettings& settings, config::Problems& problems) {
@@ -26,7 +28,9 @@ void CheckHttpSettings(const HttpSettings& settings, config::Problems& problems)
       {"http.max_connections", settings.max_connections, 1, 1'000'000},
       {"http.max_streams_per_tenant", settings.max_streams_per_tenant, 1, 1'000'000},
       {"http.io_threads", settings.io_threads, 0, 64},
-      {"http.handler_threads", settings.handler_threads, 1, 16'384}};
+      {"http.handler_threads", settings.handler_threads, 1, 16'384},
+      {"http.max_body_memory_mb", settings.max_body_memory_mb, 16, 1 << 20},
+      {"http.e2b_signed_url_max_seconds", settings.e2b_signed_url_max_seconds, 1, 366LL * 86'400}};
   for (const auto& [name, value, min, max] : bounds) {
     if (value < min || value > max) {
       problems.Add(absl::StrCat(name, " is ", value, "; it must be between ", min, " and ", max));

@@ -37,11 +37,19 @@ struct HttpSettings {
   // block on the engine.
   int64_t io_threads = 0;
   int64_t handler_threads = 512;
+  // Request bodies held in memory at once, all connections together (MiB);
+  // one more body is answered 503 before it is read.
+  int64_t max_body_memory_mb = 1024;
   // The key E2B access tokens are sealed with (fronts/e2b/access_token.h):
   // a file of 32 bytes or 64 hex digits that every gateway of a fleet
   // shares, so that a sandbox's token outlives a restart and works through
   // any of them. Empty: a random key per start.
   std::string e2b_key_file;
+  // The longest an E2B signed file URL (downloadUrl, uploadUrl with
+  // useSignatureExpiration) may still be valid when it is used: one whose
+  // expiration lies further ahead is refused (E2B sets no bound). A URL
+  // without an expiration lives as long as its sandbox, as in E2B.
+  int64_t e2b_signed_url_max_seconds = 86'400;
 };
 
 // Reads the keys of the `http` object (the caller opens it).

@@ -1,5 +1,7 @@
 #include "fronts/http/connection.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -114,12 +116,49 @@ void Connection::SetWebSocket(std::weak_ptr<WebSocket> socket) {
   });
 }
 
+void Connection::WatchForHangup(std::shared_ptr<Hangup> hangup) {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this(), hangup = std::move(hangup)]() mutable {
+    if (self->closed_) {
+      hangup->Fire();
+      return;
+    }
+    self->AwaitHangup(std::move(hangup));
+  });
+}
+
+void Connection::AwaitHangup(std::shared_ptr<Hangup> hangup) {
+  // Readable: bytes, or the end of the stream (or an error). Only peeked:
+  // a pipelined request stays for the parser.
+  stream_.socket().async_wait(net::socket_base::wait_read,
+                              [self = shared_from_this(), hangup = std::move(hangup)](beast::error_code ec) mutable {
+                                char byte;
+                                ssize_t n = -1;
+                                int err = 0;
+                                if (!ec) {
+                                  n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
+                                             MSG_PEEK | MSG_DONTWAIT);
+                                  err = n < 0 ? errno : 0;
+                                }
+                                if (!ec && n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
+                                  return self->AwaitHangup(std::move(hangup));  // spurious
+                                }
+                                if (!ec && n > 0) return;  // the client sent more: not watched further
+                                // The end (0), a reset, or our own close.
+                                if (!hangup->Fire() || self->closed_) return;
+                                self->closed_ = true;
+                                beast::error_code ignored;
+                                self->stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+                                self->stream_.close();
+                              });
+}
+
 // ---- Reading a request
 
 void Connection::ReadHead(bool fresh) {
   if (closed_) return Finish();
   shared_->table.SetWaiting(shared_from_this(), &member_, true);
   request_.reset();
+  body_reservation_.reset();
   route_ = nullptr;
   protocol_ = nullptr;
   cors_.clear();
@@ -222,6 +261,21 @@ void Connection::OnHead(beast::error_code ec) {
                            absl::StrCat("the request body exceeds ", limit, " bytes; send less at once")),
                        true);
   }
+  // What the body will hold in memory, counted against every connection's
+  // bodies together before a byte of it is read.
+  const size_t body = head_->content_length() ? static_cast<size_t>(*head_->content_length())
+                      : head_->chunked()      ? limit
+                                              : 0;
+  if (body > 0) {
+    body_reservation_ = shared_->ReserveBody(body);
+    if (!body_reservation_) {
+      return AnswerError(route_->protocol.get(), 503,
+                         absl::UnavailableError(absl::StrCat(
+                             "the server holds ", shared_->options.max_body_bytes_in_flight >> 20,
+                             " MiB of request bodies already, the most it takes at once; try again in a moment")),
+                         true);
+    }
+  }
   if (absl::EqualsIgnoreCase(request.Header("Expect"), "100-continue")) {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
     stream_.expires_after(absl::ToChronoNanoseconds(options().io_timeout));
@@ -274,8 +328,12 @@ void Connection::OnBody(beast::error_code ec) {
     if (!tenant.ok()) return AnswerError(protocol, 401, tenant.status(), upgrade);
     request.tenant = *std::move(tenant);
   }
+  if (!route_->options.authenticate && route_->options.tenant_of) request.tenant = route_->options.tenant_of(request);
   if (route_->options.nonblocking) return RunHandler();
-  if (!shared_->pool.Submit([self = shared_from_this()] { self->RunHandler(); })) Finish();  // stopping
+  // In the tenant's own line: its share of the threads, served in turn.
+  if (!shared_->pool.Submit([self = shared_from_this()] { self->RunHandler(); }, request.tenant)) {
+    Finish();  // stopping
+  }
 }
 
 // ---- Running the handler
@@ -363,6 +421,7 @@ void Connection::Linger() {
   // not read yet. Half-close instead and discard what the client still
   // sends until it closes too, or a short deadline passes.
   request_.reset();
+  body_reservation_.reset();
   beast::error_code ec;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   if (ec || closed_) return Finish();
@@ -381,6 +440,7 @@ void Connection::Linger() {
 
 void Connection::Finish() {
   shared_->table.SetWaiting(shared_from_this(), &member_, false);
+  body_reservation_.reset();
   beast::error_code ignored;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   stream_.close();

@@ -8,6 +8,7 @@
 // fronts/http; handlers see only Request and Exchange.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,6 +36,7 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 
 class WebSocket;
+class Hangup;
 
 // What every connection of one server shares; owned by the server and by
 // each connection (it outlives the last one).
@@ -49,6 +51,11 @@ struct ServerShared {
   WorkPool pool;
   std::shared_ptr<TenantStreams> streams;
   ConnectionTable table;
+  // The request bodies held now, against options.max_body_bytes_in_flight.
+  std::atomic<size_t> body_bytes{0};
+  // `n` bytes of it for one body, given back when the result is dropped;
+  // null when they would pass the bound.
+  std::shared_ptr<void> ReserveBody(size_t n);
 };
 
 // Completes one asynchronous operation: `start` begins it on the stream and
@@ -78,6 +85,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::error_code HandOver(absl::AnyInvocable<void(beast::tcp_stream, Done) &&> take);
   // The WebSocket this connection became; closed by Close().
   void SetWebSocket(std::weak_ptr<WebSocket> socket);
+  // While a response streams: tells `hangup` when the client closes or
+  // resets the connection, and closes it then (Hangup, exchange.h).
+  void WatchForHangup(std::shared_ptr<Hangup> hangup);
 
   ServerShared& shared() { return *shared_; }
   const HttpServerOptions& options() const { return shared_->options; }
@@ -104,6 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void AfterAnswer(beast::error_code ec, bool keep_alive);
   void Linger();
   void Finish();
+  void AwaitHangup(std::shared_ptr<Hangup> hangup);  // on the strand
 
   const std::shared_ptr<ServerShared> shared_;
   // Its place in shared_->table; destroyed after the members below.
@@ -119,6 +130,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;                                    // on the strand
   bool upgraded_ = false;                                  // on the strand
   std::weak_ptr<WebSocket> websocket_;                     // on the strand
+  std::shared_ptr<void> body_reservation_;                 // on the strand: request_'s body's bytes
 };
 
 // The Beast message an answer is sent as: `response` with Server, the

@@ -39,9 +39,62 @@ StartOp WriteBytes(std::shared_ptr<const std::string> bytes, bool chunk) {
 
 }  // namespace
 
+// --- Hangup
+
+Hangup::Subscription& Hangup::Subscription::operator=(Subscription&& other) noexcept {
+  if (this != &other) {
+    Subscription gone = std::move(*this);  // unsubscribes
+    hangup_ = std::move(other.hangup_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+Hangup::Subscription::~Subscription() {
+  if (!hangup_ || id_ == 0) return;
+  absl::MutexLock lock(&hangup_->mu_);  // waits for a call under way
+  auto& calls = hangup_->calls_;
+  calls.erase(std::remove_if(calls.begin(), calls.end(), [this](const auto& c) { return c.first == id_; }),
+              calls.end());
+}
+
+Hangup::Subscription Hangup::Subscribe(const std::shared_ptr<Hangup>& hangup, absl::AnyInvocable<void()> on_hangup) {
+  absl::MutexLock lock(&hangup->mu_);
+  if (hangup->gone_) {
+    on_hangup();
+    return Subscription();
+  }
+  const int id = hangup->next_id_++;
+  hangup->calls_.emplace_back(id, std::move(on_hangup));
+  return Subscription(hangup, id);
+}
+
+bool Hangup::gone() const {
+  absl::MutexLock lock(&mu_);
+  return gone_;
+}
+
+bool Hangup::Fire() {
+  absl::MutexLock lock(&mu_);
+  if (ended_ || gone_) return false;
+  gone_ = true;
+  for (auto& [id, call] : calls_) call();
+  calls_.clear();
+  return true;
+}
+
+void Hangup::End() {
+  absl::MutexLock lock(&mu_);
+  ended_ = true;
+  calls_.clear();
+}
+
 // --- ResponseStream
 
-ResponseStream::~ResponseStream() { (void)Finish(); }
+ResponseStream::~ResponseStream() {
+  (void)Finish();
+  hangup_->End();
+}
 
 absl::Status ResponseStream::Write(absl::string_view data) {
   if (failed_) return absl::UnavailableError("the client is gone");
@@ -141,7 +194,9 @@ absl::StatusOr<std::unique_ptr<ResponseStream>> Exchange::StartStream(
     close_after_ = true;
     return WriteFailed(ec);
   }
-  return std::unique_ptr<ResponseStream>(new ResponseStream(connection_, chunked, *std::move(lease)));
+  auto hangup = std::make_shared<Hangup>();
+  connection_.WatchForHangup(hangup);
+  return std::unique_ptr<ResponseStream>(new ResponseStream(connection_, chunked, *std::move(lease), hangup));
 }
 
 bool Exchange::IsWebSocketUpgrade() const { return boost::beast::websocket::is_upgrade(request_.raw); }

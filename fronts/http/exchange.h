@@ -22,6 +22,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
 #include "fronts/http/request.h"
 #include "fronts/http/tenant_streams.h"
 #include "fronts/http/websocket.h"
@@ -29,6 +32,51 @@
 namespace warden::http {
 
 class Connection;  // fronts/http/connection.h; one per client connection
+
+// Hangup: the client of a streamed response went away - closed or reset
+// its connection. The connection notices when it happens (it keeps a read
+// pending on the socket while the stream lasts), not at the stream's next
+// write, which may be a keepalive a minute away: a handler waiting on its
+// upstream subscribes and is woken, so its thread and its stream are freed
+// at once. A client that sends more bytes during the stream (a pipelined
+// request) is no longer watched; its departure shows at the next write.
+class Hangup {
+ public:
+  class Subscription {
+   public:
+    Subscription() = default;
+    Subscription(Subscription&& other) noexcept
+        : hangup_(std::move(other.hangup_)), id_(std::exchange(other.id_, 0)) {}
+    Subscription& operator=(Subscription&& other) noexcept;
+    ~Subscription();  // no call after it returns
+
+   private:
+    friend class Hangup;
+    Subscription(std::shared_ptr<Hangup> hangup, int id) : hangup_(std::move(hangup)), id_(id) {}
+    std::shared_ptr<Hangup> hangup_;
+    int id_ = 0;
+  };
+
+  // Calls `on_hangup` once, when the client goes (now, on this thread, if
+  // it has gone already); never after the Subscription is destroyed. It
+  // runs on the connection's I/O thread under the Hangup's lock: it must be
+  // quick and must not subscribe (cancelling a gRPC call is both).
+  [[nodiscard]] static Subscription Subscribe(const std::shared_ptr<Hangup>& hangup,
+                                              absl::AnyInvocable<void()> on_hangup);
+  bool gone() const;
+  // For the connection: the client went away. Returns false when the
+  // stream had ended already (nothing to do).
+  bool Fire();
+  // For the stream: it ended; a later hangup is the connection's own.
+  void End();
+
+ private:
+  mutable absl::Mutex mu_;
+  bool gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  int next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<std::pair<int, absl::AnyInvocable<void()>>> calls_ ABSL_GUARDED_BY(mu_);
+};
 
 class ResponseStream {
  public:
@@ -42,14 +90,18 @@ class ResponseStream {
   // away mid-response would: the client's read fails (E2B's SDKs take that,
   // with the sandbox gone, for "killed during the request").
   void Abort();
+  // The client's departure while the stream lasts (Hangup::Subscribe).
+  const std::shared_ptr<Hangup>& hangup() const { return hangup_; }
 
  private:
   friend class Exchange;
-  ResponseStream(Connection& connection, bool chunked, std::unique_ptr<TenantStreams::Lease> lease)
-      : connection_(connection), chunked_(chunked), lease_(std::move(lease)) {}
+  ResponseStream(Connection& connection, bool chunked, std::unique_ptr<TenantStreams::Lease> lease,
+                 std::shared_ptr<Hangup> hangup)
+      : connection_(connection), chunked_(chunked), lease_(std::move(lease)), hangup_(std::move(hangup)) {}
   Connection& connection_;
   const bool chunked_;  // false for HTTP/1.0 clients: raw bytes, then close
   std::unique_ptr<TenantStreams::Lease> lease_;
+  const std::shared_ptr<Hangup> hangup_;
   bool finished_ = false;
   bool failed_ = false;
 };

@@ -58,6 +58,12 @@ struct RouteOptions {
   // it runs on an I/O thread instead of the handler pool, and may only
   // Send (the admin endpoints).
   bool nonblocking = false;
+  // For a route that does not authenticate: the tenant its request counts
+  // as on the handler pool (each tenant's share of the threads, WorkPool),
+  // found on an I/O thread, so quickly and without blocking (the E2B
+  // sandbox plane opens the request's access token). The handler may set
+  // request.tenant itself later, once it has checked more.
+  std::function<std::string(const Request&)> tenant_of;
 };
 
 struct Route {

@@ -78,11 +78,20 @@ ServerShared::ServerShared(HttpServerOptions options_in, std::shared_ptr<const R
       access(options.access),
       authenticate(std::move(authenticate_in)),
       io(io_threads),
-      pool(io_threads, options.handler_threads),
+      // One tenant's blocking handlers take at most half of the threads.
+      pool(io_threads, options.handler_threads, absl::Seconds(30), std::max(1, options.handler_threads / 2)),
       streams(std::make_shared<TenantStreams>(options.max_streams_per_tenant,
                                               absl::StrCat(options.settings_prefix, "max_streams_per_tenant"),
                                               options.handler_threads,
                                               absl::StrCat(options.settings_prefix, "handler_threads"))) {}
+
+std::shared_ptr<void> ServerShared::ReserveBody(size_t n) {
+  size_t used = body_bytes.load();
+  do {
+    if (used + n > options.max_body_bytes_in_flight) return nullptr;
+  } while (!body_bytes.compare_exchange_weak(used, used + n));
+  return std::shared_ptr<void>(nullptr, [this, n](void*) { body_bytes -= n; });
+}
 
 class HttpServer::Core {
  public:

@@ -71,8 +71,13 @@ struct HttpServerOptions {
   // I/O threads; 0: one per core (std::thread::hardware_concurrency).
   int io_threads = 0;
   // Threads for handlers that block, started on demand up to this many;
-  // requests beyond wait for one, in order.
+  // requests beyond wait for one (WorkPool: one tenant's take at most half,
+  // the rest wait in its own line, lines served in turn).
   int handler_threads = 512;
+  // Request bodies held in memory at once, every connection's together:
+  // a request whose declared body (or, chunked, its route's limit) would
+  // pass it is answered 503 before its body is read.
+  size_t max_body_bytes_in_flight = size_t{1} << 30;
   // Which hosts and web origins may call (access_policy.h); applied to
   // every request before its route's handler, preflights answered.
   AccessOptions access;

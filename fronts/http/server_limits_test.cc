@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -102,6 +103,19 @@ class HttpServerLimitsTest : public ::testing::Test {
       release_.WaitForNotification();
       return (*stream)->Finish();
     });
+    // A stream whose handler waits on its upstream (here: the test's
+    // release) and hears of its client's departure through the Hangup.
+    router_->Add(protocol, "GET", "/wait", [this](Request&, Exchange& e) {
+      auto stream = e.StartStream(200, "application/x-ndjson");
+      if (!stream.ok()) return stream.status();
+      if (absl::Status s = (*stream)->Write("{}\n"); !s.ok()) return s;
+      absl::Notification gone;
+      auto subscription = Hangup::Subscribe((*stream)->hangup(), [&gone] { gone.Notify(); });
+      const bool heard = gone.WaitForNotificationWithTimeout(absl::Seconds(60));
+      absl::MutexLock lock(&mu_);
+      hangups_ += heard ? 1 : 0;
+      return absl::OkStatus();
+    });
     router_->Add(protocol, "GET", "/ws", [](Request&, Exchange& e) {
       auto ws = e.AcceptWebSocket({});
       if (!ws.ok()) return ws.status();
@@ -152,6 +166,7 @@ class HttpServerLimitsTest : public ::testing::Test {
   absl::Mutex mu_;
   absl::Status big_status_ ABSL_GUARDED_BY(mu_);
   bool big_done_ ABSL_GUARDED_BY(mu_) = false;
+  int hangups_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_F(HttpServerLimitsTest, ASlowlorisOfThousandsOfHalfSentHeadsLeavesARealClientServed) {
@@ -382,9 +397,14 @@ TEST_F(HttpServerLimitsTest, BlockingHandlersLeaveTheIoThreadsFree) {
   options.io_threads = 1;
   options.handler_threads = 2;
   Start(options);
-  // Every handler thread blocked, and one more request waiting for a thread.
+  // Every handler thread blocked (each tenant holds at most half of them),
+  // and one more request waiting for a thread.
   RawSocket one(port()), two(port()), three(port());
-  for (RawSocket* s : {&one, &two, &three}) ASSERT_TRUE(s->Send("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  const char* tenants[] = {"x", "y", "z"};
+  int i = 0;
+  for (RawSocket* s : {&one, &two, &three}) {
+    ASSERT_TRUE(s->Send(absl::StrCat("GET /block HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: ", tenants[i++], "\r\n\r\n")));
+  }
   ASSERT_TRUE(Eventually([&] { return blocked_ == 2; }));
   // The one I/O thread still reads, routes and answers what never blocks.
   EXPECT_EQ(RealClientGet("/quick"), 200u);
@@ -422,6 +442,95 @@ TEST_F(HttpServerLimitsTest, AThousandOpenWebSocketsHoldNoThreadEach) {
                                                 << threads_open;
   for (auto& ws : sockets) ws->close(websocket::close_code::normal);
   EXPECT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(30)));
+}
+
+
+// A streaming client that closes its connection is noticed then, not at
+// the stream's next write: the handler waiting on its upstream is woken
+// (Hangup), and its thread and its stream are the tenant's again at once.
+TEST_F(HttpServerLimitsTest, AStreamingClientThatLeavesIsNoticedWhenItsConnectionCloses) {
+  HttpServerOptions options;
+  options.max_streams_per_tenant = 4;
+  Start(options);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<RawSocket>> clients;
+    for (int i = 0; i < 4; ++i) {
+      clients.push_back(std::make_unique<RawSocket>(port()));
+      ASSERT_TRUE(clients.back()->Send("GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: acme\r\n\r\n"));
+      ASSERT_THAT(clients.back()->ReadUntil("{}\n"), ::testing::StartsWith("HTTP/1.1 200 OK")) << round;
+    }
+    const absl::Time left = absl::Now();
+    clients.clear();  // all four leave at once
+    // Long before any write could have told (the handlers write nothing
+    // more): every handler has heard and returned, every stream is free.
+    ASSERT_TRUE(Eventually([&] {
+      absl::MutexLock lock(&mu_);
+      return hangups_ == 4 * (round + 1);
+    }, absl::Seconds(10)));
+    ASSERT_TRUE(server_->WaitForConnectionsAtMost(0, absl::Now() + absl::Seconds(10)));
+    EXPECT_LT(absl::Now() - left, absl::Seconds(5));
+  }
+  // And the tenant may open its four again.
+  EXPECT_EQ(RealClientGet("/lines"), 200u);
+}
+
+// Of the threads streams may hold, one tenant takes at most half of those
+// free: a tenant at its share is told 429, and the next still gets in.
+TEST_F(HttpServerLimitsTest, OneTenantsStreamsLeaveRoomForTheNextTenantsStreams) {
+  HttpServerOptions options;
+  options.handler_threads = 16;  // streams hold at most 8 threads
+  Start(options);
+  std::vector<std::unique_ptr<RawSocket>> streams;
+  auto open = [&](const std::string& tenant) {
+    streams.push_back(std::make_unique<RawSocket>(port()));
+    EXPECT_TRUE(streams.back()->Send(absl::StrCat("GET /long HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: ", tenant,
+                                                  "\r\n\r\n")));
+    return streams.back()->ReadUntil("\r\n\r\n");
+  };
+  // The greedy one: 4 of the 8 (each time at most half of those free).
+  for (int i = 0; i < 4; ++i) EXPECT_THAT(open("greedy"), ::testing::StartsWith("HTTP/1.1 200 OK")) << i;
+  RawSocket fifth(port());
+  ASSERT_TRUE(fifth.Send("GET /long HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Tenant: greedy\r\n\r\n"));
+  const std::string refused = fifth.ReadResponse();
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 429"));
+  EXPECT_THAT(refused, HasSubstr("http.handler_threads"));
+  // Another tenant gets in, and a third after it.
+  EXPECT_THAT(open("other"), ::testing::StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(open("other"), ::testing::StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(open("third"), ::testing::StartsWith("HTTP/1.1 200 OK"));
+  // Ordinary requests are served all along.
+  EXPECT_EQ(RealClientGet("/public"), 200u);
+}
+
+
+// Request bodies held at once are bounded all together: one more is 503
+// before it is read, and a body given back makes room again.
+TEST_F(HttpServerLimitsTest, BodiesHeldAtOnceAreBoundedAllTogether) {
+  HttpServerOptions options;
+  options.max_body_bytes = 1 << 20;
+  options.max_body_bytes_in_flight = 1 << 20;
+  Start(options);
+  const std::string body(600 << 10, 'b');
+  // The first body comes slowly: its bytes are counted from its head on.
+  RawSocket slow(port());
+  ASSERT_TRUE(slow.Send(absl::StrCat("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ", body.size(),
+                                     "\r\n\r\n", body.substr(0, 1000))));
+  absl::SleepFor(absl::Milliseconds(200));
+  RawSocket second(port());
+  ASSERT_TRUE(second.Send(absl::StrCat("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ", body.size(),
+                                       "\r\n\r\n")));
+  const std::string refused = second.ReadResponse();
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(refused, HasSubstr("request bodies"));
+  ASSERT_TRUE(slow.Send(body.substr(1000)));
+  EXPECT_THAT(slow.ReadResponse(), ::testing::StartsWith("HTTP/1.1 200 OK"));
+  // Answered: its bytes are given back.
+  EXPECT_TRUE(Eventually([&] {
+    RawSocket third(port());
+    third.Send(absl::StrCat("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: ",
+                            body.size(), "\r\n\r\n", body));
+    return absl::StartsWith(third.ReadResponse(), "HTTP/1.1 200 OK");
+  }));
 }
 
 }  // namespace

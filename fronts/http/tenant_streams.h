@@ -8,7 +8,11 @@
 // A response stream holds a handler thread while it lasts (a WebSocket
 // holds none). However many tenants stream, such streams together take at
 // most half of the handler threads: one more is UNAVAILABLE (503), so
-// requests that are not streams always find threads.
+// requests that are not streams always find threads. Of those stream
+// threads, one tenant takes at most half of what is free (its first one
+// whenever any is): past that it gets RESOURCE_EXHAUSTED (429), and the
+// other half stays for everyone else, so one tenant at its limit leaves
+// room for the next, and that one for the next.
 #pragma once
 
 #include <memory>
@@ -56,6 +60,7 @@ class TenantStreams : public std::enable_shared_from_this<TenantStreams> {
   absl::StatusOr<std::unique_ptr<Lease>> Open(const std::string& tenant, bool holds_thread = false);
   int open(const std::string& tenant) const;
   int holding_threads() const;
+  int holding_threads(const std::string& tenant) const;
 
  private:
   void Close(const std::string& tenant, bool holds_thread);
@@ -67,6 +72,7 @@ class TenantStreams : public std::enable_shared_from_this<TenantStreams> {
   const std::string threads_setting_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, int> open_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> threads_of_ ABSL_GUARDED_BY(mu_);  // streams holding a thread
   int holding_threads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

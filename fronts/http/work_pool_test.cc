@@ -3,6 +3,7 @@
 #include "fronts/http/work_pool.h"
 
 #include <algorithm>
+#include <string>
 #include <atomic>
 #include <vector>
 
@@ -68,6 +69,54 @@ TEST(WorkPoolTest, IdleThreadsEndDownToTheMinimum) {
   ASSERT_TRUE(pool.Submit([&] { ran = true; }));
   pool.Stop();
   EXPECT_TRUE(ran);
+}
+
+
+// One tenant's work holds at most its share of the threads; another
+// tenant's work runs at once beside it, not behind its backlog, and
+// waiting tenants take turns.
+TEST(WorkPoolTest, ATenantHoldsAtMostItsShareAndAnotherTenantsWorkDoesNotWaitBehindIt) {
+  WorkPool pool(1, 4, absl::Seconds(30), /*max_per_tenant=*/2);
+  absl::Notification release;
+  std::atomic<int> greedy_started{0};
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(pool.Submit(
+        [&] {
+          ++greedy_started;
+          release.WaitForNotification();
+        },
+        "greedy"));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (greedy_started < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(50));  // room for a third, which must not start
+  EXPECT_EQ(greedy_started, 2);
+  EXPECT_EQ(pool.running("greedy"), 2);
+  absl::Notification other_ran;
+  ASSERT_TRUE(pool.Submit([&] { other_ran.Notify(); }, "other"));
+  EXPECT_TRUE(other_ran.WaitForNotificationWithTimeout(absl::Seconds(20)))
+      << "another tenant's work waited behind the greedy one's backlog";
+  release.Notify();
+  pool.Stop();
+  EXPECT_EQ(greedy_started, 10);
+}
+
+TEST(WorkPoolTest, WaitingTenantsTakeTurns) {
+  WorkPool pool(1, 1, absl::Seconds(30), 1);
+  absl::Notification started, release;
+  ASSERT_TRUE(pool.Submit(
+      [&] {
+        started.Notify();
+        release.WaitForNotification();
+      },
+      "a"));
+  started.WaitForNotification();  // taken: a's line is empty again
+  std::vector<std::string> order;  // one thread: no lock needed
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.Submit([&] { order.push_back("a"); }, "a"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.Submit([&] { order.push_back("b"); }, "b"));
+  release.Notify();
+  pool.Stop();
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a", "b", "a", "b"}));
 }
 
 }  // namespace
