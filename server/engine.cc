@@ -861,6 +861,45 @@ absl::StatusOr<WorkspaceListing> Engine::WriteFile(const std::string& tenant, co
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<Engine::Upload>> Engine::StartUpload(const std::string& tenant,
+                                                                    const std::string& id, const std::string& path,
+                                                                    const FileMetadata& metadata) {
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
+  if (!metadata.empty() && entry->machine == nullptr) {
+    return absl::InvalidArgumentError("file metadata needs a session with a shared workspace");
+  }
+  absl::StatusOr<UniqueFd> fd = absl::InternalError("not run");
+  RETURN_IF_ERROR(InFiles(*entry, path, [&](int root, const std::string& rel, Resolve resolve, const auto&) {
+    fd = OpenWorkspaceFileToWrite(root, rel, resolve, metadata);
+    return absl::OkStatus();
+  }));
+  if (!fd.ok()) return fd.status();
+  return std::unique_ptr<Upload>(new Upload(*this, std::move(entry), path, *std::move(fd)));
+}
+
+absl::Status Engine::Upload::Write(absl::string_view piece) {
+  const int64_t max = engine_.options_.limits.max_file_bytes;
+  if (written_ + static_cast<int64_t>(piece.size()) > max) {
+    return absl::InvalidArgumentError(absl::StrCat("the file passed the server's maximum of ", max, " bytes"));
+  }
+  RETURN_IF_ERROR(WriteToWorkspaceFile(fd_.get(), piece, path_));
+  written_ += static_cast<int64_t>(piece.size());
+  entry_->Touch();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkspaceListing> Engine::Upload::Finish() {
+  fd_.Reset();
+  absl::StatusOr<WorkspaceListing> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(engine_.InFiles(*entry_, path_, [&](int root, const std::string& rel, Resolve resolve,
+                                                       const auto& present) {
+    out = StatWorkspacePath(root, rel, resolve);
+    if (out.ok()) present(*out);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::StatusOr<std::string> Engine::ReadFile(const std::string& tenant, const std::string& id,
                                              const std::string& path) {
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));

@@ -195,6 +195,29 @@ class Engine {
   absl::StatusOr<WorkspaceListing> WriteFile(const std::string& tenant, const std::string& id,
                                              const std::string& path, const std::string& data,
                                              const FileMetadata& metadata = {});
+  // A file written as its pieces come (UploadFile): opened - created or
+  // truncated, its metadata replaced - by StartUpload, each piece written
+  // by Write at once, never the whole file in memory; at most
+  // limits.max_file_bytes in all. What is written stays when an upload
+  // fails half way, as with E2B's envd.
+  class Upload {
+   public:
+    absl::Status Write(absl::string_view piece);
+    // The file as WriteFile describes it.
+    absl::StatusOr<WorkspaceListing> Finish();
+
+   private:
+    friend class Engine;
+    Upload(Engine& engine, std::shared_ptr<ManagedSession> entry, std::string path, UniqueFd fd)
+        : engine_(engine), entry_(std::move(entry)), path_(std::move(path)), fd_(std::move(fd)) {}
+    Engine& engine_;
+    const std::shared_ptr<ManagedSession> entry_;
+    const std::string path_;
+    UniqueFd fd_;
+    int64_t written_ = 0;
+  };
+  absl::StatusOr<std::unique_ptr<Upload>> StartUpload(const std::string& tenant, const std::string& id,
+                                                      const std::string& path, const FileMetadata& metadata = {});
   absl::StatusOr<std::string> ReadFile(const std::string& tenant, const std::string& id,
                                        const std::string& path);
   absl::StatusOr<std::vector<WorkspaceListing>> ListFiles(const std::string& tenant,

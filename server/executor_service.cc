@@ -189,23 +189,30 @@ v1::ExecuteEvent ToEvent(const CellEvent& event) {
   return out;
 }
 
-// UploadFile: a header, then chunks, collected up to the server's cap.
+// UploadFile: a header, then chunks, each written to the file as it comes
+// (Engine::Upload): one chunk in memory at a time, whatever the file's size
+// and however many uploads run at once. The next chunk is read once the
+// last is written, so a client faster than the disk waits (flow control).
 class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
  public:
-  UploadReactor(Engine& engine, Tasks& tasks, std::string tenant, v1::FileInfo* response)
-      : engine_(engine), tasks_(tasks), tenant_(std::move(tenant)), response_(response) {
+  UploadReactor(grpc::CallbackServerContext* ctx, Engine& engine, Tasks& tasks, std::string tenant,
+                v1::FileInfo* response)
+      : ctx_(ctx), engine_(engine), tasks_(tasks), tenant_(std::move(tenant)), response_(response) {
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client finished sending
+    if (!ok) {
       if (!have_header_) {
         Finish(ToGrpc(absl::InvalidArgumentError("UploadFile needs a header message first")));
         return;
       }
-      tasks_.Run([this] {
-        FileMetadata metadata(header_.metadata().begin(), header_.metadata().end());
-        auto written = engine_.WriteFile(tenant_, header_.session_id(), header_.path(), data_, metadata);
+      if (ctx_->IsCancelled()) {  // the client gave up: the file stays as far as it came
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the upload was cancelled"));
+        return;
+      }
+      tasks_.Run([this] {  // the client finished sending
+        auto written = upload_->Finish();
         if (written.ok()) FillFileInfo(*written, response_);
         Finish(ToGrpc(written.status()));
       });
@@ -224,26 +231,38 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
             absl::StrCat("the file is ", header_.size(), " bytes; the server's maximum is ", max))));
         return;
       }
-    } else if (request_.has_chunk()) {
+      tasks_.Run([this] {
+        FileMetadata metadata(header_.metadata().begin(), header_.metadata().end());
+        auto upload = engine_.StartUpload(tenant_, header_.session_id(), header_.path(), metadata);
+        if (!upload.ok()) {
+          Finish(ToGrpc(upload.status()));
+          return;
+        }
+        upload_ = *std::move(upload);
+        StartRead(&request_);
+      });
+      return;
+    }
+    if (request_.has_chunk()) {
       if (!have_header_) {
         Finish(ToGrpc(absl::InvalidArgumentError("UploadFile needs the header before any chunk")));
         return;
       }
-      if (static_cast<int64_t>(data_.size() + request_.chunk().size()) > max) {
-        Finish(ToGrpc(absl::InvalidArgumentError(
-            absl::StrCat("the file passed the server's maximum of ", max, " bytes"))));
-        return;
-      }
-      data_ += request_.chunk();
-    } else {
-      Finish(ToGrpc(absl::InvalidArgumentError("an UploadFile message must hold a header or a chunk")));
+      tasks_.Run([this] {
+        if (absl::Status written = upload_->Write(request_.chunk()); !written.ok()) {
+          Finish(ToGrpc(written));
+          return;
+        }
+        StartRead(&request_);
+      });
       return;
     }
-    StartRead(&request_);
+    Finish(ToGrpc(absl::InvalidArgumentError("an UploadFile message must hold a header or a chunk")));
   }
   void OnDone() override { delete this; }
 
  private:
+  grpc::CallbackServerContext* const ctx_;  // not owned
   Engine& engine_;
   Tasks& tasks_;
   const std::string tenant_;
@@ -251,7 +270,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadFileRequest> {
   v1::UploadFileRequest request_;
   v1::UploadFileHeader header_;
   bool have_header_ = false;
-  std::string data_;
+  std::unique_ptr<Engine::Upload> upload_;
 };
 
 // Streams a command's events from the start until its end, each as soon as
@@ -465,7 +484,7 @@ grpc::ServerReadReactor<v1::UploadFileRequest>* ExecutorService::UploadFile(grpc
     };
     return new Refuse(tenant.status());
   }
-  return new UploadReactor(engine_, tasks_, *tenant, response);
+  return new UploadReactor(ctx, engine_, tasks_, *tenant, response);
 }
 
 grpc::ServerWriteReactor<v1::FileChunk>* ExecutorService::DownloadFile(grpc::CallbackServerContext* ctx,

@@ -253,6 +253,84 @@ std::string PresentedToken(const http::Request& request) {
   return token;
 }
 
+// One file going up over warden.v1's UploadFile as its bytes come (from an
+// inflater, from a multipart reader): the header first, then chunks of at
+// most kChunk. A refusal by the server (the file too large, the workspace
+// full) ends it with the server's error at once.
+class FileUploader {
+ public:
+  static constexpr size_t kChunk = 1 << 20;
+
+  FileUploader(v1::Executor::StubInterface* executor, const std::string& token, const std::string& session_id,
+               const std::string& path, const std::map<std::string, std::string>& metadata, int64_t size)
+      : ctx_(http::UpstreamContext(token, absl::Minutes(2))), writer_(executor->UploadFile(ctx_.get(), &info_)) {
+    v1::UploadFileRequest header;
+    header.mutable_header()->set_session_id(session_id);
+    header.mutable_header()->set_path(path);
+    header.mutable_header()->mutable_metadata()->insert(metadata.begin(), metadata.end());
+    header.mutable_header()->set_size(size);
+    if (!writer_->Write(header)) Refused();
+  }
+  FileUploader(const FileUploader&) = delete;
+  FileUploader& operator=(const FileUploader&) = delete;
+  ~FileUploader() {
+    if (!done_) Cancel();
+  }
+
+  absl::Status Write(absl::string_view bytes) {
+    while (status_.ok() && !bytes.empty()) {
+      if (pending_.empty() && bytes.size() >= kChunk) {  // straight from the caller's bytes
+        Send(bytes.substr(0, kChunk));
+        bytes.remove_prefix(kChunk);
+        continue;
+      }
+      const size_t take = std::min(bytes.size(), kChunk - pending_.size());
+      pending_.append(bytes.data(), take);
+      bytes.remove_prefix(take);
+      if (pending_.size() == kChunk) {
+        Send(pending_);
+        pending_.clear();
+      }
+    }
+    return status_;
+  }
+  absl::StatusOr<v1::FileInfo> Finish() {
+    if (status_.ok() && !pending_.empty()) Send(pending_);
+    if (!status_.ok()) return status_;
+    done_ = true;
+    writer_->WritesDone();
+    RETURN_IF_ERROR(http::FromGrpc(writer_->Finish()));
+    return info_;
+  }
+  // Gives up: the server stops where the file got to.
+  void Cancel() {
+    if (done_) return;
+    done_ = true;
+    ctx_->TryCancel();
+    (void)writer_->Finish();
+  }
+
+ private:
+  void Send(absl::string_view data) {
+    v1::UploadFileRequest chunk;
+    chunk.set_chunk(std::string(data));
+    if (!writer_->Write(chunk)) Refused();
+  }
+  // The stream broke: the server's own status says why.
+  void Refused() {
+    done_ = true;
+    status_ = http::FromGrpc(writer_->Finish());
+    if (status_.ok()) status_ = absl::UnavailableError("the upload was cut off; try again");
+  }
+
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  v1::FileInfo info_;
+  std::unique_ptr<grpc::ClientWriterInterface<v1::UploadFileRequest>> writer_;
+  std::string pending_;
+  absl::Status status_;
+  bool done_ = false;
+};
+
 class Front {
  public:
   Front(v1::Executor::StubInterface* executor, E2bOptions options)
@@ -757,37 +835,63 @@ class Front {
         metadata[name.substr(11)] = std::string(field.value());
       }
     }
-    const std::string* body = &request.body();
-    std::string inflated;
     const std::string encoding = absl::AsciiStrToLower(request.Header("Content-Encoding"));
-    if (!encoding.empty() && encoding != "identity") {
-      if (encoding != "gzip") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Content-Encoding '", encoding, "' is not supported: send the file as is, or gzip'ed"));
-      }
-      ASSIGN_OR_RETURN(inflated, Gunzip(request.body(), options_.max_body_bytes));
-      body = &inflated;
+    const bool gzip = !encoding.empty() && encoding != "identity";
+    if (gzip && encoding != "gzip") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Content-Encoding '", encoding, "' is not supported: send the file as is, or gzip'ed"));
     }
-    std::vector<FormPart> files;
-    const std::string content_type = request.Header("Content-Type");
-    if (absl::StartsWithIgnoreCase(content_type, "application/octet-stream")) {
-      files.push_back({"file", "", *body});
-    } else {
-      ASSIGN_OR_RETURN(std::string boundary, MultipartBoundary(content_type));
-      ASSIGN_OR_RETURN(files, ParseMultipart(*body, boundary));
-    }
+    // Every byte goes on to UploadFile as it comes out of the inflater (a
+    // gzip'ed body) and the multipart reader: no file, inflated or not, is
+    // ever held whole here, and an upload costs this front the body the
+    // client sent and one piece of each.
     json out = json::array();
-    for (const FormPart& file : files) {
-      if (file.name != "file") continue;
-      const std::string asked = !request.Query("path").empty() ? request.Query("path") : file.filename;
-      ASSIGN_OR_RETURN(std::string path, WorkspacePath(asked, kPathHint));
-      ASSIGN_OR_RETURN(v1::FileInfo info, Upload(sandbox, path, file.content, metadata));
+    std::optional<FileUploader> upload;
+    auto finish_file = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(v1::FileInfo info, upload->Finish());
+      upload.reset();
       const std::string shown = HomePath(info.path());
       json entry = {{"name", shown.substr(shown.rfind('/') + 1)}, {"path", shown}, {"type", "file"}};
       if (!info.metadata().empty()) {
         entry["metadata"] = json(std::map<std::string, std::string>(info.metadata().begin(), info.metadata().end()));
       }
       out.push_back(std::move(entry));
+      return absl::OkStatus();
+    };
+    std::function<absl::Status(absl::string_view)> feed;
+    std::unique_ptr<MultipartReader> reader;
+    const std::string content_type = request.Header("Content-Type");
+    const bool raw = absl::StartsWithIgnoreCase(content_type, "application/octet-stream");
+    if (raw) {
+      ASSIGN_OR_RETURN(std::string path, WorkspacePath(request.Query("path"), kPathHint));
+      upload.emplace(executor_, sandbox.api_key, sandbox.id, path, metadata,
+                     gzip ? 0 : static_cast<int64_t>(request.body().size()));
+      feed = [&upload](absl::string_view piece) { return upload->Write(piece); };
+    } else {
+      ASSIGN_OR_RETURN(std::string boundary, MultipartBoundary(content_type));
+      MultipartReader::Sink sink;
+      sink.begin = [&](const FormPart& head) -> absl::Status {
+        if (head.name != "file") return absl::OkStatus();
+        const std::string asked = !request.Query("path").empty() ? request.Query("path") : head.filename;
+        ASSIGN_OR_RETURN(std::string path, WorkspacePath(asked, kPathHint));
+        upload.emplace(executor_, sandbox.api_key, sandbox.id, path, metadata, 0);
+        return absl::OkStatus();
+      };
+      sink.data = [&upload](absl::string_view piece) { return upload ? upload->Write(piece) : absl::OkStatus(); };
+      sink.end = [&]() { return upload ? finish_file() : absl::OkStatus(); };
+      reader = std::make_unique<MultipartReader>(boundary, std::move(sink));
+      feed = [&reader](absl::string_view piece) { return reader->Feed(piece); };
+    }
+    absl::Status fed =
+        !gzip ? feed(request.body())
+              : raw ? GunzipTo(request.body(), static_cast<size_t>(options_.max_file_bytes),
+                               "the most one file may hold", feed)
+                    : GunzipTo(request.body(), options_.max_body_bytes, "the most one upload may hold", feed);
+    if (fed.ok() && reader) fed = reader->Finish();
+    if (fed.ok() && raw) fed = finish_file();
+    if (!fed.ok()) {
+      if (upload) upload->Cancel();
+      return fed;
     }
     if (out.empty()) return absl::InvalidArgumentError("the upload holds no \"file\" field");
     return exchange.Send(http::Response::Json(200, out));
@@ -1101,28 +1205,6 @@ class Front {
     if (!s.ok()) return http::FromGrpc(s);
     sandbox.record->default_contexts[language] = context.id();
     return context.id();
-  }
-
-  absl::StatusOr<v1::FileInfo> Upload(const SandboxRef& sandbox, const std::string& path, const std::string& content,
-                                      const std::map<std::string, std::string>& metadata) {
-    auto ctx = http::UpstreamContext(sandbox.api_key, kCallTimeout);
-    v1::FileInfo info;
-    auto writer = executor_->UploadFile(ctx.get(), &info);
-    v1::UploadFileRequest header;
-    header.mutable_header()->set_session_id(sandbox.id);
-    header.mutable_header()->set_path(path);
-    header.mutable_header()->mutable_metadata()->insert(metadata.begin(), metadata.end());
-    header.mutable_header()->set_size(static_cast<int64_t>(content.size()));
-    bool ok = writer->Write(header);
-    constexpr size_t kChunk = 1 << 20;
-    for (size_t offset = 0; ok && offset < content.size(); offset += kChunk) {
-      v1::UploadFileRequest chunk;
-      chunk.set_chunk(content.substr(offset, kChunk));
-      ok = writer->Write(chunk);
-    }
-    writer->WritesDone();
-    RETURN_IF_ERROR(http::FromGrpc(writer->Finish()));
-    return info;
   }
 
   // A JSON object of environment variables (E2B's envs), checked.

@@ -62,6 +62,12 @@ struct E2bOptions {
   // sends one every 5 s): a client that left is noticed at the next one.
   absl::Duration keepalive = absl::Seconds(1);
   size_t max_body_bytes = 96 << 20;
+  // The most one file may hold (limits.max_file_bytes): where a gzip'ed
+  // upload of one file stops inflating.
+  int64_t max_file_bytes = 64 << 20;
+  // A signed file URL whose expiration lies further ahead than this is
+  // refused (http.e2b_signed_url_max_seconds).
+  absl::Duration max_signed_url = absl::Hours(24);
   // The key access tokens are sealed with (AccessTokens::kKeyBytes bytes,
   // http.e2b_key_file); empty: a random one, so tokens die with the process.
   std::string access_key;

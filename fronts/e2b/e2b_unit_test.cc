@@ -1,8 +1,12 @@
 // The E2B front's pure pieces: NDJSON lines as E2B's SDKs parse them,
 // multipart uploads, bad ones included, and signed file URLs.
+#include <algorithm>
+#include <zlib.h>
+
 #include "gtest/gtest.h"
 #include "fronts/e2b/execution_lines.h"
 #include "fronts/e2b/file_signature.h"
+#include "fronts/e2b/gzip.h"
 #include "fronts/e2b/multipart.h"
 
 namespace warden::e2b {
@@ -129,6 +133,89 @@ TEST(FileSignatureTest, AnExpiredUrlSaysSo) {
   EXPECT_EQ(expired.message(), "signature is already expired");
   url.expiration.reset();
   EXPECT_TRUE(CheckExpiration(url, absl::InfiniteFuture()).ok());
+}
+
+
+// A body read in pieces as they come (out of an inflater) splits exactly as
+// the whole body does, however it is cut, and no piece of a part's content
+// is held back longer than a delimiter's length.
+TEST(MultipartTest, TheStreamingReaderSplitsAsTheWholeBodyDoesHoweverItIsCut) {
+  const std::string body =
+      "preamble\r\n--xyz\r\nContent-Disposition: form-data; name=\"meta\"\r\n\r\nm\r\n"
+      "--xyz\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.bin\"\r\n\r\n" +
+      std::string(5000, 'a') + "\r\n--xy not yet\r\n" + std::string(3000, 'b') + "\r\n--xyz--\r\nepilogue";
+  auto whole = ParseMultipart(body, "xyz");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 2u);
+  for (size_t cut : {1u, 2u, 7u, 64u, 4096u}) {
+    std::vector<FormPart> parts;
+    MultipartReader reader("xyz", {[&](const FormPart& head) {
+                                     parts.push_back(head);
+                                     return absl::OkStatus();
+                                   },
+                                   [&](absl::string_view piece) {
+                                     parts.back().content.append(piece.data(), piece.size());
+                                     return absl::OkStatus();
+                                   },
+                                   [] { return absl::OkStatus(); }});
+    for (size_t i = 0; i < body.size(); i += cut) ASSERT_TRUE(reader.Feed(body.substr(i, cut)).ok()) << cut;
+    ASSERT_TRUE(reader.Finish().ok()) << cut;
+    ASSERT_EQ(parts.size(), 2u) << cut;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(parts[i].name, (*whole)[i].name) << cut;
+      EXPECT_EQ(parts[i].filename, (*whole)[i].filename) << cut;
+      EXPECT_EQ(parts[i].content, (*whole)[i].content) << cut;
+    }
+  }
+  // A sink's refusal stops the reader with it.
+  MultipartReader refusing("xyz", {[](const FormPart&) { return absl::OkStatus(); },
+                                   [](absl::string_view) { return absl::ResourceExhaustedError("too big"); },
+                                   [] { return absl::OkStatus(); }});
+  EXPECT_TRUE(absl::IsResourceExhausted(refusing.Feed(body)));
+  EXPECT_TRUE(absl::IsResourceExhausted(refusing.Feed("more")));
+}
+
+std::string Gzip(const std::string& data) {
+  z_stream z = {};
+  deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, data.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// A gzip bomb inflates a piece at a time into its sink and stops at the
+// bound: it never costs more than one piece, however far it would inflate.
+TEST(GzipTest, InflatesPieceByPieceAndStopsABombAtTheBound) {
+  const std::string zeros(16 << 20, '\0');
+  const std::string bomb = Gzip(zeros);
+  ASSERT_LT(bomb.size(), 200u << 10);
+  size_t total = 0, largest = 0;
+  absl::Status s = GunzipTo(bomb, 4 << 20, "the most one file may hold", [&](absl::string_view piece) {
+    total += piece.size();
+    largest = std::max(largest, piece.size());
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("the most one file may hold"), absl::string_view::npos) << s;
+  EXPECT_LE(total, size_t{4} << 20);
+  EXPECT_LE(largest, kGunzipPiece);
+  // Within the bound it all comes through, in order; two members too.
+  const std::string text = "hello, " + std::string(300000, 'x') + " world";
+  std::string back;
+  ASSERT_TRUE(GunzipTo(Gzip(text) + Gzip("!"), 1 << 20, "", [&](absl::string_view piece) {
+                back.append(piece.data(), piece.size());
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(back, text + "!");
+  EXPECT_TRUE(absl::IsInvalidArgument(GunzipTo("not gzip", 100, "", [](absl::string_view) { return absl::OkStatus(); })));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      GunzipTo(Gzip(text).substr(0, 100), 1 << 20, "", [](absl::string_view) { return absl::OkStatus(); })));
 }
 
 }  // namespace

@@ -43,6 +43,8 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     mcp::AddMcpRoutes(*router, *fronts->mcp_, mcp_options);
     e2b::E2bOptions e2b_options;
     e2b_options.max_body_bytes = http_options.max_body_bytes;
+    e2b_options.max_file_bytes = largest_file;
+    e2b_options.max_signed_url = absl::Seconds(options.http.e2b_signed_url_max_seconds);
     e2b_options.authenticate = by_token;
     if (!options.http.e2b_key_file.empty()) {
       ASSIGN_OR_RETURN(e2b_options.access_key, e2b::ReadAccessKey(options.http.e2b_key_file));
