@@ -150,8 +150,11 @@ std::vector<SnapshotRecord> Engine::ListSnapshots(const std::string& tenant) con
 }
 
 absl::Status Engine::DeleteSnapshot(const std::string& tenant, const std::string& snapshot_id) {
-  ASSIGN_OR_RETURN(SnapshotRecord record, snapshots_.Get(tenant, snapshot_id));
-  if (record.hibernation) {
+  absl::StatusOr<SnapshotRecord> record = snapshots_.Get(tenant, snapshot_id);
+  // A damaged snapshot is deleted all the same: that is what its error says to do.
+  if (absl::IsDataLoss(record.status())) return snapshots_.Delete(tenant, snapshot_id);
+  if (!record.ok()) return record.status();
+  if (record->hibernation) {
     return absl::NotFoundError(absl::StrCat("no snapshot '", snapshot_id, "'; ListSnapshots shows yours"));
   }
   return snapshots_.Delete(tenant, snapshot_id);

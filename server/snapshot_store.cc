@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <string.h>
+
 #include <algorithm>
+#include <climits>
 #include <functional>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -16,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {
@@ -47,55 +51,86 @@ absl::Status NotFound(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("no snapshot '", id, "'; ListSnapshots shows yours"));
 }
 
+// What the caller (a tenant) is told when the disk fails us: what failed
+// and why, never where (the daemon's own paths are for its log), and what
+// to do. The operator's log line carries the path.
+absl::Status DiskError(int err, absl::string_view doing, const std::string& path) {
+  spdlog::warn("snapshot store: {} {}: {}", std::string(doing), path, strerror(err));
+  if (err == ENOSPC || err == EDQUOT) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        doing, ": the server's snapshot storage is full; delete snapshots you no longer need "
+        "(DeleteSnapshot), or ask the operator for room"));
+  }
+  return absl::Status(absl::ErrnoToStatus(err, "").code(),
+                      absl::StrCat(doing, ": ", strerror(err), " (the server's log names the file)"));
+}
+
 // mkdir -p, 0700 for every directory it makes.
 absl::Status MakeDirs(const std::string& path) {
   for (size_t slash = 1; slash != std::string::npos;) {
     slash = path.find('/', slash + 1);
     const std::string prefix = path.substr(0, slash);
     if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return absl::ErrnoToStatus(errno, absl::StrCat(
-          "creating the snapshot directory ", prefix,
-          " (set snapshots.dir to a directory wardend may write)"));
+      const int err = errno;
+      spdlog::error("snapshot store: cannot create {}: {} (set snapshots.dir to a directory wardend may write)",
+                    prefix, strerror(err));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the server cannot store snapshots: its snapshot directory cannot be created (", strerror(err),
+          "); the operator's log says where"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadWhole(const std::string& path, const std::string& id) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+// A record is a few hundred bytes; a file far larger is not one.
+constexpr size_t kMaxRecordBytes = 1 << 20;
+
+absl::StatusOr<std::string> ReadRecordFile(const std::string& path, const std::string& id) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd) {
     if (errno == ENOENT) return NotFound(id);
-    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", path));
+    return DiskError(errno, absl::StrCat("reading snapshot ", id, "'s record"), path);
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > static_cast<off_t>(kMaxRecordBytes)) {
+    spdlog::warn("snapshot store: {} is not a record (not a regular file, or too large)", path);
+    return absl::DataLossError(absl::StrCat("snapshot ", id, " is damaged (its record is not one); delete it "
+                                            "with DeleteSnapshot"));
   }
   std::string out;
   char buf[1 << 16];
   for (;;) {
     ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
+    if (n < 0) return DiskError(errno, absl::StrCat("reading snapshot ", id, "'s record"), path);
     if (n == 0) return out;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxRecordBytes) {
+      return absl::DataLossError(absl::StrCat("snapshot ", id, " is damaged (its record grew past ",
+                                              kMaxRecordBytes, " bytes); delete it with DeleteSnapshot"));
+    }
   }
 }
 
-absl::Status WriteAll(const UniqueFd& fd, const std::string& data, const std::string& path) {
+absl::Status WriteAll(const UniqueFd& fd, const std::string& data, const std::string& path,
+                      absl::string_view doing) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = write(fd.get(), data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("writing ", path));
+    if (n < 0) return DiskError(errno, doing, path);
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
 }
 
 // Writes `path` whole or not at all: `fill` writes a 0600 temporary, which
-// is then renamed.
-absl::Status WriteAtomically(const std::string& path,
+// is then renamed. `doing` says what, for errors ("storing snapshot X").
+absl::Status WriteAtomically(const std::string& path, absl::string_view doing,
                              const std::function<absl::Status(const UniqueFd&)>& fill) {
   const std::string tmp = path + ".tmp";
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
+  if (!fd) return DiskError(errno, doing, tmp);
   if (absl::Status s = fill(fd); !s.ok()) {
     unlink(tmp.c_str());
     return s;
@@ -103,7 +138,7 @@ absl::Status WriteAtomically(const std::string& path,
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     unlink(tmp.c_str());
-    return absl::ErrnoToStatus(saved, absl::StrCat("renaming ", tmp));
+    return DiskError(saved, doing, tmp);
   }
   return absl::OkStatus();
 }
@@ -126,28 +161,118 @@ json ToJson(const SnapshotRecord& r) {
               {"env", r.env}};
 }
 
-absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::string& tenant) {
+// The fields of a record read from disk, each checked for its type and
+// bounds: a damaged disk, a hand edit or another wardend version on a
+// fleet's shared directory gives a clear error naming the field, never
+// an exception (nlohmann's value() throws on a type it did not expect).
+class RecordFields {
+ public:
+  explicit RecordFields(const json& j) : j_(j) {}
+
+  void String(const char* key, std::string* out, size_t max = 64 << 10) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_string() || v->get_ref<const std::string&>().size() > max) return Bad(key, "a string");
+    *out = v->get<std::string>();
+  }
+  template <typename T>
+  void Number(const char* key, T* out, T min, T max) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_number_integer()) return Bad(key, "a whole number");
+    if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(max)
+                                : (v->get<int64_t>() < static_cast<int64_t>(min) ||
+                                   v->get<int64_t>() > static_cast<int64_t>(max))) {
+      return Bad(key, absl::StrCat("a number from ", min, " to ", max));
+    }
+    *out = static_cast<T>(v->get<int64_t>());
+  }
+  void Bool(const char* key, bool* out) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return Bad(key, "true or false");
+    *out = v->get<bool>();
+  }
+  void Strings(const char* key, std::vector<std::string>* out) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_array() || v->size() > 4096) return Bad(key, "a list of strings");
+    for (const json& item : *v) {
+      if (!item.is_string()) return Bad(key, "a list of strings");
+      out->push_back(item.get<std::string>());
+    }
+  }
+  void StringMap(const char* key, std::map<std::string, std::string>* out) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_object() || v->size() > 4096) return Bad(key, "an object of strings");
+    for (const auto& [name, item] : v->items()) {
+      if (!item.is_string()) return Bad(key, "an object of strings");
+      (*out)[name] = item.get<std::string>();
+    }
+  }
+  void Problem(const std::string& problem) {
+    if (problem_.empty()) problem_ = problem;
+  }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  const json* Find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  void Bad(const char* key, absl::string_view what) {
+    Problem(absl::StrCat("'", key, "' must be ", what));
+  }
+  const json& j_;
+  std::string problem_;
+};
+
+absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::string& tenant, const std::string& id) {
+  auto damaged = [&id](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("snapshot ", id, " is damaged (its record: ", why,
+                                            "); delete it with DeleteSnapshot"));
+  };
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::DataLossError("a snapshot record is not JSON");
+  if (j.is_discarded() || !j.is_object()) return damaged("not a JSON object");
   SnapshotRecord r;
   r.tenant = tenant;
-  r.id = j.value("id", "");
-  r.session_id = j.value("session_id", "");
-  auto language = ParseLanguage(j.value("language", "python"));
-  if (!language.ok()) return language.status();
-  r.language = *language;
-  r.created = absl::FromUnixMillis(j.value("created_unix_ms", int64_t{0}));
-  r.size_bytes = j.value("size_bytes", int64_t{0});
-  r.execution_count = j.value("execution_count", 0);
-  r.memory_mb = j.value("memory_mb", int64_t{0});
-  r.left_out = j.value("left_out", std::map<std::string, std::string>{});
-  r.hibernation = j.value("hibernation", false);
-  r.session_meta = j.value("session_meta", "");
-  r.name = j.value("name", "");
-  r.shared_workspace = j.value("shared_workspace", false);
-  r.workspace_aliases = j.value("workspace_aliases", std::vector<std::string>{});
-  r.workspace_path = j.value("workspace_path", "");
-  r.env = j.value("env", std::vector<std::string>{});
+  RecordFields f(j);
+  std::string language = "python";
+  f.String("id", &r.id, 64);
+  f.String("session_id", &r.session_id, 256);
+  f.String("language", &language, 64);
+  int64_t created_ms = 0;
+  f.Number<int64_t>("created_unix_ms", &created_ms, 0, int64_t{1} << 50);
+  f.Number<int64_t>("size_bytes", &r.size_bytes, 0, int64_t{1} << 50);
+  f.Number<int>("execution_count", &r.execution_count, 0, INT32_MAX);
+  f.Number<int64_t>("memory_mb", &r.memory_mb, 0, int64_t{1} << 30);
+  f.StringMap("left_out", &r.left_out);
+  f.Bool("hibernation", &r.hibernation);
+  f.String("session_meta", &r.session_meta);
+  f.String("name", &r.name, 128);
+  f.Bool("shared_workspace", &r.shared_workspace);
+  f.Strings("workspace_aliases", &r.workspace_aliases);
+  f.String("workspace_path", &r.workspace_path, 4096);
+  f.Strings("env", &r.env);
+  if (!f.problem().empty()) return damaged(f.problem());
+  if (r.id != id) return damaged(absl::StrCat("it names another snapshot, '", r.id.substr(0, 64), "'"));
+  auto parsed = ParseLanguage(language);
+  if (!parsed.ok()) return damaged(absl::StrCat("'language' is not one Warden serves: ", language.substr(0, 64)));
+  r.language = *parsed;
+  r.created = absl::FromUnixMillis(created_ms);
+  auto absolute = [](const std::string& p) {
+    return !p.empty() && p[0] == '/' && p.find('\0') == std::string::npos;
+  };
+  if (!r.workspace_path.empty() && !absolute(r.workspace_path)) return damaged("'workspace_path' must be absolute");
+  for (const std::string& alias : r.workspace_aliases) {
+    if (!absolute(alias)) return damaged("'workspace_aliases' must be absolute paths");
+  }
+  for (const std::string& e : r.env) {
+    if (e.find('=') == std::string::npos || e.front() == '=' || e.find('\0') != std::string::npos) {
+      return damaged("'env' must hold KEY=value entries");
+    }
+  }
   return r;
 }
 
@@ -182,10 +307,13 @@ absl::StatusOr<SnapshotRecord> SnapshotStore::Put(SnapshotRecord record, const S
   record.size_bytes = size;
   ASSIGN_OR_RETURN(std::string archive_path, PathOf(record.tenant, record.id, ".tar"));
   ASSIGN_OR_RETURN(std::string record_path, PathOf(record.tenant, record.id, ".json"));
-  RETURN_IF_ERROR(WriteAtomically(archive_path, [&](const UniqueFd& fd) { return CopyArchive(archive, fd); }));
+  const std::string doing = absl::StrCat("storing snapshot ", record.id);
+  RETURN_IF_ERROR(
+      WriteAtomically(archive_path, doing, [&](const UniqueFd& fd) { return CopyArchive(archive, fd); }));
   // The record last: a snapshot without one is not listed (nor counted twice).
   const std::string text = ToJson(record).dump();
-  if (auto s = WriteAtomically(record_path, [&](const UniqueFd& fd) { return WriteAll(fd, text, record_path); });
+  if (auto s = WriteAtomically(record_path, doing,
+                               [&](const UniqueFd& fd) { return WriteAll(fd, text, record_path, doing); });
       !s.ok()) {
     unlink(archive_path.c_str());
     return s;
@@ -195,20 +323,27 @@ absl::StatusOr<SnapshotRecord> SnapshotStore::Put(SnapshotRecord record, const S
 
 absl::StatusOr<SnapshotRecord> SnapshotStore::Get(const std::string& tenant, const std::string& id) const {
   ASSIGN_OR_RETURN(std::string path, PathOf(tenant, id, ".json"));
-  ASSIGN_OR_RETURN(std::string text, ReadWhole(path, id));
-  return FromJson(text, tenant);
+  ASSIGN_OR_RETURN(std::string text, ReadRecordFile(path, id));
+  return FromJson(text, tenant, id);
 }
 
 absl::StatusOr<SnapshotArchive> SnapshotStore::OpenArchive(const std::string& tenant,
                                                            const std::string& id) const {
   ASSIGN_OR_RETURN(std::string path, PathOf(tenant, id, ".tar"));
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd) {
-    if (errno == ENOENT) return NotFound(id);
-    return absl::ErrnoToStatus(errno, absl::StrCat("opening ", path));
+    if (errno == ENOENT) {
+      return absl::DataLossError(absl::StrCat("snapshot ", id, " is damaged (its archive is gone); delete it "
+                                              "with DeleteSnapshot"));
+    }
+    return DiskError(errno, absl::StrCat("reading snapshot ", id), path);
   }
   struct stat st;
-  if (fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  if (fstat(fd.get(), &st) != 0) return DiskError(errno, absl::StrCat("reading snapshot ", id), path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::DataLossError(absl::StrCat("snapshot ", id, " is damaged (its archive is not a file); delete "
+                                            "it with DeleteSnapshot"));
+  }
   return SnapshotArchive{std::move(fd), st.st_size};
 }
 
@@ -219,8 +354,15 @@ std::vector<SnapshotRecord> SnapshotStore::List(const std::string& tenant) const
   while (struct dirent* e = readdir(dir)) {
     const std::string name = e->d_name;
     if (!absl::EndsWith(name, ".json")) continue;
-    auto record = Get(tenant, name.substr(0, name.size() - 5));
-    if (record.ok() && !record->hibernation) out.push_back(*std::move(record));
+    const std::string id = name.substr(0, name.size() - 5);
+    if (!WellFormedId(id)) continue;  // not one of ours (a .tmp, a stray file)
+    auto record = Get(tenant, id);
+    if (record.ok() && !record->hibernation) {
+      out.push_back(*std::move(record));
+    } else if (!record.ok() && !absl::IsNotFound(record.status())) {
+      // Reported and skipped: the others are listed all the same.
+      spdlog::warn("snapshot store: tenant {}: {}", tenant, std::string(record.status().message()));
+    }
   }
   closedir(dir);
   std::sort(out.begin(), out.end(),
@@ -235,8 +377,11 @@ absl::StatusOr<SnapshotRecord> SnapshotStore::FindHibernation(const std::string&
   if (dir != nullptr) {
     while (struct dirent* e = readdir(dir)) {
       const std::string name = e->d_name;
-      if (!absl::EndsWith(name, ".json")) continue;
+      if (!absl::EndsWith(name, ".json") || !WellFormedId(name.substr(0, name.size() - 5))) continue;
       auto record = Get(tenant, name.substr(0, name.size() - 5));
+      if (!record.ok() && !absl::IsNotFound(record.status())) {
+        spdlog::warn("snapshot store: tenant {}: {}", tenant, std::string(record.status().message()));
+      }
       if (record.ok() && record->hibernation && record->session_id == session_id &&
           (!newest || record->created > newest->created)) {
         newest = *std::move(record);
@@ -255,7 +400,7 @@ absl::Status SnapshotStore::Delete(const std::string& tenant, const std::string&
   ASSIGN_OR_RETURN(std::string archive_path, PathOf(tenant, id, ".tar"));
   if (unlink(record_path.c_str()) != 0) {
     if (errno == ENOENT) return NotFound(id);
-    return absl::ErrnoToStatus(errno, absl::StrCat("removing ", record_path));
+    return DiskError(errno, absl::StrCat("deleting snapshot ", id), record_path);
   }
   unlink(archive_path.c_str());
   return absl::OkStatus();
