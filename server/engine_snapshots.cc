@@ -273,10 +273,25 @@ void Engine::MakeRoomForALiveSession(const ManagedSession* keep) {
 
 absl::Status Engine::Wake(ManagedSession& entry) {
   if (!entry.session->released()) return absl::OkStatus();
+  if (!entry.wake_failure.ok()) return entry.wake_failure;
   if (absl::Status fenced; !ClaimForWake(entry, &fenced)) return fenced;
   MakeRoomForALiveSession(&entry);
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(SnapshotArchive archive, snapshots_.OpenArchive(entry.tenant, entry.hibernation_snapshot));
+  // What cannot change by trying again - the snapshot damaged or gone, or
+  // refused by the kernel that restores it - is said once and for good:
+  // the session's state is lost, and the caller must close it.
+  auto lost = [&entry](const absl::Status& why) {
+    spdlog::warn("session {} of tenant {} cannot wake from hibernation: {}", entry.id, entry.tenant,
+                 std::string(why.message()));
+    entry.wake_failure = absl::DataLossError(absl::StrCat(
+        "session ", entry.id, " was hibernated and its state cannot be restored (", why.message(),
+        "): it is lost; close the session (CloseSession) and start a new one"));
+    return entry.wake_failure;
+  };
+  absl::StatusOr<SnapshotArchive> opened = snapshots_.OpenArchive(entry.tenant, entry.hibernation_snapshot);
+  if (absl::IsDataLoss(opened.status()) || absl::IsNotFound(opened.status())) return lost(opened.status());
+  if (!opened.ok()) return opened.status();
+  SnapshotArchive archive = *std::move(opened);
   // A warm sandbox from the pool, as a new session gets, rather than a
   // clone of the zygote started on the caller's time; the clone only when
   // the pool has none to give.
@@ -288,8 +303,12 @@ absl::Status Engine::Wake(ManagedSession& entry) {
       reopened.ok() ? entry.session->Restore(archive, absl::Now() + kSnapshotTimeout)
                     : absl::StatusOr<std::map<std::string, std::string>>(reopened);
   if (!failed.ok()) {
-    // Asleep again, the snapshot kept: the next call tries anew.
     entry.session->Release();
+    // Restored and refused, or its kernel lost while restoring (out of
+    // memory, as it would be again): for good. Out of time may be the load.
+    if (reopened.ok() && !absl::IsDeadlineExceeded(failed.status())) return lost(failed.status());
+    // No sandbox to restore into: asleep again, the snapshot kept, and the
+    // next call tries anew.
     return absl::UnavailableError(absl::StrCat("the hibernated session could not be restored: ",
                                                failed.status().message(), "; try again"));
   }

@@ -69,6 +69,9 @@ struct ManagedSession {
   // holds its state. Read and written only by whoever holds the session's
   // turn (Begin/End).
   std::string hibernation_snapshot;
+  // Set when waking it failed for good (its snapshot damaged, or refused by
+  // its kernel): every later call gets this at once, never "try again".
+  absl::Status wake_failure;
   // When hibernation last found the state not completely capturable; it is
   // not tried again until the session is used.
   absl::Time hibernation_refused = absl::InfinitePast();
