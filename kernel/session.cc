@@ -728,6 +728,7 @@ absl::StatusOr<SessionSnapshot> Session::Snapshot(absl::Time deadline) {
   }
   const int id = next_cell_id_++;
   const std::string archive = absl::StrCat(kArchiveDir, "/", kArchiveName);
+  const std::optional<CgroupUsage> before = Usage();
   ASSIGN_OR_RETURN(KernelMessage answer,
                    Request(KernelChannel::EncodeSnapshot(id, archive, options_.workspace), id, deadline));
   ASSIGN_OR_RETURN(OpenedWorkspace tmp, OpenWorkspace(kArchiveDir));
@@ -736,6 +737,18 @@ absl::StatusOr<SessionSnapshot> Session::Snapshot(absl::Time deadline) {
   auto fd = OpenBeneath(tmp.root.get(), kArchiveName, O_RDONLY | O_NONBLOCK);
   unlinkat(tmp.root.get(), kArchiveName, 0);
   if (!answer.failure.empty()) {
+    // The kernel packs in a child of its own (warden_kernel.py): at the
+    // memory limit the OOM killer took that child, and the session is
+    // whole. Said as what it is, with the figures to act on.
+    const std::optional<CgroupUsage> after = Usage();
+    if (before && after && after->oom_kills > before->oom_kills) {
+      const int64_t limit_mb = options_.limits.memory_bytes >> 20;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the snapshot was not taken: packing the session's state ran out of its memory (it holds ",
+          before->memory_bytes >> 20, " MiB of its ", limit_mb,
+          " MiB, and packing needs room for a copy of the state besides); the session is unharmed: free "
+          "memory (del large variables) or give the session more memory, and try again"));
+    }
     return absl::FailedPreconditionError(absl::StrCat("the kernel could not take a snapshot: ",
                                                       answer.failure));
   }

@@ -528,6 +528,22 @@ def _put(data, mime, value):
         data[mime] = cap_text(value)
 
 
+def _oom_score():
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 1000
+
+
+def _set_oom_score(value):
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(value))
+    except OSError:
+        pass        # never below what the process may set: the snapshot goes on
+
+
 def cap_text(text):
     if len(text) <= MAX_TEXT:
         return text
@@ -1195,14 +1211,69 @@ class Kernel:
             request = json.loads(body)
             snapshots = load_snapshots()
             if verb == b"snapshot":
-                left_out = snapshots.take(self, request["archive"], request.get("workspace"))
-                reply = {"uncaptured": left_out}
+                reply = self.take_snapshot(snapshots, request)
             else:
                 reply = {"failed": snapshots.restore(self, request["archive"], request.get("workspace"))}
         except BaseException as exc:      # a user __setstate__ may raise anything
             reply = {"error": "%s: %s" % (type(exc).__name__, cap_text(str(exc)))}
         self.end_streams()
         self.channel.send({"type": kind, "id": request_id, "execution_count": self.count, **reply})
+
+    def take_snapshot(self, snapshots, request):
+        """The snapshot frame's reply. The state is packed by a child of this
+        process (fork): packing can take as much memory again as the state
+        holds - the pickle, and the archive in /tmp, which is memory too - and
+        at the session's memory limit the OOM killer must take the packer, not
+        this kernel with the session's state. The child makes itself the OOM
+        killer's first choice and this process its last for the while
+        (oom_score_adj: a sandbox's program starts at 1000 and may go down to
+        0, never below). Without a process to spare (the pids limit), the
+        state is packed here, as before."""
+        archive, workspace = request["archive"], request.get("workspace")
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return {"uncaptured": snapshots.take(self, archive, workspace)}
+        if pid == 0:
+            os.close(read_end)
+            try:
+                _set_oom_score(1000)
+                reply = {"uncaptured": snapshots.take(self, archive, workspace)}
+            except BaseException as exc:
+                reply = {"error": "%s: %s" % (type(exc).__name__, cap_text(str(exc)))}
+            try:
+                data = json.dumps(reply).encode()
+                while data:
+                    data = data[os.write(write_end, data):]
+            finally:
+                os._exit(0)     # no cleanup of the parent's: its buffers, its atexit
+        os.close(write_end)
+        before = _oom_score()
+        _set_oom_score(0)
+        try:
+            chunks = []
+            while True:
+                chunk = os.read(read_end, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            os.close(read_end)
+            _set_oom_score(before)
+        if os.WIFSIGNALED(status) or not chunks:
+            try:
+                os.unlink(archive)      # what it wrote is the session's memory too
+            except OSError:
+                pass
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+            return {"error": "the snapshot's packer was killed (signal %d) before it finished: most likely "
+                             "packing the state ran out of the session's memory" % sig,
+                    "packer_killed": True}
+        return json.loads(b"".join(chunks))
 
     def report_error(self, cell_id, exc):
         try:
