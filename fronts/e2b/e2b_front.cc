@@ -1,6 +1,7 @@
 #include "fronts/e2b/e2b_front.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <map>
 #include <memory>
@@ -100,53 +101,125 @@ struct Record {
   bool contexts_known ABSL_GUARDED_BY(mu) = false;
   // The last metrics sample: when, and the CPU time used by then (ns).
   std::optional<std::pair<absl::Time, int64_t>> last_sample ABSL_GUARDED_BY(mu);
-  // Access tokens seen for it, newest last: what a signed URL is checked
-  // against (file_signature.h).
-  std::vector<std::string> access_tokens ABSL_GUARDED_BY(mu);
+  // When its session ends, as last seen (its TTL; later if it was extended
+  // or paused since): past it, the sandbox is looked up again before use.
+  // Unix milliseconds; atomics, so that the cache's sweep never waits for
+  // `mu` (held across a warden.v1 call by DefaultContext).
+  std::atomic<int64_t> ends_ms{INT64_MAX};
+  std::atomic<int64_t> used_ms{absl::ToUnixMillis(absl::Now())};
 
-  void Remember(const std::string& access_token) {
-    constexpr size_t kMaxTokens = 8;
-    absl::MutexLock lock(&mu);
-    if (std::find(access_tokens.begin(), access_tokens.end(), access_token) != access_tokens.end()) return;
-    if (access_tokens.size() == kMaxTokens) access_tokens.erase(access_tokens.begin());
-    access_tokens.push_back(access_token);
+  void Seen(const v1::Session& session) {
+    ends_ms = session.expires_unix_ms() > 0 ? session.expires_unix_ms() : INT64_MAX;
   }
+  bool Ended(absl::Time now) const { return ends_ms.load() < absl::ToUnixMillis(now); }
 };
 
+// The sandboxes this front has seen, bounded: records of sandboxes that
+// ended are forgotten (looked up again, their tokens then answer 502 as a
+// killed sandbox's do), and past kMaxRecords the least recently used go;
+// a forgotten one that still lives is rebuilt on its next request. Signed
+// URLs are checked against the access tokens seen (file_signature.h),
+// which are kept apart from the records in a list the checks read without
+// any lock.
 class Sandboxes {
  public:
+  static constexpr size_t kMaxRecords = 4096;
+  static constexpr size_t kTokensPerSandbox = 4;
+
   std::shared_ptr<Record> Get(const std::string& id) const {
     absl::MutexLock lock(&mu_);
     auto it = records_.find(id);
-    return it == records_.end() ? nullptr : it->second;
+    if (it == records_.end()) return nullptr;
+    it->second->used_ms = absl::ToUnixMillis(absl::Now());
+    return it->second;
   }
   // The cached record of `session`, or a new one from its labels.
   std::shared_ptr<Record> GetOrAdd(const v1::Session& session, const std::string& served_template) {
-    absl::MutexLock lock(&mu_);
-    std::shared_ptr<Record>& record = records_[session.id()];
-    if (!record) record = std::make_shared<Record>(InfoOf(session, served_template));
+    std::shared_ptr<Record> record;
+    {
+      absl::MutexLock lock(&mu_);
+      std::shared_ptr<Record>& slot = records_[session.id()];
+      if (!slot) slot = std::make_shared<Record>(InfoOf(session, served_template));
+      record = slot;
+      if (records_.size() > kMaxRecords) Sweep();
+    }
+    record->Seen(session);
     return record;
   }
   void Remove(const std::string& id) {
     absl::MutexLock lock(&mu_);
     records_.erase(id);
+    DropTokens(id);
   }
-  // The sandbox and the access token that signed `url` (file_signature.h),
-  // among the tokens seen since this front started.
-  std::optional<std::pair<std::string, std::string>> SignedBy(const SignedUrl& url) const {
+  // Remembers an access token made or presented for sandbox `id`.
+  void Remember(const std::string& id, const std::string& access_token) {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, record] : records_) {
-      absl::MutexLock record_lock(&record->mu);
-      for (const std::string& token : record->access_tokens) {
-        if (SignedWith(url, token)) return std::make_pair(id, token);
-      }
+    size_t mine = 0;
+    for (const auto& [token, owner] : *tokens_) {
+      if (token == access_token) return;
+      mine += owner == id ? 1 : 0;
+    }
+    auto next = std::make_shared<TokenList>(*tokens_);
+    if (mine >= kTokensPerSandbox) {  // its oldest goes
+      next->erase(std::find_if(next->begin(), next->end(), [&id](const auto& t) { return t.second == id; }));
+    }
+    next->emplace_back(access_token, id);
+    tokens_ = std::move(next);
+  }
+  // The sandbox and the access token that signed `url`, among the tokens
+  // seen since this front started; no lock is held while checking.
+  std::optional<std::pair<std::string, std::string>> SignedBy(const SignedUrl& url) const {
+    std::shared_ptr<const TokenList> tokens;
+    {
+      absl::MutexLock lock(&mu_);
+      tokens = tokens_;
+    }
+    for (const auto& [token, id] : *tokens) {
+      if (SignedWith(url, token)) return std::make_pair(id, token);
     }
     return std::nullopt;
   }
+  size_t size() const {
+    absl::MutexLock lock(&mu_);
+    return records_.size();
+  }
 
  private:
+  using TokenList = std::vector<std::pair<std::string, std::string>>;  // {token, sandbox id}
+
+  // Forgets what has ended, then the least recently used, down to 3/4 of
+  // the bound (so that sweeps are rare).
+  void Sweep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time now = absl::Now();
+    std::set<std::string> gone;
+    std::vector<std::pair<int64_t, std::string>> by_use;
+    for (const auto& [id, record] : records_) {
+      if (record->Ended(now)) {
+        gone.insert(id);
+      } else {
+        by_use.emplace_back(record->used_ms.load(), id);
+      }
+    }
+    std::sort(by_use.begin(), by_use.end());
+    for (size_t i = 0; records_.size() - gone.size() > kMaxRecords * 3 / 4 && i < by_use.size(); ++i) {
+      gone.insert(by_use[i].second);
+    }
+    for (const std::string& id : gone) records_.erase(id);
+    DropTokens(gone);
+  }
+  void DropTokens(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { DropTokens(std::set<std::string>{id}); }
+  void DropTokens(const std::set<std::string>& ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto next = std::make_shared<TokenList>();
+    for (const auto& entry : *tokens_) {
+      if (ids.count(entry.second) == 0) next->push_back(entry);
+    }
+    if (next->size() != tokens_->size()) tokens_ = std::move(next);
+  }
+
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Record>> records_ ABSL_GUARDED_BY(mu_);
+  // Replaced whole on every change (rare: a new token), read without a lock.
+  std::shared_ptr<const TokenList> tokens_ ABSL_GUARDED_BY(mu_) = std::make_shared<TokenList>();
 };
 
 absl::Status FromGrpc(const grpc::Status& status) { return http::FromGrpc(status); }
@@ -940,18 +1013,23 @@ class Front {
           "sandbox with a valid key for a new access token"));
     }
     std::shared_ptr<Record> record = sandboxes_.Get(id);
-    if (!record) {
+    if (!record || record->Ended(absl::Now())) {
+      // Not seen yet, or its time is up (it may have been extended since):
+      // asked again.
       v1::GetSessionRequest get;
       get.set_session_id(id);
       v1::Session session;
       const grpc::Status got = executor_->GetSession(http::UpstreamContext(api_key, kCallTimeout).get(), get, &session);
       // The token is the sandbox's own (it opened), so saying that the
       // sandbox ended tells its holder nothing it may not know.
-      if (got.error_code() == grpc::StatusCode::NOT_FOUND) return SandboxNotRunning(id);
+      if (got.error_code() == grpc::StatusCode::NOT_FOUND) {
+        sandboxes_.Remove(id);
+        return SandboxNotRunning(id);
+      }
       RETURN_IF_ERROR(FromGrpc(got));
       record = sandboxes_.GetOrAdd(session, options_.template_id);
     }
-    record->Remember(access_token);
+    sandboxes_.Remember(id, access_token);
     return SandboxRef{id, std::move(api_key), *std::move(tenant), std::move(record)};
   }
 
@@ -1005,6 +1083,16 @@ class Front {
       }
       url.expiration = seconds;
     }
+    // What the URL says of itself first, before any signature is computed.
+    const absl::Time now = absl::Now();
+    RETURN_IF_ERROR(CheckExpiration(url, now));
+    if (url.expiration && absl::FromUnixSeconds(*url.expiration) > now + options_.max_signed_url) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the signature expires in ", absl::FormatDuration(absl::FromUnixSeconds(*url.expiration) - now),
+          "; this server takes signed URLs that expire within ",
+          absl::FormatDuration(options_.max_signed_url),
+          " (http.e2b_signed_url_max_seconds): ask for a shorter useSignatureExpiration"));
+    }
     auto signer = sandboxes_.SignedBy(url);
     const std::string named = request.Header("E2b-Sandbox-Id");
     if (!signer || (!named.empty() && named != signer->first)) {
@@ -1012,7 +1100,6 @@ class Front {
           "invalid signature, or a URL of a sandbox this server has not seen since it started: a signed URL "
           "works once its sandbox has made any call through this server (e.g. files.list)");
     }
-    RETURN_IF_ERROR(CheckExpiration(url, absl::Now()));
     ASSIGN_OR_RETURN(std::string api_key, tokens_.Open(signer->second, signer->first));
     return Opened(signer->first, std::move(api_key), signer->second);
   }
@@ -1134,7 +1221,7 @@ class Front {
       record->contexts_known = true;
     }
     const std::string access_token = tokens_.Seal(session.id(), request.token);
-    record->Remember(access_token);
+    sandboxes_.Remember(session.id(), access_token);
     return {{"sandboxID", session.id()},
             {"templateID", record->info.template_id},
             {"alias", options_.template_id},
