@@ -90,7 +90,9 @@ std::shared_ptr<void> ServerShared::ReserveBody(size_t n) {
   do {
     if (used + n > options.max_body_bytes_in_flight) return nullptr;
   } while (!body_bytes.compare_exchange_weak(used, used + n));
-  return std::shared_ptr<void>(nullptr, [this, n](void*) { body_bytes -= n; });
+  // Not null (a null shared_ptr reads as false: "not reserved"); owns
+  // nothing, its deleter gives the bytes back.
+  return std::shared_ptr<void>(static_cast<void*>(this), [this, n](void*) { body_bytes -= n; });
 }
 
 class HttpServer::Core {
