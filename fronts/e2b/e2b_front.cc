@@ -167,14 +167,16 @@ class Sandboxes {
     tokens_ = std::move(next);
   }
   // The sandbox and the access token that signed `url`, among the tokens
-  // seen since this front started; no lock is held while checking.
-  std::optional<std::pair<std::string, std::string>> SignedBy(const SignedUrl& url) const {
+  // seen since this front started (only sandbox `named`'s, when the request
+  // names one); no lock is held while checking.
+  std::optional<std::pair<std::string, std::string>> SignedBy(const SignedUrl& url, const std::string& named) const {
     std::shared_ptr<const TokenList> tokens;
     {
       absl::MutexLock lock(&mu_);
       tokens = tokens_;
     }
     for (const auto& [token, id] : *tokens) {
+      if (!named.empty() && id != named) continue;
       if (SignedWith(url, token)) return std::make_pair(id, token);
     }
     return std::nullopt;
@@ -332,7 +334,7 @@ std::string PresentedToken(const http::Request& request) {
 // full) ends it with the server's error at once.
 class FileUploader {
  public:
-  static constexpr size_t kChunk = 1 << 20;
+  static constexpr size_t kChunk = kGunzipPiece;  // one piece of the inflater's at a time
 
   FileUploader(v1::Executor::StubInterface* executor, const std::string& token, const std::string& session_id,
                const std::string& path, const std::map<std::string, std::string>& metadata, int64_t size)
@@ -1093,9 +1095,9 @@ class Front {
           absl::FormatDuration(options_.max_signed_url),
           " (http.e2b_signed_url_max_seconds): ask for a shorter useSignatureExpiration"));
     }
-    auto signer = sandboxes_.SignedBy(url);
     const std::string named = request.Header("E2b-Sandbox-Id");
-    if (!signer || (!named.empty() && named != signer->first)) {
+    auto signer = sandboxes_.SignedBy(url, named);
+    if (!signer) {
       return absl::UnauthenticatedError(
           "invalid signature, or a URL of a sandbox this server has not seen since it started: a signed URL "
           "works once its sandbox has made any call through this server (e.g. files.list)");
