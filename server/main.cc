@@ -7,6 +7,7 @@
 //           [--allow-degraded] [--drop-sessions] [--log-format text|json] [--check]
 //           [--llm-base-url URL --llm-model NAME]
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,8 +292,19 @@ int main(int argc, char** argv) {
   }
 
   for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
+    // Between signals, every 5 s, what the allocator holds free goes back to
+    // the system: glibc keeps memory freed by a thread in that thread's
+    // arena (request bodies, upload pieces, listings), where only the top
+    // of each is returned by itself. After issue 29's adversarial suite
+    // (tests/tenant_starvation_test.cc) wardend held 56 MiB, 23 MiB of it
+    // free in arenas; trimmed, 33 MiB. A trim walks the free lists: well
+    // under a millisecond at these sizes.
+    const timespec every = {5, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &every);
+    if (sig < 0) {
+      if (errno == EAGAIN) malloc_trim(0);
+      continue;
+    }
     if (sig == SIGHUP) continue;  // no reload yet
     // A node of a fleet hands its sessions over to the others (SIGTERM is
     // what an engine's drain, rolling update or scale-down sends).
