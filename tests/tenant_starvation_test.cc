@@ -71,6 +71,15 @@ constexpr char kAlice[] = "alice-starve-4Hq8Ws2Ed6Rf1Tg";
 constexpr char kBob[] = "bob-starve-9Yh3Uj7Ik5Ol0Pz2";
 constexpr int kHandlerThreads = 64;  // streams hold at most 32 of them
 constexpr int64_t kMaxFileBytes = 8 << 20;
+// Under AddressSanitizer (make test-sanitize) wardend's allocator keeps
+// what is freed in its quarantine (256 MiB) and its resident memory says
+// nothing of what wardend holds: its figures are printed, and bounded in
+// the plain build only (make test).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMemoryMeans = false;
+#else
+constexpr bool kMemoryMeans = true;
+#endif
 
 struct Reply {
   unsigned status = 0;
@@ -482,8 +491,10 @@ print('set')
   const int64_t peak = PeakKb(), rss_after = RssKb();
   printf("8 listings of 10 files with 6 MB of metadata each: wardend %ld KiB before, peak %ld, after %ld\n",
          static_cast<long>(rss_before), static_cast<long>(peak), static_cast<long>(rss_after));
-  EXPECT_LT(peak - rss_before, 64 << 10) << "KiB";
-  EXPECT_LT(rss_after - rss_before, 32 << 10) << "KiB";
+  if (kMemoryMeans) {
+    EXPECT_LT(peak - rss_before, 64 << 10) << "KiB";
+    EXPECT_LT(rss_after - rss_before, 32 << 10) << "KiB";
+  }
 
   // A listing larger than one answer may hold is refused, saying what to do.
   ASSERT_EQ(Execute(*alice_, R"(
@@ -536,7 +547,7 @@ TEST_F(TenantStarvationTest, GzipBombsInflateAPieceAtATimeAndTogetherCostLittle)
   const int64_t peak = PeakKb();
   printf("24 gzip bombs at once: wardend %ld KiB before, peak %ld\n", static_cast<long>(rss_before),
          static_cast<long>(peak));
-  EXPECT_LT(peak - rss_before, 128 << 10) << "KiB";
+  if (kMemoryMeans) EXPECT_LT(peak - rss_before, 128 << 10) << "KiB";
   ASSERT_EQ(Execute(*alice_, "import glob\nfor p in glob.glob('/tmp/bomb*'): os.unlink(p)\nprint('ok')"), "ok\n");
 }
 
@@ -619,7 +630,7 @@ TEST_F(TenantStarvationTest, OneTenantsStreamsAndBlockedHandlersLeaveRoomForTheO
   // Handlers that block without streaming: alice's cells wait behind one
   // that sleeps, each request holding a handler thread; she holds at most
   // half of them, and bob is served at once beside.
-  std::thread sleeper([&] { Execute(*alice_, "import time; time.sleep(8)"); });
+  std::thread sleeper([&] { Execute(*alice_, "import time; time.sleep(4)"); });
   absl::SleepFor(absl::Milliseconds(500));
   std::atomic<int> alice_done{0};
   std::vector<std::thread> waiting;
@@ -803,13 +814,13 @@ TEST_F(TenantStarvationTest, ZzWardendsMemoryAfterEverythingIsWithinTwiceItsStar
   // wardend returns what its allocator holds free to the system every 5 s
   // (server/main.cc): a moment for it.
   int64_t rss = RssKb();
-  for (int i = 0; i < 48 && rss > 2 * start_rss_kb_; ++i) {
+  for (int i = 0; kMemoryMeans && i < 48 && rss > 2 * start_rss_kb_; ++i) {
     absl::SleepFor(absl::Milliseconds(250));
     rss = RssKb();
   }
   printf("wardend's resident memory: %ld KiB at the start, %ld KiB after the suite\n",
          static_cast<long>(start_rss_kb_), static_cast<long>(rss));
-  EXPECT_LE(rss, 2 * start_rss_kb_);
+  if (kMemoryMeans) EXPECT_LE(rss, 2 * start_rss_kb_);
   EXPECT_EQ(Execute(*alice_, "print('alice')"), "alice\n");
   EXPECT_EQ(Execute(*bob_, "print('bob')"), "bob\n");
 }
