@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
@@ -34,6 +35,29 @@
 
 namespace warden {
 namespace {
+
+// Whether this process holds the capabilities root has on a host (as the
+// systemd unit runs wardend), read once. A sandbox's user namespace owned
+// by another id than wardend's own gives wardend no capability inside it
+// beyond those it holds on the host: with only a few (a container's
+// SYS_ADMIN, SYS_PTRACE, SETUID and SETGID) it could not set its sandboxes
+// up (fleet_swarm: no node became ready), so there root keeps owning them
+// (CloneSandboxInit), as before. What a host's root may be denied by
+// configuration (CAP_SYS_RESOURCE in this machine's sessions) is not asked.
+bool HoldsHostRootsCapabilities() {
+  static const bool held = [] {
+    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    if (syscall(SYS_capget, &header, data) != 0) return false;
+    for (const int cap : {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID, CAP_KILL,
+                          CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_NET_ADMIN, CAP_SYS_CHROOT, CAP_SYS_PTRACE,
+                          CAP_SYS_ADMIN, CAP_MKNOD}) {
+      if ((data[cap / 32].effective & (1u << (cap % 32))) == 0) return false;
+    }
+    return true;
+  }();
+  return held;
+}
 
 absl::Status WriteFile(const std::string& path, absl::string_view data) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -207,8 +231,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   const auto [program_host_uid, program_host_gid] = ProgramHostIds(options.identity_slot.value_or(run));
   // The namespace is owned by the init's own host id, not by root: every
   // per-user kernel count made inside is then this sandbox's alone
-  // (CloneSandboxInit). Rootless, the caller owns it, as it must.
-  plan.owner_uid = rootless_ ? 0 : program_host_uid - 1;
+  // (CloneSandboxInit). Rootless, the caller owns it, as it must; with
+  // fewer than every capability (a container), root does, as before
+  // (HoldsHostRootsCapabilities).
+  plan.owner_uid = rootless_ || !HoldsHostRootsCapabilities() ? 0 : program_host_uid - 1;
 
   const Limits& limits = spec.limits;
   const rlim_t cpu_seconds = static_cast<rlim_t>(limits.cpu_ms / 1000 + 1);
