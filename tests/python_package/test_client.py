@@ -181,8 +181,11 @@ def test_a_session_used_from_two_clients_at_once(wardend):
             other = b.attach(s.id)
             assert (other.id, other.language) == (s.id, "python")
             started, on_stdout = started_event()
+            # A write makes the file, then fills it (as envd's does): the
+            # cell waits for its content, not for its name (beside two CPU
+            # hogs it once read the file between the two).
             waiting = ("import os, time\nprint('started', flush=True)\n"
-                       "for _ in range(6000):\n    if os.path.exists('go'): break\n    time.sleep(0.01)\n"
+                       "for _ in range(6000):\n    if os.path.exists('go') and os.path.getsize('go'): break\n    time.sleep(0.01)\n"
                        "got = open('go').read()\ngot")
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
                 running = pool.submit(s.run, waiting, on_stdout=on_stdout)
