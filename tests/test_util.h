@@ -73,7 +73,7 @@ inline std::string Describe(const Result& r) {
   std::string s = std::string("outcome=") + OutcomeName(r.outcome) +
                   " exit_code=" + std::to_string(r.exit_code) +
                   " signal=" + std::to_string(r.signal) + " wall_ms=" + std::to_string(r.wall_ms) +
-                  " cpu_ms=" + std::to_string(r.cpu_ms) +
+                  " cpu_ms=" + std::to_string(r.cpu_ms) + " peak_memory_bytes=" + std::to_string(r.peak_memory_bytes) +
                   " violation=" + (r.violation ? *r.violation : "none") + " message=" + r.message +
                   "\n--- stdout ---\n" + r.stdout_data.substr(0, 2000) + "\n--- stderr ---\n" +
                   r.stderr_data.substr(0, 2000);
