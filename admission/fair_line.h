@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace warden {
@@ -148,5 +149,30 @@ class FairLine {
   std::string turn_;  // the tenant served last
   int size_ = 0;
 };
+
+// The loop of an owner's thread that refuses waiters at their deadlines. It
+// sleeps under `mu` until the line's earliest deadline, woken early when an
+// earlier one joins or `stopping` turns true (both are guarded by `mu`, and
+// whoever changes them holds it). What expired goes to `refuse(expired,
+// now)`, called with `mu` held, which returns what to run once `mu` is
+// released: the waiters' callbacks, which may call into the owner again.
+template <typename Callback, typename Refuse>
+void RefuseAtDeadlines(absl::Mutex& mu, const bool& stopping, FairLine<Callback>& line, Refuse refuse) {
+  absl::MutexLock lock(&mu);
+  while (!stopping) {
+    const absl::Time armed = line.NextDeadline();
+    // A later deadline is found when this one passes.
+    auto earlier = [&stopping, &line, armed] { return stopping || line.NextDeadline() < armed; };
+    mu.AwaitWithDeadline(absl::Condition(&earlier), armed);
+    if (stopping) break;
+    const absl::Time now = absl::Now();
+    std::vector<typename FairLine<Callback>::Taken> expired = line.Expire(now);
+    if (expired.empty()) continue;
+    auto deliver = refuse(std::move(expired), now);
+    mu.Unlock();
+    deliver();
+    mu.Lock();
+  }
+}
 
 }  // namespace warden

@@ -157,18 +157,8 @@ void TenantQueue::Answer(std::vector<Line::Taken> admitted) {
 }
 
 void TenantQueue::ExpireLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    const absl::Time armed = line_.NextDeadline();
-    // Wakes for an earlier deadline than the one armed (a later one is
-    // found when this one passes).
-    auto earlier = [this, armed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || line_.NextDeadline() < armed;
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&earlier), armed);
-    if (stopping_) break;
-    std::vector<Line::Taken> expired = line_.Expire(absl::Now());
-    if (expired.empty()) continue;
+  RefuseAtDeadlines(mu_, stopping_, line_, [this](std::vector<Line::Taken> expired, absl::Time now) {
+    mu_.AssertHeld();
     stats_.timed_out += static_cast<int64_t>(expired.size());
     stats_.waiting = line_.size();
     std::vector<absl::Status> why;
@@ -176,15 +166,15 @@ void TenantQueue::ExpireLoop() {
       const Tenant& t = tenants_.at(taken.tenant);
       const int still = line_.waiting(taken.tenant);
       why.push_back(absl::ResourceExhaustedError(absl::StrCat(
-          "your turn did not come before your deadline (you waited ", Spoken(absl::Now() - taken.since),
+          "your turn did not come before your deadline (you waited ", Spoken(now - taken.since),
           "; you run ", t.running, " ", options_.noun, " at once, your maximum, and ", still,
           " more wait); retry in about ", RetryMs(t.hold.For(still + 1, Servers())), " ms")));
     }
     for (const Line::Taken& taken : expired) Forget(taken.tenant);
-    mu_.Unlock();
-    for (size_t i = 0; i < expired.size(); ++i) std::move(expired[i].callback)(why[i]);
-    mu_.Lock();
-  }
+    return [expired = std::move(expired), why = std::move(why)]() mutable {
+      for (size_t i = 0; i < expired.size(); ++i) std::move(expired[i].callback)(why[i]);
+    };
+  });
 }
 
 void TenantQueue::Stop() {

@@ -176,19 +176,8 @@ void WarmPool::FillLoop() {
 }
 
 void WarmPool::ExpireLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    const absl::Time armed = line_.NextDeadline();
-    // Wakes for an earlier deadline than the one armed (a later one is
-    // found when this one passes).
-    auto earlier = [this, armed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || line_.NextDeadline() < armed;
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&earlier), armed);
-    if (stopping_) break;
-    const absl::Time now = absl::Now();
-    std::vector<Line::Taken> expired = line_.Expire(now);
-    if (expired.empty()) continue;
+  RefuseAtDeadlines(mu_, stopping_, line_, [this](std::vector<Line::Taken> expired, absl::Time now) {
+    mu_.AssertHeld();
     stats_.timed_out += static_cast<int64_t>(expired.size());
     stats_.waiting = line_.size();
     // A new request at the back of the line would wait this long.
@@ -201,10 +190,8 @@ void WarmPool::ExpireLoop() {
           absl::StrFormat("%.0f", start_time_.PerSecond(Fillers())), " per second); retry in about ",
           RetryMs(drain), " ms"))});
     }
-    mu_.Unlock();
-    Deliver(std::move(refused));
-    mu_.Lock();
-  }
+    return [refused = std::move(refused)]() mutable { Deliver(std::move(refused)); };
+  });
 }
 
 std::unique_ptr<Session> WarmPool::TakeReady() {

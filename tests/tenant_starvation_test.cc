@@ -24,7 +24,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -51,6 +50,7 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "fronts/e2b/file_signature.h"
+#include "fronts/http/testing/gzip.h"
 #include "fronts/http/testing/raw_socket.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -65,6 +65,7 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using nlohmann::json;
 using Headers = std::vector<std::pair<std::string, std::string>>;
+using http::testing::Gzip;
 using http::testing::RawSocket;
 
 constexpr char kAlice[] = "alice-starve-4Hq8Ws2Ed6Rf1Tg";
@@ -104,20 +105,6 @@ int64_t ReadSysctl(const std::string& path) {
   int64_t v = -1;
   f >> v;
   return v;
-}
-
-std::string GzipOf(const std::string& data) {
-  z_stream z = {};
-  deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 // What arrives on `socket` while `more` says so of it, until the server
@@ -518,7 +505,7 @@ print('made')
 
 TEST_F(TenantStarvationTest, GzipBombsInflateAPieceAtATimeAndTogetherCostLittle) {
   // 24 uploads at once of 100 MiB of zeros, gzip'ed to a few hundred KiB each.
-  const std::string bomb = GzipOf(std::string(100 << 20, '\0'));
+  const std::string bomb = Gzip(std::string(100 << 20, '\0'));
   ASSERT_LT(bomb.size(), 1u << 20);
   const int64_t rss_before = RssKb();
   ResetPeak();

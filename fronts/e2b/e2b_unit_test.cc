@@ -1,17 +1,18 @@
 // The E2B front's pure pieces: NDJSON lines as E2B's SDKs parse them,
 // multipart uploads, bad ones included, and signed file URLs.
 #include <algorithm>
-#include <zlib.h>
 
 #include "gtest/gtest.h"
 #include "fronts/e2b/execution_lines.h"
 #include "fronts/e2b/file_signature.h"
 #include "fronts/e2b/gzip.h"
 #include "fronts/e2b/multipart.h"
+#include "fronts/http/testing/gzip.h"
 
 namespace warden::e2b {
 namespace {
 
+using http::testing::Gzip;
 using nlohmann::json;
 
 TEST(ExecutionLinesTest, ResultsCarryEveryMimeTypeUnderE2bsNames) {
@@ -173,20 +174,6 @@ TEST(MultipartTest, TheStreamingReaderSplitsAsTheWholeBodyDoesHoweverItIsCut) {
                                    [] { return absl::OkStatus(); }});
   EXPECT_TRUE(absl::IsResourceExhausted(refusing.Feed(body)));
   EXPECT_TRUE(absl::IsResourceExhausted(refusing.Feed("more")));
-}
-
-std::string Gzip(const std::string& data) {
-  z_stream z = {};
-  deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 // A gzip bomb inflates a piece at a time into its sink and stops at the
