@@ -715,6 +715,23 @@ TEST_F(ContextsTest, WatchPathReportsChangesUnderADirectory) {
     if (event.name() == "old/b.txt" && event.type() == v1::WatchEvent::TYPE_WRITE) break;
   }
   EXPECT_NE(std::find(seen.begin(), seen.end(), "TYPE_CREATE new"), seen.end()) << absl::StrJoin(seen, ", ");
+  // What a new directory holds before its watch is in place is reported
+  // too, once: a tree moved in whole (always so), and a directory filled
+  // at once (the watcher may or may not be quicker than the shell).
+  ASSERT_EQ(Command(session,
+                    "mkdir -p /tmp/prep/x/y && echo q > /tmp/prep/x/y/d.txt && mv /tmp/prep /tmp/w/moved && "
+                    "mkdir /tmp/w/fresh && echo r > /tmp/w/fresh/e.txt && echo s > /tmp/w/end.txt")
+                .end.outcome(),
+            v1::OUTCOME_OK);
+  seen.clear();
+  while (reader->Read(&event)) {
+    seen.push_back(absl::StrCat(v1::WatchEvent::Type_Name(event.type()), " ", event.name()));
+    if (event.name() == "end.txt" && event.type() == v1::WatchEvent::TYPE_WRITE) break;
+  }
+  for (const char* created : {"moved", "moved/x", "moved/x/y", "moved/x/y/d.txt", "fresh", "fresh/e.txt"}) {
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), absl::StrCat("TYPE_CREATE ", created)), 1)
+        << created << " in " << absl::StrJoin(seen, ", ");
+  }
   ctx->TryCancel();
   (void)reader->Finish();
   // A file, or nothing, cannot be watched.

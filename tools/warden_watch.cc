@@ -10,7 +10,9 @@
 // RENAME (moved away; the new name is a CREATE) or CHMOD, and <name> (raw
 // bytes, <length> of them) is the path relative to DIR. With --recursive,
 // directories below DIR are watched too, new ones as they appear (watched
-// before their CREATE is printed, so what is made in them next is seen).
+// before their CREATE is printed, so what is made in them next is seen, and
+// what was made in them before their watch was in place is printed as
+// CREATE from their listing).
 // It exits 2 for bad usage, 1 when DIR cannot be watched (the reason on
 // stderr), and 0 when DIR itself goes.
 #include <dirent.h>
@@ -23,6 +25,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 
 namespace {
@@ -52,27 +55,45 @@ void Emit(const char* type, const std::string& name) {
 
 std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "/" + b; }
 
-// Watches `rel` (and, recursively, what it holds). Returns false if `rel`
-// could not be watched.
-bool Watch(const std::string& rel) {
+// Names printed as CREATE from a directory's listing (Scan): a CREATE that
+// inotify reports for one of them as well is the same creation, not printed
+// twice. A name leaves when it is removed or moved away.
+std::set<std::string> announced;
+
+// Watches `rel` alone. Returns false if it could not be watched.
+bool AddWatch(const std::string& rel) {
   const std::string path = rel.empty() ? root : root + "/" + rel;
   int wd = inotify_add_watch(inotify_fd, path.c_str(), kMask | IN_DONT_FOLLOW);
   if (wd < 0) return false;
   dirs[wd] = rel;
-  if (!recursive) return true;
-  DIR* d = opendir(path.c_str());
-  if (d == nullptr) return true;
+  return true;
+}
+
+// Watches the directories below `rel`, which is watched. With `announce`,
+// `rel` has just appeared: what it holds already was made after its CREATE
+// was queued and before its watch was in place, where no watch saw it, so
+// each entry is printed as CREATE (a directory after its watch is in place,
+// before what it holds).
+void Scan(const std::string& rel, bool announce) {
+  DIR* d = opendir(rel.empty() ? root.c_str() : (root + "/" + rel).c_str());
+  if (d == nullptr) return;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
-    if (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN) {
+    const std::string child = Join(rel, name);
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {
       struct stat st;
-      const std::string child = Join(rel, name);
-      if (lstat((root + "/" + child).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) Watch(child);
+      is_dir = lstat((root + "/" + child).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     }
+    const bool watched = is_dir && AddWatch(child);
+    if (announce) {
+      Emit("CREATE", child);
+      announced.insert(child);
+    }
+    if (watched) Scan(child, announce);
   }
   closedir(d);
-  return true;
 }
 
 }  // namespace
@@ -94,10 +115,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "warden-watch: inotify_init1: %s\n", strerror(errno));
     return 1;
   }
-  if (!Watch("")) {
+  if (!AddWatch("")) {
     fprintf(stderr, "warden-watch: %s: %s\n", root.c_str(), strerror(errno));
     return 1;
   }
+  if (recursive) Scan("", /*announce=*/false);
   if (!WriteAll("READY\n")) return 0;
   alignas(struct inotify_event) char buf[65536];
   for (;;) {
@@ -120,11 +142,13 @@ int main(int argc, char** argv) {
         continue;  // its parent reports it
       }
       const std::string name = Join(dir->second, ev->len > 0 ? std::string(ev->name) : std::string());
-      if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-        if (recursive && (ev->mask & IN_ISDIR)) Watch(name);
+      if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && announced.erase(name) == 0) {
+        const bool watched = recursive && (ev->mask & IN_ISDIR) && AddWatch(name);
         Emit("CREATE", name);
+        if (watched) Scan(name, /*announce=*/true);
       }
       if (ev->mask & IN_MODIFY) Emit("WRITE", name);
+      if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) announced.erase(name);
       if (ev->mask & IN_DELETE) Emit("REMOVE", name);
       if (ev->mask & IN_MOVED_FROM) Emit("RENAME", name);
       if (ev->mask & IN_ATTRIB) Emit("CHMOD", name);
