@@ -138,6 +138,17 @@ class SwarmFleetTest(unittest.TestCase):
             engine_log = cls.swarm.base / ("n%d" % (i + 1)) / "dockerd.log"
             if engine_log.exists():
                 shutil.copy(engine_log, logs / ("n%d-dockerd.log" % (i + 1)))
+        # What the managers think of the nodes and the tasks (the engines log
+        # warnings only): why a node got no task, say.
+        for i in range(cls.swarm.count):
+            try:
+                nodes = cls.swarm.docker(i, "node", "ls", check=False, timeout=30)
+                tasks = cls.swarm.docker(i, "service", "ps", "--no-trunc", "%s_wardend" % NAME, check=False, timeout=30)
+            except subprocess.TimeoutExpired:
+                continue
+            if nodes.strip():
+                (logs / "swarm-state.txt").write_text("as node %d sees it:\n%s\n%s" % (i + 1, nodes, tasks))
+                break
 
     # ---- helpers
 
