@@ -465,7 +465,8 @@ print('set')
       if (r.status != 200 || !body["entries"].is_array() || body["entries"].size() != 10) return;
       for (const json& entry : body["entries"]) {
         size_t total = 0;
-        for (const auto& [key, value] : entry.value("metadata", json::object()).items()) {
+        const json metadata = entry.value("metadata", json::object());  // items() does not keep a temporary alive
+        for (const auto& [key, value] : metadata.items()) {
           total += 9 + key.size() + value.get<std::string>().size();
         }
         if (total > 4096) return;
