@@ -4,6 +4,7 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +92,7 @@ class RunReactor : public grpc::ServerBidiReactor<v1::AgentRequest, v1::AgentEve
   }
 
   void OnWriteDone(bool ok) override {
+    Step step;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -99,9 +101,10 @@ class RunReactor : public grpc::ServerBidiReactor<v1::AgentRequest, v1::AgentEve
         failed_ = true;
         queue_.clear();
       }
+      step = NextStepLocked();
     }
     if (!ok) Cancel();
-    Pump();
+    Take(step);
   }
   void OnCancel() override { Cancel(); }
   // gRPC calls OnDone once every other reaction has returned, ordered by its
@@ -158,41 +161,56 @@ class RunReactor : public grpc::ServerBidiReactor<v1::AgentRequest, v1::AgentEve
   }
 
   // One outstanding write at a time; Close must be the producer's last call.
+  // Each caller decides its next step under the same lock that changed the
+  // state, then takes it without touching the reactor again: once a step
+  // finishes the call, gRPC may run OnDone on another thread and delete this
+  // (a second lock for the decision let a producer's Close read freed memory
+  // after a write's completion had finished the call).
   void Push(v1::AgentEvent event) {
+    Step step;
     {
       absl::MutexLock lock(&mu_);
       if (failed_ || closing_) return;
       queue_.push_back(std::move(event));
+      step = NextStepLocked();
     }
-    Pump();
+    Take(step);
   }
   void Close(grpc::Status status) {
+    Step step;
     {
       absl::MutexLock lock(&mu_);
       if (closing_) return;
       final_status_ = std::move(status);
       closing_ = true;
+      step = NextStepLocked();
     }
-    Pump();
+    Take(step);
   }
-  void Pump() {
-    const v1::AgentEvent* next = nullptr;
-    bool finish = false;
-    grpc::Status status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (writing_ || finished_) return;
-      if (!queue_.empty()) {
-        writing_ = true;
-        next = &queue_.front();
-      } else if (closing_) {
-        finished_ = true;
-        finish = true;
-        status = failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the client went away") : final_status_;
-      }
+
+  struct Step {
+    const v1::AgentEvent* write = nullptr;
+    std::optional<grpc::Status> finish;
+  };
+  Step NextStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Step step;
+    if (writing_ || finished_) return step;
+    if (!queue_.empty()) {
+      writing_ = true;
+      step.write = &queue_.front();
+    } else if (closing_) {
+      finished_ = true;
+      step.finish = failed_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the client went away") : final_status_;
     }
-    if (next) StartWrite(next);
-    if (finish) Finish(status);
+    return step;
+  }
+  // The last thing a caller does with the reactor.
+  void Take(const Step& step) {
+    if (step.write != nullptr) {
+      StartWrite(step.write);
+    } else if (step.finish) {
+      Finish(*step.finish);
+    }
   }
 
   Engine& engine_;
