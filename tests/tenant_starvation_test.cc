@@ -808,7 +808,9 @@ TEST_F(TenantStarvationTest, ZzWardendsMemoryAfterEverythingIsWithinTwiceItsStar
   }
   printf("wardend's resident memory: %ld KiB at the start, %ld KiB after the suite\n",
          static_cast<long>(start_rss_kb_), static_cast<long>(rss));
-  if (kMemoryMeans) EXPECT_LE(rss, 2 * start_rss_kb_);
+  if (kMemoryMeans) {
+    EXPECT_LE(rss, 2 * start_rss_kb_);
+  }
   EXPECT_EQ(Execute(*alice_, "print('alice')"), "alice\n");
   EXPECT_EQ(Execute(*bob_, "print('bob')"), "bob\n");
 }
