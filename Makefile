@@ -34,14 +34,15 @@ LANGUAGE_PACKAGES := node-typescript r-base-core python3-rpy2 default-jdk-headle
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
 # libboost-dev brings Beast and Asio, header-only, for the HTTP front;
-# libssl-dev SHA-256 for E2B's signed file URLs;
+# libssl-dev SHA-256 for E2B's signed file URLs and the egress proxy's TLS;
+# libc-ares-dev the egress proxy's resolver;
 # python3-jupyter-server is a Kernel Gateway client the tests drive;
 # help2man makes the package's man pages from the --help texts;
 # libcli11-dev, header-only, parses the warden CLI's command line).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
-  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev libcli11-dev \
+  libcurl4-openssl-dev libssl-dev libc-ares-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev libcli11-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
