@@ -10,7 +10,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # and pip for pools' wheelhouses. scripts/runtime_probe.py lists the same
 # packages with their import names; a daemon test checks the two agree.
 # The last line is what commands and terminals in a machine (an E2B
-# sandbox) use: git (sandbox.git), ps, tput.
+# sandbox) use: git (sandbox.git), curl, ps, tput; node-undici lets Node's
+# own fetch reach the egress proxy (kernel/bin/warden_node_egress.js).
 RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
   python3-scipy python3-sklearn python3-sympy python3-seaborn python3-statsmodels \
   python3-networkx python3-pil python3-skimage python3-imageio \
@@ -22,7 +23,7 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
   python3-joblib python3-toolz python3-mpmath python3-tqdm python3-plotly \
   python3-xarray python3-nltk python3-soundfile python3-h5py python3-numexpr python3-dill python3-ipython \
   python3-pip python3-wheel python3-setuptools python3-packaging \
-  git procps ncurses-bin
+  git curl procps ncurses-bin node-undici
 
 # The interpreters of the languages beyond Python, JavaScript and bash
 # (docs/kernel-protocol.md): TypeScript is Debian's compiler run by the
@@ -37,6 +38,7 @@ LANGUAGE_PACKAGES := node-typescript r-base-core python3-rpy2 default-jdk-headle
 # libssl-dev SHA-256 for E2B's signed file URLs and the egress proxy's TLS;
 # libc-ares-dev the egress proxy's resolver;
 # python3-jupyter-server is a Kernel Gateway client the tests drive;
+# python3-cryptography makes the network test's certificates;
 # help2man makes the package's man pages from the --help texts;
 # libcli11-dev, header-only, parses the warden CLI's command line).
 DEB_PACKAGES := build-essential cmake pkg-config \
@@ -45,7 +47,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libcurl4-openssl-dev libssl-dev libc-ares-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev libcli11-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd python3-jupyter-server help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
+  openssl passwd python3-jupyter-server python3-cryptography help2man $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
 .PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 
@@ -304,6 +306,7 @@ install:
 	ln -sf warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/pip"
 	ln -sf warden_pip.py "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/pip3"
 	ln -sf /usr/bin/python3 "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/python"
+	install -m 0644 kernel/bin/warden_node_egress.js "$(DESTDIR)$(PREFIX)/lib/warden/kernels/bin/"
 	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)/etc/warden" \
 	  "$(DESTDIR)$(PREFIX)/share/doc/warden"
 	sed 's|/usr/local/|$(PREFIX)/|g' deploy/wardend.service > "$(DESTDIR)$(UNITDIR)/wardend.service.tmp"

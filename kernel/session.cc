@@ -16,6 +16,8 @@
 #include "common/status_macros.h"
 #include "kernel/workspace.h"
 #include "kernel/zygote.h"
+#include "sandbox/port_dial.h"
+#include "sandbox/worker.h"
 
 #ifndef WARDEN_KERNELS_DIR
 #define WARDEN_KERNELS_DIR "/usr/lib/warden/kernels"
@@ -79,7 +81,7 @@ Limits SessionOptions::DefaultSessionLimits() {
 std::string SessionOptions::DefaultKernelsDir() { return WARDEN_KERNELS_DIR; }
 
 Session::Session(Executor& executor, const SessionOptions& options)
-    : executor_(executor), options_(options) {
+    : executor_(executor), options_(options), egress_gate_(options.egress ? options.egress() : nullptr) {
   wake_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 }
 
@@ -96,6 +98,21 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Start(Executor& executor,
 pid_t Session::kernel_pid() const {
   absl::MutexLock lock(&mu_);
   return worker_ ? worker_->sandbox_pid() : 0;
+}
+
+absl::StatusOr<UniqueFd> Session::ConnectToPort(uint16_t port, absl::Time deadline) const {
+  if (options_.machine) return options_.machine->ConnectToPort(port, deadline);
+  pid_t init = -1;
+  UniqueFd pidfd;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto* worker = dynamic_cast<const Worker*>(worker_.get());
+    if (worker == nullptr) return absl::FailedPreconditionError("the session has no sandbox now");
+    init = worker->init_pid();
+    pidfd.Reset(fcntl(worker->init_pidfd(), F_DUPFD_CLOEXEC, 3));
+  }
+  if (!pidfd) return absl::FailedPreconditionError("the session's sandbox is gone");
+  return ConnectToSandboxPort(init, pidfd.get(), port, deadline);
 }
 
 absl::StatusOr<WorkerHandles> Session::DuplicateHandles() const {
@@ -126,6 +143,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Adopt(Executor& executor,
   if (!session->wake_) return absl::ErrnoToStatus(errno, "eventfd");
   absl::MutexLock lock(&session->mu_);
   session->worker_ = std::move(worker);
+  session->worker_->SetEgressGate(session->egress_gate_);
   fcntl(session->worker_->channel_fd(), F_SETFL, O_NONBLOCK);
   session->execution_count_ = snapshot.execution_count;
   session->next_cell_id_ = snapshot.next_cell_id;
@@ -175,10 +193,11 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
       spec.filesystem.binds.push_back({options_.wheelhouse, kWheelhouseMountPoint, false});
       spec.env.push_back(absl::StrCat("PIP_FIND_LINKS=", kWheelhouseMountPoint));
     }
+    spec.filesystem.ca_bundle_source = options_.ca_bundle;
     worker_.reset();  // the old sandbox, if any, dies first
     ForkServer* fork_server =
         options_.language == Language::kPython ? options_.fork_server : nullptr;
-    SpawnOptions spawn{.channel = true, .fork_server = fork_server};
+    SpawnOptions spawn{.channel = true, .fork_server = fork_server, .egress = egress_gate_};
     auto spawned = executor_.Spawn(spec, spawn);
     if (fork_server != nullptr && absl::IsUnavailable(spawned.status())) {
       // The zygote is gone: the interpreter starts anew, in the same kind of sandbox.
@@ -842,6 +861,7 @@ absl::Status Session::Reopen(std::unique_ptr<Session> fresh) {
     return absl::FailedPreconditionError("the warm session to reopen with is not ready");
   }
   worker_ = std::move(fresh->worker_);
+  worker_->SetEgressGate(egress_gate_);  // this session's way out, not the warm one's
   channel_ = std::move(fresh->channel_);
   info_ = fresh->info_;
   start_times_ = fresh->start_times_;

@@ -74,6 +74,12 @@ struct SessionOptions {
   // More environment for the kernel ("KEY=value"), over its own: E2B's
   // sandbox-wide envs.
   std::vector<std::string> env;
+  // The sandbox's way out: each Session gets a gate of its own from this
+  // (sandbox/egress_gate.h), which serves every sandbox it runs in turn.
+  // Unset: no egress listener.
+  std::function<std::shared_ptr<EgressGate>()> egress;
+  // A host file bound as the sandbox's CA bundle (FilesystemSpec::ca_bundle_source).
+  std::string ca_bundle;
 
   static Limits DefaultSessionLimits();
   static std::string DefaultKernelsDir();
@@ -166,6 +172,12 @@ class Session {
   // The kernel's pid in its sandbox (0 until it started, and for a kernel
   // that is its sandbox's own program).
   pid_t kernel_pid() const;
+  // A connection to `port` on the sandbox's loopback (an exposed port,
+  // sandbox/port_dial.h); a machine's process reaches its machine's.
+  absl::StatusOr<UniqueFd> ConnectToPort(uint16_t port, absl::Time deadline) const;
+  // The gate of this session's way out (SessionOptions::egress); null
+  // without one.
+  const std::shared_ptr<EgressGate>& egress_gate() const { return egress_gate_; }
   Handover Describe() const;
   // A session around a sandbox a predecessor started (Worker::Adopt), as
   // Describe() saw it. Its kernel may still be running a cell the
@@ -268,6 +280,7 @@ class Session {
 
   Executor& executor_;
   const SessionOptions options_;
+  const std::shared_ptr<EgressGate> egress_gate_;
   // Owned by the thread running Execute/Restart; guarded for Interrupt().
   mutable absl::Mutex mu_;
   std::unique_ptr<Program> worker_ ABSL_GUARDED_BY(mu_);

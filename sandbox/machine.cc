@@ -17,8 +17,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "sandbox/port_dial.h"
 
 namespace warden {
+
+absl::StatusOr<UniqueFd> Machine::ConnectToPort(uint16_t port, absl::Time deadline) const {
+  return ConnectToSandboxPort(worker_->init_pid(), init_pidfd_.get(), port, deadline);
+}
 
 // What the dispatcher records about one process for its MachineProcess to
 // take. Guarded by the machine's mu_.

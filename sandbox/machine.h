@@ -89,6 +89,8 @@ class Machine : public std::enable_shared_from_this<Machine> {
   std::string lost_reason() const;
 
   std::string RootPath() const { return root_path_; }
+  // A connection to `port` on the machine's loopback (port_dial.h).
+  absl::StatusOr<UniqueFd> ConnectToPort(uint16_t port, absl::Time deadline) const;
   uid_t program_host_uid() const { return worker_->program_host_uid(); }
   gid_t program_host_gid() const { return worker_->program_host_gid(); }
   std::optional<CgroupUsage> Usage() const { return worker_->Usage(); }

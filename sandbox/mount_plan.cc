@@ -152,7 +152,18 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
                                                "\n::1\tlocalhost ip6-localhost ip6-loopback\n")));
   ops.push_back(File("etc/hostname", spec.hostname + "\n"));
   ops.push_back(File("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
-  ops.push_back(File("etc/resolv.conf", "# The sandbox has no network.\n"));
+  // No resolver: names are resolved by the egress proxy, on the host.
+  ops.push_back(File("etc/resolv.conf", "# The sandbox has no resolver; its way out is the proxy in $HTTPS_PROXY.\n"));
+  if (!spec.ca_bundle_source.empty()) {
+    if (spec.ca_bundle_source[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CA bundle source '", spec.ca_bundle_source, "' must be an absolute host path"));
+    }
+    ops.push_back(Dir("etc/ssl"));
+    ops.push_back(Dir("etc/ssl/certs"));
+    ops.push_back(Bind(spec.ca_bundle_source, "etc/ssl/certs/ca-certificates.crt",
+                       kReadOnlyAttrs | MOUNT_ATTR_NOEXEC, /*is_file=*/true));
+  }
   for (const std::string& entry : spec.host_etc_entries) {
     if (entry.empty() || entry.find('/') != std::string::npos || entry == "." || entry == "..") {
       return absl::InvalidArgumentError(absl::StrCat("host /etc entry '", entry, "' must be a plain name"));

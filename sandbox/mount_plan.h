@@ -67,12 +67,20 @@ struct FilesystemSpec {
   // A host file bound read-only over /proc/sys/kernel/random/boot_id (a
   // machine's own, kernel/boot_id.h); empty: the host's shows through.
   std::string boot_id_source;
+  // A host file bound read-only at /etc/ssl/certs/ca-certificates.crt, the
+  // CA bundle every TLS client in the sandbox trusts (OpenSSL's default,
+  // certifi's on Debian): the public CAs plus the egress proxy's own, so
+  // that it is the sandbox's alone and never the host's. Empty: none.
+  std::string ca_bundle_source;
   // More paths in the root, made after everything else: empty directories
   // (the init's, readable by all), and symlinks (path -> link text), e.g. a
   // second name for the workspace.
   std::vector<std::string> dirs;
   std::vector<std::pair<std::string, std::string>> links;
 };
+
+// Where FilesystemSpec::ca_bundle_source is bound in the sandbox.
+inline constexpr char kSandboxCaBundle[] = "/etc/ssl/certs/ca-certificates.crt";
 
 // How many terminals one sandbox's devpts holds at once.
 inline constexpr int kMaxTerminals = 64;

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/egress_gate.h"
 #include "sandbox/unique_fd.h"
 
 namespace warden {
@@ -97,6 +98,10 @@ class Program {
   // cut to ProcessTitle::kMaxLabel bytes). A machine's process has no init
   // of its own: nothing changes (its Machine is named by its owner).
   virtual absl::Status Retitle(const std::string& label) = 0;
+
+  // Where the sandbox's way out is served (a Worker: Worker::SetEgressGate;
+  // a machine's process shares its machine's, so nothing).
+  virtual void SetEgressGate(std::shared_ptr<EgressGate> gate) {}
 
   // True while the sandbox lives (the program may have ended).
   virtual bool SandboxAlive() const = 0;

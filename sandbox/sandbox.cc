@@ -128,8 +128,20 @@ void EnsureStdioOpen() {
 }  // namespace
 
 std::vector<std::string> SandboxSpec::DefaultEnvironment() {
-  return {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "TMPDIR=/tmp",
-          "LANG=C.UTF-8", "USER=sandbox", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"};
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "TMPDIR=/tmp",
+                                  "LANG=C.UTF-8", "USER=sandbox", "MPLBACKEND=Agg",
+                                  "PYTHONDONTWRITEBYTECODE=1"};
+  // The only way out is the egress proxy on the sandbox's own loopback
+  // (egress_gate.h): what pip, requests, curl, git and npm read, in both
+  // spellings (curl takes only the lower-case http_proxy). The sandbox's
+  // own servers are reached directly.
+  const std::string proxy = absl::StrCat("http://127.0.0.1:", kEgressPort);
+  for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}) {
+    env.push_back(absl::StrCat(name, "=", proxy));
+  }
+  env.push_back("NO_PROXY=localhost,127.0.0.1,::1");
+  env.push_back("no_proxy=localhost,127.0.0.1,::1");
+  return env;
 }
 
 std::vector<std::string> MergeEnvironment(std::vector<std::string> base,
@@ -235,6 +247,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   // fewer than every capability (a container), root does, as before
   // (HoldsHostRootsCapabilities).
   plan.owner_uid = rootless_ || !HoldsHostRootsCapabilities() ? 0 : program_host_uid - 1;
+  if (options.egress != nullptr) plan.egress_port = kEgressPort;
 
   const Limits& limits = spec.limits;
   const rlim_t cpu_seconds = static_cast<rlim_t>(limits.cpu_ms / 1000 + 1);
@@ -266,6 +279,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   for (const UniqueFd& tree : bind_trees) bind_fds.push_back(tree.get());
 
   auto worker = std::unique_ptr<Worker>(new Worker());
+  worker->egress_gate_ = options.egress;
   worker->stage_times_.begin = begin;
   worker->stage_times_.planned = absl::Now();
   for (const MountOp& op : plan.mounts.ops) worker->mount_targets_.push_back("/" + op.target);

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/egress_gate.h"
 #include "sandbox/fork_server.h"
 #include "sandbox/limits.h"
 #include "sandbox/mount_plan.h"
@@ -99,6 +100,11 @@ struct SpawnOptions {
   // (spec.argv is ignored and may be empty); its init starts processes on
   // request. The Worker reports ready once the sandbox is built.
   bool machine = false;
+  // The sandbox's way out: its init listens on 127.0.0.1:kEgressPort before
+  // anything runs and the listener goes to this gate (egress_gate.h), until
+  // the sandbox ends. Null: nothing listens there (connections to the
+  // proxy the environment names are refused at once).
+  std::shared_ptr<EgressGate> egress;
 };
 
 class Executor {

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -53,6 +54,7 @@ const char* ChildStageName(ChildStage stage) {
     case ChildStage::kOomScore: return "writing /proc/self/oom_score_adj";
     case ChildStage::kSpawnRequest: return "reading the spawn request";
     case ChildStage::kTerminal: return "opening a terminal";
+    case ChildStage::kEgress: return "listening on the sandbox's egress port";
   }
   return "unknown stage";
 }
@@ -562,6 +564,27 @@ struct CloneArgs {
 };
 constexpr uint64_t kClonePidfd = 0x00001000;
 
+// The sandbox's way out (sandbox/egress_gate.h): a listener on its own
+// loopback, made before any program of the sandbox runs (so none can take
+// the port first) and handed to the supervisor; the init keeps no copy.
+void OpenEgressListener(const ChildPlan& p) {
+  const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) Fail(p.control_fd, ChildStage::kEgress, errno);
+  const int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(p.egress_port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(s, reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0 || listen(s, 128) != 0) {
+    Fail(p.control_fd, ChildStage::kEgress, errno);
+  }
+  ControlMessage msg;
+  msg.type = ControlMessage::kEgressListener;
+  Send(p.control_fd, msg, s);
+  close(s);
+}
+
 }  // namespace
 
 int BringUpLoopback() {
@@ -689,6 +712,8 @@ long CloneSandboxInit(bool as_sibling, int* pidfd, bool fresh_net_ipc_uts, uid_t
   sigprocmask(SIG_BLOCK, &chld, nullptr);
   const int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) Fail(ctl, ChildStage::kForkPayload, errno);
+
+  if (p.egress_port != 0) OpenEgressListener(p);
 
   // A machine has no program of its own: it reports that its sandbox is
   // built and then starts processes on request, each on this stack.

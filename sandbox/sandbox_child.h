@@ -38,6 +38,7 @@ enum class ChildStage : int32_t {
   kOomScore,  // after kExec only to keep the numbers of the others
   kSpawnRequest,  // a machine's init reading a spawn request (machine.h)
   kTerminal,      // a machine's init opening a terminal for a spawned process
+  kEgress,        // the init opening the sandbox's egress listener (egress_gate.h)
 };
 const char* ChildStageName(ChildStage stage);
 
@@ -47,6 +48,7 @@ struct ControlMessage {
     kSetupFailed = 1,  // stage, error (errno), op_index (mount op or -1)
     kPayloadReady,     // carries the seccomp listener and the program's pidfd (SCM_RIGHTS)
     kMainExited,       // value = wait status of the main process
+    kEgressListener,   // carries the egress listener (SCM_RIGHTS), before the program starts
   };
   int32_t type = 0;
   int32_t stage = 0;
@@ -178,6 +180,11 @@ struct ChildPlan {
   // the name only), and what the sandbox is for ("warden-sandbox LABEL").
   const ProcessLayout* layout = nullptr;
   const char* label = nullptr;
+  // Non-zero: the init listens on 127.0.0.1:egress_port in the sandbox's
+  // network namespace before any program starts, and hands the socket to
+  // the supervisor (kEgressListener): the sandbox's way out
+  // (sandbox/egress_gate.h).
+  uint16_t egress_port = 0;
   // Set by a machine's init on the plan of each process it spawns, never by
   // the supervisor: the process's id (0: the sandbox's own program), and
   // the terminal master to send with its report (or -1).

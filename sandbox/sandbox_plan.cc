@@ -104,6 +104,7 @@ ChildPlan SandboxPlan::View() {
   plan.n_rlimits = static_cast<int>(rlimits.size());
   plan.machine = machine;
   plan.label = label.c_str();
+  plan.egress_port = egress_port;
   return plan;
 }
 
@@ -148,6 +149,7 @@ std::string SandboxPlan::Encode() const {
   }
   w.Number(machine);
   w.Bytes(label);
+  w.Number(egress_port);
   return w.Take();
 }
 
@@ -201,6 +203,7 @@ absl::StatusOr<SandboxPlan> SandboxPlan::Decode(absl::string_view data) {
   }
   plan.machine = r.Number<bool>();
   plan.label = r.Bytes();
+  plan.egress_port = r.Number<uint16_t>();
   if (!r.ok()) return absl::InvalidArgumentError("sandbox plan: malformed message");
   return plan;
 }

@@ -38,6 +38,7 @@ struct SandboxPlan {
   std::vector<ChildRlimit> rlimits;
   bool machine = false;  // ChildPlan::machine
   std::string label;     // ChildPlan::label (the layout is the cloner's own)
+  uint16_t egress_port = 0;  // ChildPlan::egress_port
 
   // A ChildPlan pointing into this plan; valid while the plan lives and is
   // not changed. File descriptors are left at -1 for the caller to fill in.

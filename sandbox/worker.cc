@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sandbox/fd_passing.h"
+#include "sandbox/port_dial.h"
 #include "sandbox/sandbox_child.h"
 #include "sandbox/seccomp_policy.h"
 
@@ -173,6 +174,12 @@ void Worker::HandleControl() {
         main_exited_ = true;
         main_status_ = msg.value;
         break;
+      case ControlMessage::kEgressListener:
+        if (!passed.empty() && !egress_listener_) {
+          egress_listener_ = std::move(passed[0]);
+          SetEgressGate(egress_gate_);
+        }
+        break;
     }
   }
 }
@@ -256,6 +263,33 @@ void Worker::Kill() {
   }
   reaped_ = true;
   init_exited_ = true;
+  // Its way out closes with it, before its namespaces can serve another.
+  if (egress_gate_) egress_gate_->Close();
+  egress_listener_.Reset();
+}
+
+void Worker::SetEgressGate(std::shared_ptr<EgressGate> gate) {
+  // Another gate took the sandbox over (a hibernated session reopened with
+  // a warm pool's sandbox): the old one stops serving it.
+  if (egress_gate_ && egress_gate_ != gate) egress_gate_->Close();
+  egress_gate_ = std::move(gate);
+  if (!egress_gate_ || reaped_) return;
+  if (!egress_listener_ && adopted_) {
+    // A sandbox a predecessor started: its listener went with that wardend
+    // (the keeper holds no copy), so a new one is opened in its namespace.
+    // If something inside took the port meanwhile, the sandbox has no way
+    // out (it only hurt itself); the log says so.
+    absl::StatusOr<UniqueFd> listener = ListenInSandbox(init_pid_, init_pidfd_.get(), kEgressPort);
+    if (!listener.ok()) {
+      fprintf(stderr, "warden: an adopted sandbox gets no egress listener: %s\n",
+              std::string(listener.status().message()).c_str());
+      return;
+    }
+    egress_listener_ = *std::move(listener);
+  }
+  if (!egress_listener_) return;
+  UniqueFd copy(fcntl(egress_listener_.get(), F_DUPFD_CLOEXEC, 3));
+  if (copy) egress_gate_->Open(std::move(copy));
 }
 
 std::optional<CgroupUsage> Worker::Usage() const {

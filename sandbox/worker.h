@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/egress_gate.h"
 #include "sandbox/program.h"
 #include "sandbox/recycle_pool.h"
 #include "sandbox/sandbox_child.h"
@@ -84,6 +85,12 @@ class Worker final : public Program {
   absl::Status SendCommand(char command) const;
   int init_pidfd() const { return init_pidfd_.get(); }
 
+  // Where the sandbox's egress listener is served (egress_gate.h): given to
+  // `gate` now if the sandbox reported it already, else when it does; the
+  // gate is closed when the sandbox ends. Executor::Spawn sets it from
+  // SpawnOptions::egress; an adopted sandbox gets it here.
+  void SetEgressGate(std::shared_ptr<EgressGate> gate) override;
+
  private:
   friend class Executor;
   Worker() = default;
@@ -106,6 +113,8 @@ class Worker final : public Program {
   std::vector<std::string> mount_targets_;  // for setup error messages
   SpawnReportSink spawn_reports_;
   bool init_exited_ = false;
+  std::shared_ptr<EgressGate> egress_gate_;
+  UniqueFd egress_listener_;  // ours; the gate serves a copy
 };
 
 }  // namespace warden

@@ -51,9 +51,17 @@ class Failure(Exception):
     """pip would fail too: the message says why and what to do."""
 
 
+def index_enabled():
+    """Whether pip may use an index: a session with a network policy has
+    PIP_NO_INDEX=0 (its way out is the egress proxy in $HTTPS_PROXY)."""
+    return os.environ.get("PIP_NO_INDEX", "").strip().lower() in ("", "0", "false", "no", "off")
+
+
 def main(argv):
     args = argv[1:]
     try:
+        if index_enabled() and not wheelhouses():
+            raise Fallback()   # nothing to do here: pip goes to its index
         request = parse_install(args)
         return Installer(request).run()
     except Fallback:
@@ -248,6 +256,8 @@ class Installer:
             self.say("Requirement already satisfied: %s (the module %s is importable here)"
                      % (requirement.name, requirement.name))
             return
+        if index_enabled():
+            raise Fallback()           # the index may have it: pip looks there
         raise Failure(self.not_found(requirement, dist, usable.get(name, ()), unusable.get(name, ()), parent))
 
     def not_found(self, requirement, dist, usable, unusable, parent):
