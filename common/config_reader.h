@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,40 @@ class ObjectReader {
       read(i, nested);
       nested.Finish();
     }
+  }
+
+  // An object whose keys are names the operator chose (tenants, hosts),
+  // each value read with `read(name, reader-of-the-object)`; with
+  // `read_list`, each value is an array of strings instead.
+  void NamedObjects(const char* key, const std::function<void(const std::string&, ObjectReader&)>& read) {
+    const Json* value = Find(key);
+    if (value == nullptr) return;
+    if (!value->is_object()) return TypeError(key, *value, "an object {\"name\": {...}, ...}");
+    for (const auto& [name, item] : value->items()) {
+      const std::string item_key = absl::StrCat(key, ".", name);
+      if (!item.is_object()) {
+        TypeError(item_key, item, "an object {...}");
+        continue;
+      }
+      ObjectReader nested(item, Child(item_key), file_, problems_);
+      read(name, nested);
+      nested.Finish();
+    }
+  }
+  void NamedStringLists(const char* key, std::map<std::string, std::vector<std::string>>* out) {
+    const Json* value = Find(key);
+    if (value == nullptr) return;
+    if (!value->is_object()) return TypeError(key, *value, "an object {\"name\": [\"...\"], ...}");
+    std::map<std::string, std::vector<std::string>> result;
+    for (const auto& [name, item] : value->items()) {
+      const std::string item_key = absl::StrCat(key, ".", name);
+      if (!item.is_array()) return TypeError(item_key, item, "an array of strings");
+      for (size_t i = 0; i < item.size(); ++i) {
+        if (!item[i].is_string()) return TypeError(absl::StrCat(item_key, "[", i, "]"), item[i], "a string");
+        result[name].push_back(item[i].get<std::string>());
+      }
+    }
+    *out = std::move(result);
   }
 
   bool Has(const char* key) const { return object_.contains(key); }

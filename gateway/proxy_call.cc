@@ -91,7 +91,7 @@ class Upstream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::By
     self_ = std::move(self);
     ctx_ = std::make_shared<grpc::ClientContext>();
     if (deadline != std::chrono::system_clock::time_point::max()) ctx_->set_deadline(deadline);
-    ctx_->AddMetadata(kTenantHeader, tenant);
+    if (!tenant.empty()) ctx_->AddMetadata(kTenantHeader, tenant);
     // The headers go with the first message, and with a request that is
     // all there is, the half-close too (StartWriteLast): one write to the
     // node instead of three (docs/fleet.md, "Figures").
@@ -210,11 +210,17 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
       return;
     }
     absl::StatusOr<std::string> tenant = gateway_.TenantOf(*ctx);
-    if (!tenant.ok()) {
+    // An exposed port may be reached without a token (the session's traffic
+    // token, or public ports): the node decides, and no tenant is forwarded.
+    const auto& metadata = ctx->client_metadata();
+    const bool tokenless_port = ctx->method() == "/warden.v1.Executor/ConnectPort" &&
+                                metadata.find("authorization") == metadata.end() &&
+                                metadata.find(kTenantHeader) == metadata.end();
+    if (!tenant.ok() && !tokenless_port) {
       Finish(grpc::Status(static_cast<grpc::StatusCode>(tenant.status().code()), std::string(tenant.status().message())));
       return;
     }
-    tenant_ = *tenant;
+    if (tenant.ok()) tenant_ = *tenant;
     if (route_->kind == Route::Kind::kRefused) {
       Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                           absl::StrCat(route_->method->full_name(), " is the gateway's own call to its nodes")));
@@ -450,7 +456,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   void AttemptUnary(const std::shared_ptr<Node>& node) {
     auto leg = std::make_shared<UnaryLeg>();
     if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) leg->ctx->set_deadline(ctx_->deadline());
-    leg->ctx->AddMetadata(kTenantHeader, tenant_);
+    if (!tenant_.empty()) leg->ctx->AddMetadata(kTenantHeader, tenant_);
     bool cancelled;
     {
       absl::MutexLock lock(&mu_);
@@ -555,7 +561,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     if (!taker) return FinishUnreachable("no other node is up to take it over");
     auto side = std::make_shared<grpc::ClientContext>();
     side->set_deadline(absl::ToChronoTime(std::min(absl::Now() + kTakeOverTimeout, handover_deadline_)));
-    side->AddMetadata(kTenantHeader, tenant_);
+    if (!tenant_.empty()) side->AddMetadata(kTenantHeader, tenant_);
     bool cancelled;
     {
       absl::MutexLock lock(&mu_);
@@ -661,7 +667,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     }
     for (size_t i = 0; i < nodes.size(); ++i) {
       Leg& leg = (*legs)[i];
-      leg.ctx->AddMetadata(kTenantHeader, tenant_);
+      if (!tenant_.empty()) leg.ctx->AddMetadata(kTenantHeader, tenant_);
       if (ctx_->deadline() != std::chrono::system_clock::time_point::max()) leg.ctx->set_deadline(ctx_->deadline());
       nodes[i]->Enter(leg.ctx);
       nodes[i]->generic().UnaryCall(leg.ctx.get(), ctx_->method(), grpc::StubOptions(), &requests_.front(),

@@ -1,9 +1,12 @@
 #include "server/convert.h"
 
+#include <map>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "server/fleet_hint.h"
+#include "server/network.h"
 
 namespace warden {
 namespace {
@@ -162,6 +165,57 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->set_shared_workspace(entry.machine != nullptr);
   if (std::optional<CellResult> cell = entry.detached_cell()) {
     FillResponse(*cell, entry.id, out->mutable_detached_cell());
+  }
+  {
+    absl::MutexLock lock(&entry.network_mu);
+    if (entry.network) FillNetworkPolicy(entry.network->Describe(), out->mutable_network());
+  }
+  if (entry.egress_gate) {
+    const egress::Usage usage = Network::UsageOf(entry.egress_gate.get());
+    v1::NetworkUsage* u = out->mutable_network_usage();
+    u->set_bytes_out(usage.bytes_out);
+    u->set_bytes_in(usage.bytes_in);
+    u->set_connections(usage.connections);
+    u->set_refused(usage.refused);
+    u->set_open(usage.open);
+  }
+  out->mutable_ports()->set_public_(entry.public_ports);
+  out->mutable_ports()->set_host_header(entry.port_host_header);
+  out->set_traffic_token(entry.traffic_token);
+}
+
+egress::PolicySpec FromProto(const v1::NetworkPolicy& policy) {
+  egress::PolicySpec spec;
+  spec.allow_by_default = policy.allow_by_default();
+  spec.allow.assign(policy.allow().begin(), policy.allow().end());
+  spec.deny.assign(policy.deny().begin(), policy.deny().end());
+  for (const v1::HeaderRule& r : policy.header_rules()) {
+    egress::HeaderRule rule{r.host(), {}};
+    // A map: ordered by name, so a rule reads the same every time.
+    std::map<std::string, std::string> sorted(r.headers().begin(), r.headers().end());
+    for (const auto& [name, value] : sorted) rule.headers.emplace_back(name, value);
+    spec.header_rules.push_back(std::move(rule));
+  }
+  for (const v1::SecretBinding& s : policy.secrets()) {
+    spec.secrets.push_back({s.name(), s.value(), {s.hosts().begin(), s.hosts().end()}});
+  }
+  return spec;
+}
+
+void FillNetworkPolicy(const egress::PolicySpec& spec, v1::NetworkPolicy* out) {
+  out->set_allow_by_default(spec.allow_by_default);
+  for (const std::string& a : spec.allow) out->add_allow(a);
+  for (const std::string& d : spec.deny) out->add_deny(d);
+  for (const egress::HeaderRule& r : spec.header_rules) {
+    v1::HeaderRule* rule = out->add_header_rules();
+    rule->set_host(r.host);
+    for (const auto& [name, value] : r.headers) (*rule->mutable_headers())[name] = value;
+  }
+  for (const egress::PolicySpec::Secret& s : spec.secrets) {
+    v1::SecretBinding* secret = out->add_secrets();
+    secret->set_name(s.name);
+    secret->set_value(s.value);
+    for (const std::string& h : s.hosts) secret->add_hosts(h);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "egress/policy.h"
 #include "grpcpp/support/status.h"
 #include "kernel/session.h"
 #include "kernel/workspace.h"
@@ -29,6 +30,10 @@ void FillResponse(const CellResult& cell, const std::string& session_id, v1::Exe
 // has several (0 if unknown).
 int64_t PeakMemoryBytes(const ManagedSession& entry);
 void FillSession(const ManagedSession& entry, v1::Session* out);
+// warden.v1's NetworkPolicy as the egress library writes it, and back
+// (with values hidden, for showing).
+egress::PolicySpec FromProto(const v1::NetworkPolicy& policy);
+void FillNetworkPolicy(const egress::PolicySpec& spec, v1::NetworkPolicy* out);
 void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out);
 void FillFileInfo(const WorkspaceListing& entry, v1::FileInfo* out);
 v1::SessionState StateOf(const ManagedSession& entry);

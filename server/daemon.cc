@@ -96,8 +96,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
   daemon->ReclaimPrevious();
   if (options.zygote.enabled) daemon->StartPythonZygote();
   RETURN_IF_ERROR(daemon->RecordState());
+  // The egress proxy's threads start here, after the zygote (which must be
+  // started before any thread exists).
+  {
+    const std::string state = daemon->state_ ? daemon->state_->dir() : "";
+    std::string runtime = state.empty() ? "" : state + "/egress";
+    if (runtime.empty()) {
+      char tmpl[] = "/tmp/wardend-egress-XXXXXX";
+      if (mkdtemp(tmpl) == nullptr) return absl::ErrnoToStatus(errno, "making a directory for the sandboxes' CA bundle");
+      chmod(tmpl, 0755);
+      runtime = tmpl;
+    }
+    ASSIGN_OR_RETURN(daemon->network_, Network::Create(daemon->options_, state, runtime));
+  }
   daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_,
-                                             daemon->python_zygote_.get());
+                                             daemon->python_zygote_.get(), daemon->network_.get());
   daemon->AdoptSessions();
   daemon->engine_->SetHealthListener([d = daemon.get()] { d->UpdateHealth(); });
 

@@ -102,6 +102,7 @@ class Daemon {
   Metrics metrics_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold
+  std::unique_ptr<Network> network_;  // the egress proxy; outlives the engine's sandboxes
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExecutorService> service_;
   std::unique_ptr<NodeService> node_service_;

@@ -11,6 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/constant_time.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "kernel/workspace.h"
@@ -69,6 +71,15 @@ void Retire(ManagedSession& entry) {
       spdlog::warn("session {}: removing its cgroup: {}", entry.id, s.ToString());
     }
   }
+}
+
+// Node in a sandbox with the egress proxy: its fetch goes through it
+// (Node before 24 ignores HTTPS_PROXY: kernel/bin/warden_node_egress.js,
+// with Debian's undici), and it trusts the sandbox's CA bundle (Node keeps
+// a list of its own unless told).
+std::vector<std::string> NodeEgressEnvironment() {
+  return {absl::StrCat("NODE_EXTRA_CA_CERTS=", kSandboxCaBundle), "NODE_PATH=/usr/share/nodejs",
+          absl::StrCat("NODE_OPTIONS=--require=", kToolsMountPoint, "/warden_node_egress.js")};
 }
 
 // The environment a machine's processes start with: the sandboxes' own,
@@ -164,8 +175,8 @@ std::string Wheelhouse(const DaemonOptions& options, Language language) {
 }
 
 Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
-               ForkServer* python_zygote)
-    : options_(options), executor_(executor), python_zygote_(python_zygote),
+               ForkServer* python_zygote, Network* network)
+    : options_(options), executor_(executor), python_zygote_(python_zygote), network_(network),
       sessions_(options.sessions, options.fleet.node_id),
       snapshots_(options.SnapshotDirectory(), options.snapshots.max_bytes_per_tenant),
       admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
@@ -261,11 +272,36 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
       return out;
     });
   }
+  if (metrics && network_) {
+    (void)metrics->GaugeCallback("warden_egress_bytes", "Bytes the egress proxy moved, by tenant and direction", [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [tenant, u] : network_->TenantUsage()) {
+        out.push_back({{{"tenant", tenant}, {"direction", "out"}}, double(u.bytes_out)});
+        out.push_back({{{"tenant", tenant}, {"direction", "in"}}, double(u.bytes_in)});
+      }
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_egress_connections", "Egress connections since the start, by tenant and decision",
+                                 [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [tenant, u] : network_->TenantUsage()) {
+        out.push_back({{{"tenant", tenant}, {"decision", "allowed"}}, double(u.connections)});
+        out.push_back({{{"tenant", tenant}, {"decision", "refused"}}, double(u.refused)});
+      }
+      return out;
+    });
+    (void)metrics->GaugeCallback("warden_egress_connections_open", "Egress connections open now, by tenant", [this] {
+      std::vector<std::pair<MetricLabels, double>> out;
+      for (const auto& [tenant, u] : network_->TenantUsage()) out.push_back({{{"tenant", tenant}}, double(u.open)});
+      return out;
+    });
+  }
   const int64_t default_mb = options_.limits.defaults.memory_mb;
   for (const PoolOptions& pool : options_.pools) {
     auto language = ParseLanguage(pool.language);
     if (!language.ok()) continue;  // rejected by DaemonOptions::Validate already
     const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : default_mb;
+    if (auto policy = Network::PoolPolicy(pool.network)) pool_networks_[{*language, memory_mb}] = policy;
     SessionOptions session = SessionOptionsFor(*language, memory_mb);
     session.warm = pool.warm.empty() ? WarmModules(options_, *language) : pool.warm;
     session.wheelhouse = pool.wheelhouse.empty() ? Wheelhouse(options_, *language) : pool.wheelhouse;
@@ -356,6 +392,11 @@ SessionOptions Engine::SessionOptionsFor(Language language, int64_t memory_mb) c
   session.max_file_bytes = options_.limits.max_file_bytes;
   if (!options_.kernels_dir.empty()) session.kernels_dir = options_.kernels_dir;
   if (language == Language::kPython) session.fork_server = python_zygote_;
+  if (network_ != nullptr) {
+    session.egress = network_->GateFactory();
+    session.ca_bundle = network_->ca_bundle();
+    for (std::string& entry : NodeEgressEnvironment()) session.env.push_back(std::move(entry));
+  }
   return session;
 }
 
@@ -506,6 +547,9 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
   CellLimits limits;
   Language language = call.language.value_or(Language::kPython);
   RETURN_IF_ERROR(ValidateEnvironment(call.env));
+  // Secrets' placeholders (and pip's index) where the sandbox's own
+  // environment does not hold them, under the call's own.
+  std::vector<std::string> cell_env;
   if (!call.session_id.empty()) {
     if (!call.files.empty()) {
       return absl::InvalidArgumentError("files go to a session with UploadFile, not with Execute");
@@ -529,6 +573,10 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
     }
     session = entry->session.get();
     language = entry->language;
+    if (entry->machine == nullptr) {
+      absl::MutexLock lock(&entry->network_mu);
+      cell_env = entry->secret_env;
+    }
   } else {
     ASSIGN_OR_RETURN(limits, ResolveLimits(call.limits, options_.limits.defaults));
     if (call.files.size() > 1000) return absl::InvalidArgumentError("more than 1000 files");
@@ -541,6 +589,14 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
     }
     if (call.on_accepted) call.on_accepted();
     ASSIGN_OR_RETURN(one_shot, StartSession(call.tenant, language, call.limits.memory_mb, deadline));
+    if (network_ != nullptr) {
+      // A pool's sandbox, this call's now: its tenant's, under its pool's policy.
+      const int64_t memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
+      std::shared_ptr<const egress::Policy> pool = PoolNetwork(language, memory_mb);
+      network_->Bind(one_shot->egress_gate().get(), "", call.tenant, nullptr, pool);
+      cell_env = network_->SecretEnvironment(call.tenant, pool.get());
+      if (pool != nullptr) cell_env.push_back("PIP_NO_INDEX=0");
+    }
     for (const auto& [path, content] : call.files) {
       if (auto s = one_shot->WriteFile(path, content); !s.ok()) {
         disposer_.Dispose(std::move(one_shot));
@@ -555,8 +611,8 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
     out.cell.outcome = Outcome::kInterrupted;
     out.cell.message = "cancelled before it started";
   } else {
-    out.cell = session->Execute(call.code, limits, on_event,
-                                cancellation ? cancellation->flag() : nullptr, call.env);
+    out.cell = session->Execute(call.code, limits, on_event, cancellation ? cancellation->flag() : nullptr,
+                                cell_env.empty() ? call.env : MergeEnvironment(cell_env, call.env));
   }
   if (cancellation) cancellation->Detach();
   if (one_shot && out.cell.outcome == Outcome::kSessionLost) {
@@ -684,16 +740,55 @@ absl::StatusOr<std::shared_ptr<Engine::Creation>> Engine::PrepareCreate(CreateSe
     }
   }
 
+  // The network: the session's own policy (checked against its tenant's
+  // rights), else its pool's.
+  std::shared_ptr<const egress::Policy> network;
+  if (call.network) {
+    if (network_ == nullptr) return absl::FailedPreconditionError("this wardend runs without an egress proxy");
+    ASSIGN_OR_RETURN(network, network_->SessionPolicy(call.tenant, *call.network));
+  }
+  if (call.public_ports && !options_.http.allow_public_ports) {
+    return absl::FailedPreconditionError(
+        "public ports are off on this wardend (http.allow_public_ports): reach the session's ports with the "
+        "tenant's token or the session's traffic_token");
+  }
+  if (call.port_host_header.size() > 253 ||
+      call.port_host_header.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) {
+    return absl::InvalidArgumentError("ports.host_header must be a host name of at most 253 bytes, ${PORT} allowed");
+  }
+
   RETURN_IF_ERROR(sessions_.Reserve(call.tenant));
   auto creation = std::make_shared<Creation>();
   creation->language = call.language.value_or(Language::kPython);
   creation->deadline = WaitDeadline(call.deadline);
   auto& entry = creation->entry = std::make_unique<ManagedSession>();
   entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
+  entry->pool_network = PoolNetwork(creation->language, entry->memory_mb);
+  {
+    absl::MutexLock lock(&entry->network_mu);
+    entry->network = network;
+    if (network_ != nullptr) {
+      const egress::Policy* effective = network ? network.get() : entry->pool_network.get();
+      entry->secret_env = network_->SecretEnvironment(call.tenant, effective);
+      if (effective != nullptr) entry->secret_env.push_back("PIP_NO_INDEX=0");
+    }
+  }
+  entry->public_ports = call.public_ports;
+  entry->port_host_header = call.port_host_header;
+  entry->traffic_token = SessionManager::RandomHex() + SessionManager::RandomHex();
   if (call.shared_workspace) {
     entry->workspace_path = workspace_path;
     entry->workspace_aliases = call.workspace_aliases;
-    entry->env = MachineEnvironment(workspace_path, call.env);
+    std::vector<std::string> env;
+    {
+      absl::MutexLock lock(&entry->network_mu);
+      env = entry->secret_env;
+    }
+    if (network_ != nullptr) {
+      for (std::string& line : NodeEgressEnvironment()) env.push_back(std::move(line));
+    }
+    env.insert(env.end(), call.env.begin(), call.env.end());
+    entry->env = MachineEnvironment(workspace_path, env);
   }
   entry->tenant = call.tenant;
   entry->language = creation->language;
@@ -722,10 +817,12 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::FinishCreate(
   entry->set_expires(entry->created + absl::Seconds(creation.call.ttl_seconds ? creation.call.ttl_seconds
                                                                               : so.default_ttl_seconds));
   entry->session = *std::move(started);
+  if (!entry->machine) entry->egress_gate = entry->session->egress_gate();
   auto shared = sessions_.Register(std::move(entry));
   NameSandboxes(*shared);
-  spdlog::info("session {} created for tenant {} ({})", shared->id, creation.call.tenant,
-               LanguageName(creation.language));
+  BindNetwork(*shared);
+  spdlog::info("session {} created for tenant {} ({}{})", shared->id, creation.call.tenant,
+               LanguageName(creation.language), creation.call.network ? ", with a network policy" : "");
   return shared;
 }
 
@@ -744,8 +841,18 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
   ASSIGN_OR_RETURN(entry->session, Session::Adopt(executor_, options, std::move(worker), snapshot));
   const CellLimits limits{entry->cell_defaults.wall_ms, entry->cell_defaults.cpu_ms,
                           entry->cell_defaults.output_bytes};
+  entry->egress_gate = entry->session->egress_gate();
+  entry->pool_network = PoolNetwork(entry->language, entry->memory_mb);
+  if (network_ != nullptr) {
+    absl::MutexLock lock(&entry->network_mu);
+    const egress::Policy* effective = entry->network ? entry->network.get() : entry->pool_network.get();
+    entry->secret_env = network_->SecretEnvironment(entry->tenant, effective);
+    if (effective != nullptr) entry->secret_env.push_back("PIP_NO_INDEX=0");
+  }
+  if (entry->traffic_token.empty()) entry->traffic_token = SessionManager::RandomHex() + SessionManager::RandomHex();
   std::shared_ptr<ManagedSession> shared = sessions_.Adopt(std::move(entry), last_used);
   NameSandboxes(*shared);  // named already; a restart's new sandbox will be too
+  BindNetwork(*shared);
   if (snapshot.busy) {
     // Its cell keeps running; the session stays busy until it ends, and
     // GetSession then reports what it produced.
@@ -1033,10 +1140,13 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
     fs.binds.push_back({watch, kWatchProgramInSandbox, false});
   }
   if (!python.wheelhouse.empty()) fs.binds.push_back({python.wheelhouse, kWheelhouseMountPoint, false});
+  fs.ca_bundle_source = python.ca_bundle;
+  // One way out for the whole machine (its network namespace is one).
+  if (network_ != nullptr && !entry.egress_gate) entry.egress_gate = network_->GateFactory()();
   // Cloned from the Python zygote when there is one: its interpreter then
   // runs Python contexts in place, warm.
   SpawnOptions spawn{.fork_server = python_zygote_, .identity_slot = entry.workspace->identity_slot(),
-                     .parent_cgroup = entry.cgroup.get()};
+                     .parent_cgroup = entry.cgroup.get(), .egress = entry.egress_gate};
   auto machine = Machine::Start(executor_, spec, spawn);
   if (python_zygote_ != nullptr && absl::IsUnavailable(machine.status())) {
     spawn.fork_server = nullptr;
@@ -1064,6 +1174,7 @@ absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const Manage
   options.cwd = cwd;
   options.env = owner.env;
   options.fork_server = nullptr;
+  options.egress = nullptr;  // the machine's way out is its processes'
   return Session::Start(executor_, options);
 }
 
@@ -1353,6 +1464,83 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::SetSessionTtl(const std:
   RETURN_IF_ERROR(Find(tenant, id).status());
   RETURN_IF_ERROR(sessions_.SetExpires(tenant, id, absl::Now() + absl::Seconds(ttl_seconds)));
   return sessions_.Get(tenant, id);
+}
+
+std::shared_ptr<const egress::Policy> Engine::PoolNetwork(Language language, int64_t memory_mb) const {
+  auto it = pool_networks_.find({language, memory_mb ? memory_mb : options_.limits.defaults.memory_mb});
+  return it == pool_networks_.end() ? nullptr : it->second;
+}
+
+void Engine::BindNetwork(ManagedSession& entry) {
+  if (network_ == nullptr || !entry.egress_gate) return;
+  std::shared_ptr<const egress::Policy> own;
+  {
+    absl::MutexLock lock(&entry.network_mu);
+    own = entry.network;
+  }
+  network_->Bind(entry.egress_gate.get(), entry.id, entry.tenant, own, entry.pool_network);
+}
+
+absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::UpdateNetwork(const std::string& tenant, const std::string& id,
+                                                                      std::optional<egress::PolicySpec> network) {
+  if (network_ == nullptr) return absl::FailedPreconditionError("this wardend runs without an egress proxy");
+  ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
+  std::shared_ptr<const egress::Policy> policy;
+  if (network) {
+    ASSIGN_OR_RETURN(policy, network_->SessionPolicy(tenant, *network));
+  }
+  {
+    absl::MutexLock lock(&entry->network_mu);
+    entry->network = policy;
+    const egress::Policy* effective = policy ? policy.get() : entry->pool_network.get();
+    entry->secret_env = network_->SecretEnvironment(tenant, effective);
+    if (effective != nullptr) entry->secret_env.push_back("PIP_NO_INDEX=0");
+  }
+  BindNetwork(*entry);
+  entry->Touch();
+  spdlog::info("session {} of tenant {}: network policy {}", id, tenant, policy ? "replaced" : "removed");
+  return entry;
+}
+
+absl::StatusOr<Engine::PortConnection> Engine::ConnectPort(const std::optional<std::string>& tenant,
+                                                           const std::string& id, int port,
+                                                           const std::string& traffic_token, absl::Time deadline) {
+  if (port < 1 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("port ", port, " is not 1 to 65535"));
+  if (port == kEgressPort) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", port, " is the sandbox's egress proxy, not a server of its own"));
+  }
+  std::shared_ptr<ManagedSession> entry;
+  if (tenant) {
+    ASSIGN_OR_RETURN(entry, Find(*tenant, id));
+  } else {
+    // Without the tenant's token: the session's own traffic token, or its
+    // ports are public. Anything else is NOT_FOUND, as an unknown id.
+    // (Saying that an id exists tells nothing: ids are 96 random bits.)
+    entry = sessions_.GetOfAnyTenant(id);
+    if (entry == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no session '", id, "'; it may have expired or been closed"));
+    }
+    const bool token_ok = !traffic_token.empty() && ConstantTimeEquals(traffic_token, entry->traffic_token);
+    if (!token_ok && !entry->public_ports) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "session ", id, "'s ports need the tenant's token or the session's traffic token"));
+    }
+  }
+  RETURN_IF_ERROR(entry->CheckRunning());
+  // A hibernated session wakes for its port, as for any call.
+  RETURN_IF_ERROR(WakeForFiles(*entry));
+  entry->Touch();
+  absl::StatusOr<UniqueFd> fd = entry->machine ? entry->machine->ConnectToPort(static_cast<uint16_t>(port), deadline)
+                                               : entry->session->ConnectToPort(static_cast<uint16_t>(port), deadline);
+  if (!fd.ok()) return fd.status();
+  PortConnection out;
+  out.fd = *std::move(fd);
+  out.host_header = absl::StrReplaceAll(entry->port_host_header, {{"${PORT}", absl::StrCat(port)}});
+  return out;
+}
+
+egress::Usage Engine::NetworkUsage(const ManagedSession& entry) const {
+  return entry.egress_gate ? Network::UsageOf(entry.egress_gate.get()) : egress::Usage();
 }
 
 bool Engine::Ready() const {

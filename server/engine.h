@@ -21,8 +21,11 @@
 #include "absl/synchronization/notification.h"
 #include "admission/tenant_queue.h"
 #include "common/metrics.h"
+#include "egress/policy.h"
+#include "egress/proxy.h"
 #include "kernel/session.h"
 #include "kernel/workspace.h"
+#include "server/network.h"
 #include "server/options.h"
 #include "server/session_ledger.h"
 #include "server/session_manager.h"
@@ -99,6 +102,12 @@ struct CreateSessionCall {
   // True once the client has gone (may be empty): a sandbox that comes for
   // it goes to the next request in line instead.
   std::function<bool()> abandoned;
+  // Where its connections may go (server/network.h); unset: its pool's.
+  std::optional<egress::PolicySpec> network;
+  // Its exposed ports: reached without a token (needs http.allow_public_ports),
+  // and the Host header its servers see ("${PORT}" replaced).
+  bool public_ports = false;
+  std::string port_host_header;
 };
 
 // Puts work that may block on a thread of the caller's (the service's
@@ -147,7 +156,7 @@ class Engine {
   // and must outlive the engine. With a zygote, Python sessions and pool
   // workers are cloned from it.
   Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics = nullptr,
-         ForkServer* python_zygote = nullptr);
+         ForkServer* python_zygote = nullptr, Network* network = nullptr);
   ~Engine();
 
   // Starts filling the pools and reaping expired sessions.
@@ -260,6 +269,24 @@ class Engine {
   };
   absl::StatusOr<WatchTarget> WatchTargetOf(const std::string& tenant, const std::string& session_id,
                                             const std::string& path);
+
+  // The session's network policy from now on (nullopt: none of its own,
+  // so its pool's); connections open keep theirs.
+  absl::StatusOr<std::shared_ptr<ManagedSession>> UpdateNetwork(const std::string& tenant, const std::string& id,
+                                                                std::optional<egress::PolicySpec> network);
+  // A connection to `port` on session `id`'s loopback (an exposed port):
+  // for its tenant's call (`tenant` set), or else for whoever holds its
+  // traffic token, or anyone when its ports are public. A hibernated
+  // session wakes first; a paused one is FAILED_PRECONDITION.
+  struct PortConnection {
+    UniqueFd fd;
+    std::string host_header;  // the Host its server should see ("" as sent)
+  };
+  absl::StatusOr<PortConnection> ConnectPort(const std::optional<std::string>& tenant, const std::string& id,
+                                             int port, const std::string& traffic_token, absl::Time deadline);
+  // What the session's sandboxes moved through the egress proxy.
+  egress::Usage NetworkUsage(const ManagedSession& entry) const;
+  Network* network() const { return network_; }
 
   // The session now ends `ttl_seconds` from now (at most the server's maximum).
   absl::StatusOr<std::shared_ptr<ManagedSession>> SetSessionTtl(const std::string& tenant,
@@ -453,9 +480,16 @@ class Engine {
                                             const std::function<void(WorkspaceListing&)>& present)>;
   absl::Status InFiles(ManagedSession& entry, const std::string& path, const FileOp& op);
 
+  // The session's way out from now on: its gate's owner and rules.
+  void BindNetwork(ManagedSession& entry);
+  // The pool policy of (language, memory MiB); null without one.
+  std::shared_ptr<const egress::Policy> PoolNetwork(Language language, int64_t memory_mb) const;
+
   const DaemonOptions options_;
   Executor& executor_;
   ForkServer* const python_zygote_;
+  Network* const network_;  // null: no egress proxy (tests)
+  std::map<std::pair<Language, int64_t>, std::shared_ptr<const egress::Policy>> pool_networks_;
   SessionObserver* observer_ = nullptr;
   // Adopted sessions finishing a cell their predecessor started; joined in Stop.
   std::vector<std::thread> resumers_;

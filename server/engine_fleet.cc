@@ -242,6 +242,13 @@ absl::StatusOr<Engine::TakenOver> Engine::Claim(const std::string& tenant, const
     spdlog::warn("session {}: {}; it keeps the server's defaults", id, s.ToString());
   }
   entry->ledger_generation = claimed->generation;
+  // The shared storage holds no network policy (nor secrets): a session
+  // taken over goes out under its pool's policy here.
+  entry->pool_network = PoolNetwork(entry->language, entry->memory_mb);
+  if (network_ != nullptr) {
+    absl::MutexLock lock(&entry->network_mu);
+    entry->secret_env = network_->SecretEnvironment(tenant, entry->pool_network.get());
+  }
   absl::StatusOr<std::shared_ptr<ManagedSession>> restored = absl::InternalError("not restored");
   std::map<std::string, std::string> left_out;
   if (auto archive = snapshots_.OpenArchive(tenant, snapshot.id); archive.ok()) {

@@ -106,8 +106,11 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
   }
   left_out->insert(failed->begin(), failed->end());
   entry->session = *std::move(started);
+  if (!entry->machine) entry->egress_gate = entry->session->egress_gate();
+  if (entry->traffic_token.empty()) entry->traffic_token = SessionManager::RandomHex() + SessionManager::RandomHex();
   std::shared_ptr<ManagedSession> shared = sessions_.Register(std::move(entry));
   NameSandboxes(*shared);
+  BindNetwork(*shared);
   return shared;
 }
 
@@ -136,6 +139,13 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
   entry->workspace_path = record.workspace_path.empty() ? "/workspace" : record.workspace_path;
   entry->workspace_aliases = record.workspace_aliases;
   entry->env = record.env;
+  // A snapshot keeps no network policy (nor secrets): its pool's.
+  entry->pool_network = PoolNetwork(entry->language, entry->memory_mb);
+  if (network_ != nullptr) {
+    absl::MutexLock lock(&entry->network_mu);
+    entry->secret_env = network_->SecretEnvironment(tenant, entry->pool_network.get());
+    if (entry->pool_network) entry->secret_env.push_back("PIP_NO_INDEX=0");
+  }
   std::map<std::string, std::string> failed;
   auto started = StartFromArchive(std::move(entry), archive, &failed, record.shared_workspace);
   CloseLater(std::move(archive.fd));
@@ -183,6 +193,16 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   entry->workspace_path = source->workspace_path;
   entry->workspace_aliases = source->workspace_aliases;
   entry->env = source->env;
+  // The fork goes where its source may go.
+  entry->pool_network = source->pool_network;
+  {
+    absl::MutexLock theirs(&source->network_mu);
+    absl::MutexLock ours(&entry->network_mu);
+    entry->network = source->network;
+    entry->secret_env = source->secret_env;
+  }
+  entry->public_ports = source->public_ports;
+  entry->port_host_header = source->port_host_header;
   Fork fork{nullptr, snapshot->left_out};
   NoteUncaptured(*source, &fork.left_out);
   auto started =

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/call_metadata.h"
 #include "server/convert.h"
+#include "server/port_relay.h"
 
 namespace warden {
 namespace {
@@ -405,6 +406,9 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
   // The context lives until the reactor finishes, after the engine's last
   // use of this.
   call.abandoned = [ctx] { return ctx->IsCancelled(); };
+  if (request->has_network()) call.network = FromProto(request->network());
+  call.public_ports = request->ports().public_();
+  call.port_host_header = request->ports().host_header();
   auto* reactor = ctx->DefaultReactor();
   engine_.CreateSessionAsync(std::move(call), Run(),
                              [reactor, response](absl::StatusOr<std::shared_ptr<ManagedSession>> entry) {
@@ -596,6 +600,49 @@ grpc::ServerUnaryReactor* ExecutorService::ResumeSession(grpc::CallbackServerCon
     reactor->Finish(ToGrpc(entry.status()));
   });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* ExecutorService::UpdateNetwork(grpc::CallbackServerContext* ctx,
+                                                         const v1::UpdateNetworkRequest* request,
+                                                         v1::Session* response) {
+  auto tenant = Tenant(ctx);
+  if (!tenant.ok()) return FinishNow(ctx, tenant.status());
+  std::optional<egress::PolicySpec> network;
+  if (request->has_network()) network = FromProto(request->network());
+  auto entry = engine_.UpdateNetwork(*tenant, request->session_id(), std::move(network));
+  if (entry.ok()) FillSession(**entry, response);
+  return FinishNow(ctx, entry.status());
+}
+
+grpc::ServerBidiReactor<v1::PortStreamRequest, v1::PortStreamResponse>* ExecutorService::ConnectPort(
+    grpc::CallbackServerContext* ctx) {
+  // A caller without any token may still reach a session's ports with its
+  // traffic token (in the first message) or when they are public; a token
+  // that is wrong is refused as on every call.
+  std::optional<std::string> tenant;
+  const auto& metadata = ctx->client_metadata();
+  const bool has_credential =
+      metadata.find("authorization") != metadata.end() || metadata.find(kForwardedTenantHeader) != metadata.end();
+  absl::StatusOr<std::string> who = Tenant(ctx);
+  if (who.ok()) {
+    tenant = *who;
+  } else if (has_credential) {
+    class Refuse : public grpc::ServerBidiReactor<v1::PortStreamRequest, v1::PortStreamResponse> {
+     public:
+      explicit Refuse(const absl::Status& status) { Finish(ToGrpc(status)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse(who.status());
+  }
+  if (engine_.network() == nullptr) {
+    class Refuse : public grpc::ServerBidiReactor<v1::PortStreamRequest, v1::PortStreamResponse> {
+     public:
+      Refuse() { Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this wardend has no network layer")); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse();
+  }
+  return NewPortRelay(ctx, engine_, tasks_, engine_.network()->proxy().io(), std::move(tenant));
 }
 
 grpc::ServerUnaryReactor* ExecutorService::SetSessionTtl(grpc::CallbackServerContext* ctx,

@@ -72,6 +72,10 @@ class ExecutorService final : public v1::Executor::CallbackService {
                                          v1::Session* response) override;
   grpc::ServerUnaryReactor* ResumeSession(grpc::CallbackServerContext* ctx, const v1::ResumeSessionRequest* request,
                                           v1::Session* response) override;
+  grpc::ServerUnaryReactor* UpdateNetwork(grpc::CallbackServerContext* ctx, const v1::UpdateNetworkRequest* request,
+                                          v1::Session* response) override;
+  grpc::ServerBidiReactor<v1::PortStreamRequest, v1::PortStreamResponse>* ConnectPort(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* SetSessionTtl(grpc::CallbackServerContext* ctx,
                                           const v1::SetSessionTtlRequest* request,
                                           v1::Session* response) override;

@@ -33,6 +33,8 @@
 #include "absl/strings/string_view.h"
 #include "common/config_reader.h"
 #include "common/status_macros.h"
+#include "egress/destination.h"
+#include "egress/policy.h"
 #include "kernel/language.h"
 #include "nlohmann/json.hpp"
 
@@ -47,6 +49,45 @@ using config::ObjectReader;
 using config::ParseAddress;
 using config::Problems;
 
+
+void ReadNetworkPolicy(ObjectReader& r, NetworkPolicyOptions* out) {
+  r.Bool("allow_by_default", &out->allow_by_default);
+  r.StringList("allow", &out->allow);
+  r.StringList("deny", &out->deny);
+}
+
+void ReadCeiling(ObjectReader& r, EgressCeilingOptions* out) {
+  ReadNetworkPolicy(r, &out->policy);
+  r.Bool("session_secrets", &out->session_secrets);
+  r.Int("max_bytes_per_session", &out->max_bytes_per_session);
+  r.Int("max_connections_per_session", &out->max_connections_per_session);
+}
+
+void ReadEgress(ObjectReader& e, EgressOptions* o) {
+  e.Bool("enabled", &o->enabled);
+  e.NamedStringLists("hosts", &o->hosts);
+  e.StringList("name_servers", &o->name_servers);
+  e.StringList("allow_internal", &o->allow_internal);
+  e.String("upstream_ca_file", &o->upstream_ca_file);
+  e.StringList("sandbox_ca_files", &o->sandbox_ca_files);
+  e.String("ca_cert_file", &o->ca_cert_file);
+  e.String("ca_key_file", &o->ca_key_file);
+  e.Object("default_ceiling", [o](ObjectReader& c) { ReadCeiling(c, &o->default_ceiling); });
+  e.NamedObjects("tenants", [o](const std::string& tenant, ObjectReader& c) { ReadCeiling(c, &o->tenants[tenant]); });
+  e.ObjectList(
+      "secrets", [o](size_t n) { o->secrets.assign(n, EgressSecretOptions{}); },
+      [o](size_t i, ObjectReader& s) {
+        EgressSecretOptions& secret = o->secrets[i];
+        s.String("name", &secret.name);
+        s.String("value_file", &secret.value_file);
+        s.StringList("hosts", &secret.hosts);
+        s.StringList("tenants", &secret.tenants);
+      });
+  e.Int("max_connections_per_tenant", &o->max_connections_per_tenant);
+  e.Int("connect_timeout_ms", &o->connect_timeout_ms);
+  e.Int("idle_timeout_ms", &o->idle_timeout_ms);
+  e.Int("io_threads", &o->io_threads);
+}
 
 void ReadCellLimits(ObjectReader& r, CellLimitsOptions* out) {
   r.Int("wall_ms", &out->wall_ms);
@@ -102,6 +143,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
         p.StringList("warm", &pool.warm);
         p.Int("memory_mb", &pool.memory_mb);
         p.String("wheelhouse", &pool.wheelhouse);
+        p.Object("network", [&pool](ObjectReader& n) { ReadNetworkPolicy(n, &pool.network); });
       });
   r.Object("queue", [o](ObjectReader& q) {
     q.Int("max_depth", &o->queue.max_depth);
@@ -159,6 +201,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     f.String("gateway_name", &o->fleet.gateway_name);
     f.Int("drain_wait_ms", &o->fleet.drain_wait_ms);
   });
+  r.Object("egress", [o](ObjectReader& e) { ReadEgress(e, &o->egress); });
 }
 // An empty string when `path` is a wheelhouse sandboxes can read, else the
 // problem. As root, sandboxes run as unprivileged host ids: the directory
@@ -254,6 +297,86 @@ absl::StatusOr<DaemonOptions> DaemonOptions::FromFile(const std::string& path) {
   reader.Finish();
   if (absl::Status s = problems.ToStatus(path); !s.ok()) return s;
   return options;
+}
+
+static void ValidatePolicy(Problems& p, const std::string& where, const NetworkPolicyOptions& policy) {
+  egress::PolicySpec spec;
+  spec.allow_by_default = policy.allow_by_default;
+  spec.allow = policy.allow;
+  spec.deny = policy.deny;
+  if (auto built = egress::Policy::Build(spec, where); !built.ok()) p.Add(std::string(built.status().message()));
+}
+
+static void ValidateCeiling(Problems& p, const std::string& where, const EgressCeilingOptions& c) {
+  ValidatePolicy(p, where, c.policy);
+  if (c.max_bytes_per_session < 0) {
+    p.Add(absl::StrCat(where, ".max_bytes_per_session is ", c.max_bytes_per_session, "; it must be 0 (no bound) or more"));
+  }
+  if (c.max_connections_per_session < 1 || c.max_connections_per_session > 100'000) {
+    p.Add(absl::StrCat(where, ".max_connections_per_session is ", c.max_connections_per_session,
+                       "; it must be 1 to 100000"));
+  }
+}
+
+static void ValidateEgress(Problems& p, const EgressOptions& e) {
+  for (const auto& [name, addresses] : e.hosts) {
+    if (!egress::NormalizeHostName(name).ok() || egress::Address::Parse(name)) {
+      p.Add(absl::StrCat("egress.hosts has '", name, "', which is not a host name"));
+    }
+    if (addresses.empty()) p.Add(absl::StrCat("egress.hosts.", name, " is empty: give its addresses"));
+    for (const std::string& a : addresses) {
+      if (!egress::Address::Parse(a)) {
+        p.Add(absl::StrCat("egress.hosts.", name, " has '", a, "', which is not an IPv4 or IPv6 address"));
+      }
+    }
+  }
+  for (size_t i = 0; i < e.allow_internal.size(); ++i) {
+    auto d = egress::ParseDestination(e.allow_internal[i]);
+    if (!d.ok() || d->kind != egress::Destination::Kind::kNetwork) {
+      p.Add(absl::StrCat("egress.allow_internal[", i, "] is '", e.allow_internal[i],
+                         "': give a network (10.0.0.0/8) or an address, optionally with :PORT"));
+    }
+  }
+  for (const auto& [setting, file] : {std::pair<const char*, const std::string&>{"egress.upstream_ca_file", e.upstream_ca_file},
+                                      {"egress.ca_cert_file", e.ca_cert_file}, {"egress.ca_key_file", e.ca_key_file}}) {
+    if (file.empty()) continue;
+    if (file.front() != '/') p.Add(absl::StrCat(setting, " is '", file, "': use an absolute path"));
+  }
+  if (!e.upstream_ca_file.empty()) {
+    if (std::string problem = CheckReadableFile("egress.upstream_ca_file", e.upstream_ca_file); !problem.empty()) {
+      p.Add(std::move(problem));
+    }
+  }
+  for (size_t i = 0; i < e.sandbox_ca_files.size(); ++i) {
+    if (std::string problem = CheckReadableFile(absl::StrCat("egress.sandbox_ca_files[", i, "]").c_str(),
+                                                e.sandbox_ca_files[i]);
+        !problem.empty()) {
+      p.Add(std::move(problem));
+    }
+  }
+  if (e.ca_cert_file.empty() != e.ca_key_file.empty()) {
+    p.Add("set egress.ca_cert_file and egress.ca_key_file together (or neither, for a CA kept in the state directory)");
+  }
+  ValidateCeiling(p, "egress.default_ceiling", e.default_ceiling);
+  for (const auto& [tenant, ceiling] : e.tenants) ValidateCeiling(p, absl::StrCat("egress.tenants.", tenant), ceiling);
+  std::set<std::string> names;
+  for (size_t i = 0; i < e.secrets.size(); ++i) {
+    const EgressSecretOptions& s = e.secrets[i];
+    const std::string where = absl::StrCat("egress.secrets[", i, "]");
+    egress::PolicySpec spec;
+    spec.secrets.push_back({s.name, "checked-at-start", s.hosts});
+    if (auto built = egress::Policy::Build(spec, where); !built.ok()) p.Add(std::string(built.status().message()));
+    if (!names.insert(s.name).second) p.Add(absl::StrCat(where, ": a second secret named ", s.name));
+    if (s.value_file.empty() || s.value_file.front() != '/') {
+      p.Add(absl::StrCat(where, ".value_file is '", s.value_file, "': give the absolute path of the file holding its value"));
+    }
+  }
+  CheckPositive(p, "egress.max_connections_per_tenant", e.max_connections_per_tenant);
+  CheckPositive(p, "egress.connect_timeout_ms", e.connect_timeout_ms);
+  CheckPositive(p, "egress.idle_timeout_ms", e.idle_timeout_ms);
+  if (e.io_threads < 1 || e.io_threads > 64) {
+    p.Add(absl::StrCat("egress.io_threads is ", e.io_threads, "; it must be 1 to 64"));
+  }
 }
 
 static void ValidateAgent(Problems& p, const AgentOptions& agent) {
@@ -466,6 +589,7 @@ absl::Status DaemonOptions::Validate() const {
                            "', which is not a Python module name (e.g. numpy, matplotlib.pyplot)"));
       }
     }
+    ValidatePolicy(p, name + ".network", pool.network);
     if (!pool.wheelhouse.empty()) {
       if (pool.language == "javascript") {
         p.Add(absl::StrCat(name, ".wheelhouse is set for a javascript pool; only python and bash "
@@ -576,6 +700,7 @@ absl::Status DaemonOptions::Validate() const {
   }
 
   ValidateAgent(p, agent);
+  ValidateEgress(p, egress);
   if (!state_dir.empty() && state_dir.front() != '/') {
     p.Add(absl::StrCat("state_dir is '", state_dir, "': use an absolute path, e.g. /run/warden"));
   }

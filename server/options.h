@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,59 @@ struct SnapshotsOptions {
   std::string Directory() const { return dir.empty() ? "/var/lib/warden/snapshots" : dir; }
 };
 
+// Where sandboxes' connections may go, as the configuration file writes a
+// policy (egress/policy.h: entries, precedence).
+struct NetworkPolicyOptions {
+  bool allow_by_default = false;
+  std::vector<std::string> allow, deny;
+  bool empty() const { return !allow_by_default && allow.empty() && deny.empty(); }
+};
+
+// The most a tenant's sessions may reach (docs/operations.md "egress"):
+// whatever a session or pool asks for is narrowed to it.
+struct EgressCeilingOptions {
+  NetworkPolicyOptions policy;
+  // Sessions may bind secrets of their own (CreateSessionRequest.network.secrets,
+  // E2B's network rules), to hosts this ceiling lets them reach.
+  bool session_secrets = true;
+  int64_t max_bytes_per_session = 0;    // egress bytes over a session's life; 0: no bound
+  int max_connections_per_session = 64;  // open at once
+};
+
+// A secret the operator binds to hosts for some tenants' sessions.
+struct EgressSecretOptions {
+  std::string name;        // the environment variable the placeholder is in
+  std::string value_file;  // the value, read at start (0600, root's or wardend's own)
+  std::vector<std::string> hosts;
+  std::vector<std::string> tenants;  // empty: every tenant
+};
+
+// The egress proxy (egress/): the sandboxes' only way out.
+struct EgressOptions {
+  // Off: every sandbox still finds the proxy, which answers each attempt
+  // saying the network is off here and which setting turns it on.
+  bool enabled = false;
+  // Names the proxy resolves itself, before DNS (a test's hosts, an
+  // internal mirror): name -> addresses.
+  std::map<std::string, std::vector<std::string>> hosts;
+  std::vector<std::string> name_servers;  // "IP[:PORT]"; empty: /etc/resolv.conf
+  // Internal networks (loopback, private, link-local, ...) the proxy may
+  // reach all the same; never by default.
+  std::vector<std::string> allow_internal;
+  std::string upstream_ca_file;               // empty: the host's trust store
+  std::vector<std::string> sandbox_ca_files;  // more CAs the sandboxes trust
+  // The interception CA (PEM); empty: kept in the state directory as
+  // egress-ca.pem and egress-ca.key, or in memory without one.
+  std::string ca_cert_file, ca_key_file;
+  EgressCeilingOptions default_ceiling;                  // tenants not listed
+  std::map<std::string, EgressCeilingOptions> tenants;   // by tenant
+  std::vector<EgressSecretOptions> secrets;
+  int max_connections_per_tenant = 256;
+  int64_t connect_timeout_ms = 10'000;
+  int64_t idle_timeout_ms = 600'000;
+  int io_threads = 1;
+};
+
 // A warm pool of ready workers of one language and limits profile, for
 // one-shot executions and new sessions asking for that profile.
 struct PoolOptions {
@@ -73,6 +127,9 @@ struct PoolOptions {
   // Host directory of wheels that `pip install` in this pool's sandboxes
   // installs from (python and bash pools); empty: none (docs/runtime.md).
   std::string wheelhouse;
+  // Where its sandboxes may connect (one-shots, and sessions that bring no
+  // policy of their own), within each tenant's ceiling; empty: nowhere.
+  NetworkPolicyOptions network;
 };
 
 // Requests wait in lines (admission/), each until its own deadline, with
@@ -223,6 +280,7 @@ struct DaemonOptions {
   // wardend --drop-sessions: end every session the keeper holds at start.
   bool drop_sessions = false;
   FleetOptions fleet;
+  EgressOptions egress;
   LogOptions log;
   ExecutorOptions executor;  // cgroups, degraded mode, host ids
   std::string kernels_dir;   // empty: the built-in location

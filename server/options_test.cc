@@ -60,6 +60,16 @@ nlohmann::json Dump(const DaemonOptions& o) {
                           {"memory_mb", c.memory_mb},
                           {"output_bytes", c.output_bytes}};
   };
+  auto policy = [](const NetworkPolicyOptions& n) {
+    return nlohmann::json{{"allow_by_default", n.allow_by_default}, {"allow", n.allow}, {"deny", n.deny}};
+  };
+  auto ceiling = [&policy](const EgressCeilingOptions& c) {
+    nlohmann::json out = policy(c.policy);
+    out["session_secrets"] = c.session_secrets;
+    out["max_bytes_per_session"] = c.max_bytes_per_session;
+    out["max_connections_per_session"] = c.max_connections_per_session;
+    return out;
+  };
   nlohmann::json pools = nlohmann::json::array();
   for (const PoolOptions& p : o.pools) {
     pools.push_back({{"language", p.language},
@@ -67,7 +77,14 @@ nlohmann::json Dump(const DaemonOptions& o) {
                      {"warm", p.warm},
                      {"memory_mb", p.memory_mb},
                      {"max_size", p.max_size},
-                     {"wheelhouse", p.wheelhouse}});
+                     {"wheelhouse", p.wheelhouse},
+                     {"network", policy(p.network)}});
+  }
+  nlohmann::json tenants = nlohmann::json::object();
+  for (const auto& [tenant, c] : o.egress.tenants) tenants[tenant] = ceiling(c);
+  nlohmann::json secrets = nlohmann::json::array();
+  for (const EgressSecretOptions& s : o.egress.secrets) {
+    secrets.push_back({{"name", s.name}, {"value_file", s.value_file}, {"hosts", s.hosts}, {"tenants", s.tenants}});
   }
   return {
       {"listen", o.listen},
@@ -82,7 +99,9 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"max_connections", o.http.max_connections},
         {"max_streams_per_tenant", o.http.max_streams_per_tenant},
         {"io_threads", o.http.io_threads},
-        {"handler_threads", o.http.handler_threads}}},
+        {"handler_threads", o.http.handler_threads},
+        {"sandbox_domain", o.http.sandbox_domain},
+        {"allow_public_ports", o.http.allow_public_ports}}},
       {"tls",
        {{"cert_file", o.tls.cert_file},
         {"key_file", o.tls.key_file},
@@ -145,6 +164,22 @@ nlohmann::json Dump(const DaemonOptions& o) {
         {"gateway_ca_file", o.fleet.gateway_ca_file},
         {"gateway_name", o.fleet.gateway_name},
         {"drain_wait_ms", o.fleet.drain_wait_ms}}},
+      {"egress",
+       {{"enabled", o.egress.enabled},
+        {"hosts", o.egress.hosts.empty() ? nlohmann::json::object() : nlohmann::json(o.egress.hosts)},
+        {"name_servers", o.egress.name_servers},
+        {"allow_internal", o.egress.allow_internal},
+        {"upstream_ca_file", o.egress.upstream_ca_file},
+        {"sandbox_ca_files", o.egress.sandbox_ca_files},
+        {"ca_cert_file", o.egress.ca_cert_file},
+        {"ca_key_file", o.egress.ca_key_file},
+        {"default_ceiling", ceiling(o.egress.default_ceiling)},
+        {"tenants", tenants},
+        {"secrets", secrets},
+        {"max_connections_per_tenant", o.egress.max_connections_per_tenant},
+        {"connect_timeout_ms", o.egress.connect_timeout_ms},
+        {"idle_timeout_ms", o.egress.idle_timeout_ms},
+        {"io_threads", o.egress.io_threads}}},
   };
 }
 
@@ -189,7 +224,9 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"max_connections", 39},
         {"max_streams_per_tenant", 40},
         {"io_threads", 41},
-        {"handler_threads", 42}}},
+        {"handler_threads", 42},
+        {"sandbox_domain", "sandbox.example.com"},
+        {"allow_public_ports", true}}},
       {"tls", {{"cert_file", "/c.pem"}, {"key_file", "/k.pem"}, {"client_ca_file", "/ca.pem"}}},
       {"auth", {{"tokens_file", "/etc/warden/tokens.json"}}},
       {"limits",
@@ -207,9 +244,13 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"default_idle_timeout_seconds", 17}}},
       {"pools",
        {{{"language", "bash"}, {"size", 18}, {"warm", nlohmann::json::array()}, {"memory_mb", 0},
-         {"max_size", 0}, {"wheelhouse", ""}},
+         {"max_size", 0}, {"wheelhouse", ""},
+         {"network", {{"allow_by_default", false}, {"allow", nlohmann::json::array()},
+                      {"deny", nlohmann::json::array()}}}},
         {{"language", "python"}, {"size", 19}, {"warm", {"scipy", "sympy"}}, {"memory_mb", 7},
-         {"max_size", 40}, {"wheelhouse", "/srv/wheels"}}}},
+         {"max_size", 40}, {"wheelhouse", "/srv/wheels"},
+         {"network", {{"allow_by_default", false}, {"allow", {"pypi.org", "*.pythonhosted.org"}},
+                      {"deny", {"10.0.0.0/8"}}}}}}},
       {"queue", {{"max_depth", 20}, {"max_wait_ms", 21}, {"max_waiting_per_tenant", 35}, {"max_running", 36}}},
       {"max_concurrent_per_tenant", 22},
       {"shutdown_grace_ms", 23},
@@ -246,6 +287,29 @@ TEST(FromFileTest, FullConfigFillsEveryField) {
         {"gateway_ca_file", "/gw-ca.pem"},
         {"gateway_name", "warden-gateway"},
         {"drain_wait_ms", 35}}},
+      {"egress",
+       {{"enabled", true},
+        {"hosts", {{"pypi.internal", {"203.0.113.5"}}}},
+        {"name_servers", {"192.0.2.53"}},
+        {"allow_internal", {"10.1.0.0/16"}},
+        {"upstream_ca_file", "/up-ca.pem"},
+        {"sandbox_ca_files", {"/extra-ca.pem"}},
+        {"ca_cert_file", "/egress-ca.pem"},
+        {"ca_key_file", "/egress-ca.key"},
+        {"io_threads", 43},
+        {"connect_timeout_ms", 44},
+        {"idle_timeout_ms", 45},
+        {"max_connections_per_tenant", 46},
+        {"default_ceiling",
+         {{"allow_by_default", false}, {"allow", {"*"}}, {"deny", {"evil.example"}}, {"session_secrets", false},
+          {"max_bytes_per_session", 47}, {"max_connections_per_session", 48}}},
+        {"tenants",
+         {{"team-a",
+           {{"allow_by_default", false}, {"allow", {"api.example.com"}}, {"deny", nlohmann::json::array()},
+            {"session_secrets", true}, {"max_bytes_per_session", 49}, {"max_connections_per_session", 50}}}}},
+        {"secrets",
+         {{{"name", "API_TOKEN"}, {"value_file", "/etc/warden/api.token"}, {"hosts", {"api.example.com"}},
+           {"tenants", {"team-a"}}}}}}},
   };
   absl::StatusOr<DaemonOptions> options = Parse(full.dump(2));
   ASSERT_TRUE(options.ok()) << options.status();
@@ -811,6 +875,49 @@ TEST(DaemonOptionsTest, AgentSettingsAreChecked) {
   EXPECT_THAT(message, ::testing::HasSubstr("auto, native or text"));
   EXPECT_THAT(message, ::testing::HasSubstr("agent.llm.tool_choice is 'execute'; it must be auto, required"));
   EXPECT_THAT(message, ::testing::HasSubstr("agent.default_max_iterations (500) is above"));
+}
+
+TEST(FromFileTest, EgressSectionReadsCeilingsSecretsHostsAndPoolPolicies) {
+  absl::StatusOr<DaemonOptions> options = Parse(R"({
+    "pools": [{"language": "python", "network": {"allow": ["pypi.org"], "deny": ["10.0.0.0/8"]}}],
+    "egress": {"enabled": true, "hosts": {"pypi.test": ["10.77.0.2", "fd77::2"]},
+               "allow_internal": ["10.77.0.0/24:443"],
+               "default_ceiling": {"allow": ["*"], "max_bytes_per_session": 1000},
+               "tenants": {"t": {"allow": ["*.corp.test"], "session_secrets": false}},
+               "secrets": [{"name": "K", "value_file": "/etc/warden/k", "hosts": ["api.test"], "tenants": ["t"]}]}})");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->egress.enabled);
+  EXPECT_EQ(options->egress.hosts.at("pypi.test"), (std::vector<std::string>{"10.77.0.2", "fd77::2"}));
+  EXPECT_EQ(options->egress.default_ceiling.max_bytes_per_session, 1000);
+  EXPECT_FALSE(options->egress.tenants.at("t").session_secrets);
+  EXPECT_EQ(options->egress.tenants.at("t").policy.allow, std::vector<std::string>{"*.corp.test"});
+  EXPECT_EQ(options->egress.secrets.at(0).tenants, std::vector<std::string>{"t"});
+  EXPECT_EQ(options->pools.at(0).network.deny, std::vector<std::string>{"10.0.0.0/8"});
+  EXPECT_TRUE(options->Validate().ok()) << options->Validate();
+  EXPECT_THAT(ParseError(R"({"egress": {"tenants": {"t": {"alow": []}}}})"),
+              ::testing::HasSubstr("unknown key 'alow' in egress.tenants.t"));
+}
+
+TEST(DaemonOptionsTest, EgressSettingsAreChecked) {
+  DaemonOptions o;
+  o.egress.hosts["not a name"] = {"10.0.0.1"};
+  o.egress.hosts["ok.test"] = {"not-an-address"};
+  o.egress.allow_internal = {"example.com"};
+  o.egress.default_ceiling.policy.allow = {"*example.com"};
+  o.egress.tenants["t"].max_connections_per_session = 0;
+  o.egress.secrets.push_back({"1BAD", "relative/file", {}, {}});
+  o.pools[0].network.allow = {"[::1"};
+  o.egress.ca_cert_file = "/ca.pem";
+  const std::string message(o.Validate().message());
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.hosts has 'not a name'"));
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.hosts.ok.test has 'not-an-address'"));
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.allow_internal[0] is 'example.com': give a network"));
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.default_ceiling.allow[0]"));
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.tenants.t.max_connections_per_session is 0"));
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.secrets[0]"));
+  EXPECT_THAT(message, ::testing::HasSubstr("egress.secrets[0].value_file is 'relative/file'"));
+  EXPECT_THAT(message, ::testing::HasSubstr("pools[0].network.allow[0]"));
+  EXPECT_THAT(message, ::testing::HasSubstr("set egress.ca_cert_file and egress.ca_key_file together"));
 }
 
 }  // namespace

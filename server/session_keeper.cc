@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "server/network.h"
 #include "server/read_file.h"
 #include "server/state_dir.h"
 #include "spdlog/spdlog.h"
@@ -86,6 +87,10 @@ std::string SessionRecord::Encode() const {
   line("version", absl::CEscape(snapshot.version));
   if (!cgroup_group.empty()) line("cgroup", absl::StrCat(cgroup_subtree, " ", cgroup_group));
   line("busy", busy ? 1 : 0);
+  if (!network.empty()) line("network", absl::BytesToHexString(network));
+  if (public_ports) line("public_ports", 1);
+  if (!port_host_header.empty()) line("port_host", absl::BytesToHexString(port_host_header));
+  if (!traffic_token.empty()) line("traffic_token", absl::BytesToHexString(traffic_token));
   return out;
 }
 
@@ -121,6 +126,12 @@ absl::StatusOr<SessionRecord> SessionRecord::Decode(const std::string& text) {
       if (ok) r.labels[absl::HexStringToBytes(label.first)] = absl::HexStringToBytes(label.second);
     } else if (key == "version") {
       ok = absl::CUnescape(value, &r.snapshot.version);
+    } else if (key == "network" || key == "port_host" || key == "traffic_token") {
+      ok = value.size() % 2 == 0 && std::all_of(value.begin(), value.end(), [](char c) { return isxdigit(c); });
+      if (ok) {
+        const std::string bytes = absl::HexStringToBytes(value);
+        (key == "network" ? r.network : key == "port_host" ? r.port_host_header : r.traffic_token) = bytes;
+      }
     } else if (key == "cgroup") {
       std::vector<std::string> f = absl::StrSplit(value, ' ');
       ok = f.size() == 2;
@@ -158,6 +169,8 @@ absl::StatusOr<SessionRecord> SessionRecord::Decode(const std::string& text) {
       r.snapshot.program_host_gid = static_cast<gid_t>(n);
     } else if (key == "busy") {
       r.busy = n != 0;
+    } else if (key == "public_ports") {
+      r.public_ports = n != 0;
     } else {
       ok = false;
     }
@@ -286,6 +299,22 @@ AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor) {
         entry->idle_timeout = record.idle_timeout;
         entry->cell_defaults = record.cell_defaults;
         entry->memory_mb = record.memory_mb;
+        if (!record.network.empty()) {
+          // As it was made (and checked) when the session was created.
+          absl::StatusOr<egress::PolicySpec> spec = PolicySpecFromJson(record.network);
+          absl::StatusOr<egress::Policy> policy =
+              spec.ok() ? egress::Policy::Build(*spec, "network") : absl::StatusOr<egress::Policy>(spec.status());
+          if (policy.ok()) {
+            absl::MutexLock lock(&entry->network_mu);
+            entry->network = std::make_shared<const egress::Policy>(*std::move(policy));
+          } else {
+            spdlog::warn("session {}: its network policy was not kept ({}); it has none now", record.id,
+                         policy.status().ToString());
+          }
+        }
+        entry->public_ports = record.public_ports;
+        entry->port_host_header = record.port_host_header;
+        entry->traffic_token = record.traffic_token;
         Session::Handover snapshot = record.snapshot;
         snapshot.busy = record.busy;
         snapshot.pending_stdout = std::move(r.held.buffered[keeper::kStreamStdout]);
@@ -346,6 +375,13 @@ absl::Status SessionKeeper::Persist(const ManagedSession& entry) {
   record.cell_defaults = entry.cell_defaults;
   record.snapshot = entry.session->Describe();
   record.busy = entry.busy();
+  {
+    absl::MutexLock lock(&entry.network_mu);
+    if (entry.network) record.network = PolicyToJson(*entry.network);
+  }
+  record.public_ports = entry.public_ports;
+  record.port_host_header = entry.port_host_header;
+  record.traffic_token = entry.traffic_token;
   if (!record.snapshot.cgroup_paths.empty()) {
     // .../<subtree>/<group>
     const std::string& path = record.snapshot.cgroup_paths.front();

@@ -41,6 +41,12 @@ struct SessionRecord {
   Session::Handover snapshot;
   std::string cgroup_subtree, cgroup_group;  // empty without cgroups
   bool busy = false;  // a cell was running when this was written
+  // Its own network policy (server/network.h's JSON, secrets included; the
+  // file is 0600), its exposed ports' access and traffic token.
+  std::string network;
+  bool public_ports = false;
+  std::string port_host_header;
+  std::string traffic_token;
 
   std::string Encode() const;
   static absl::StatusOr<SessionRecord> Decode(const std::string& text);

@@ -92,6 +92,12 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::Get(const std::s
   return FindLocked(tenant, id);
 }
 
+std::shared_ptr<ManagedSession> SessionManager::GetOfAnyTenant(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
 absl::StatusOr<std::shared_ptr<ManagedSession>> SessionManager::FindLocked(const std::string& tenant,
                                                                            const std::string& id) const {
   auto it = sessions_.find(id);

@@ -24,6 +24,7 @@
 #include "kernel/session.h"
 #include "kernel/shared_workspace.h"
 #include "sandbox/machine.h"
+#include "egress/policy.h"
 #include "server/options.h"
 
 namespace warden {
@@ -46,6 +47,22 @@ struct ManagedSession {
   std::string workspace_path;    // with a machine: its workspace, its user's home
   std::vector<std::string> env;  // with a machine: what its processes start with
   std::string cwd;               // a context's working directory (empty: the workspace)
+
+  // The network (server/network.h): the session's own policy (null: its
+  // pool's, `pool_network`, which may be null too), the placeholders of its
+  // secrets ("NAME=warden-secret-NAME", each cell's environment when it is
+  // no machine), who may reach its exposed ports without the tenant's
+  // token, and the Host its servers see. Set before the entry is shared;
+  // `network` is replaced under network_mu (UpdateNetwork).
+  mutable absl::Mutex network_mu;
+  std::shared_ptr<const egress::Policy> network ABSL_GUARDED_BY(network_mu);
+  std::shared_ptr<const egress::Policy> pool_network;
+  std::vector<std::string> secret_env ABSL_GUARDED_BY(network_mu);
+  bool public_ports = false;
+  std::string port_host_header;
+  std::string traffic_token;
+  // The gate of the session's way out: its machine's, or its interpreter's.
+  std::shared_ptr<EgressGate> egress_gate;
 
   std::string id;
   std::string tenant;
@@ -223,6 +240,9 @@ class SessionManager {
 
   absl::StatusOr<std::shared_ptr<ManagedSession>> Get(const std::string& tenant,
                                                       const std::string& id) const;
+  // Whichever tenant's it is: for a credential that is the session's own
+  // (its exposed ports' traffic token), never for a tenant's call.
+  std::shared_ptr<ManagedSession> GetOfAnyTenant(const std::string& id) const;
   // The tenant's sessions carrying every label in `labels`, oldest first.
   std::vector<std::shared_ptr<ManagedSession>> List(const std::string& tenant,
                                                     const std::map<std::string, std::string>& labels) const;

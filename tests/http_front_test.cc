@@ -261,7 +261,7 @@ TEST_F(HttpFrontTest, OnAnOpenLoopbackDaemonEveryRouteRefusesAForeignHostAndAFor
     EXPECT_EQ(origin.Header("Access-Control-Allow-Origin"), "") << what;
   }
   // The walk saw every protocol the front hosts.
-  EXPECT_EQ(protocols, (std::set<std::string>{"admin", "mcp", "e2b", "envd", "jupyter"}));
+  EXPECT_EQ(protocols, (std::set<std::string>{"admin", "mcp", "e2b", "envd", "jupyter", "ports"}));
 
   // The long-lived streams too: the Kernel Gateway WebSocket and MCP's SSE.
   const std::string kernel = StartKernel("");

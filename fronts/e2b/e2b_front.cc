@@ -46,10 +46,9 @@ using nlohmann::json;
 
 constexpr absl::Duration kCallTimeout = absl::Minutes(2);
 constexpr int64_t kForkDefaultTimeoutSeconds = 15;
-constexpr char kNoInternet[] =
-    "allow_internet_access was asked for, but Warden's sandboxes have no network yet: this one has "
-    "none, and connections from inside fail at once";
 constexpr char kPathHint[] = "give the file's path in ?path=";
+// E2B's "all traffic" (its SDKs' ALL_TRAFFIC): every destination, names too.
+constexpr char kAllTraffic[] = "0.0.0.0/0";
 
 std::string Rfc3339(int64_t unix_ms) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
@@ -61,14 +60,12 @@ struct SandboxInfo {
   std::string template_id;  // as the client asked for it (a snapshot's id for a restore)
   json metadata = json::object();
   bool auto_resume = false;     // a request to the paused sandbox resumes it (lifecycle.autoResume)
-  bool internet_asked = false;  // allow_internet_access was true: served as no network
 };
 
 constexpr char kTemplateLabel[] = "e2b.template";  // the served template: what List filters on
 constexpr char kTemplateIdLabel[] = "e2b.template_id";
 constexpr char kMetadataLabel[] = "e2b.metadata";
 constexpr char kAutoResumeLabel[] = "e2b.auto_resume";
-constexpr char kInternetLabel[] = "e2b.internet_asked";
 constexpr size_t kMaxLabelValue = 255;  // warden.v1's bound on a label's value
 
 SandboxInfo InfoOf(const v1::Session& session, const std::string& served_template) {
@@ -85,7 +82,6 @@ SandboxInfo InfoOf(const v1::Session& session, const std::string& served_templat
     if (parsed.is_object()) info.metadata = std::move(parsed);
   }
   info.auto_resume = label(kAutoResumeLabel) == "true";
-  info.internet_asked = label(kInternetLabel) == "true";
   return info;
 }
 
@@ -310,13 +306,91 @@ json SandboxJson(const v1::Session& session, const E2bOptions& options) {
               {"memoryMB", session.limits().memory_mb()},
               {"diskSizeMB", 0},
               {"state", session.state() == v1::SESSION_STATE_PAUSED ? "paused" : "running"},
-              {"metadata", info.metadata},
-              {"allowInternetAccess", false}};
-  if (info.internet_asked) {
-    out["warden"] = {{"network", "none"},
-                     {"note", kNoInternet}};
+              {"metadata", info.metadata}};
+  // The network as E2B describes it (header values hidden).
+  const v1::NetworkPolicy& network = session.network();
+  auto e2b_entry = [](const std::string& entry) { return entry == "*" ? std::string(kAllTraffic) : entry; };
+  json allow = json::array(), deny = json::array(), rules = json::object();
+  bool all_denied = !session.has_network();
+  for (const std::string& a : network.allow()) allow.push_back(e2b_entry(a));
+  for (const std::string& d : network.deny()) {
+    deny.push_back(e2b_entry(d));
+    all_denied |= d == "*";
   }
+  for (const v1::HeaderRule& r : network.header_rules()) {
+    json headers = json::object();
+    for (const auto& [name, value] : r.headers()) headers[name] = value;
+    rules[r.host()] = json::array({{{"transform", {{"headers", headers}}}}});
+  }
+  out["allowInternetAccess"] = session.has_network() && network.allow_by_default() && !all_denied;
+  out["network"] = {{"allowOut", allow},
+                    {"denyOut", deny},
+                    {"rules", rules},
+                    {"allowPublicTraffic", session.ports().public_()}};
+  if (!session.ports().host_header().empty()) out["network"]["maskRequestHost"] = session.ports().host_header();
+  if (!options.sandbox_domain.empty()) out["domain"] = options.sandbox_domain;
   return out;
+}
+
+// E2B's network options (create's `network` and `allow_internet_access`,
+// updateNetwork's body) as a Warden policy: everything is allowed unless
+// denied (E2B's default), denyOut narrows it, allowOut wins over denyOut,
+// allow_internet_access false denies all traffic, "0.0.0.0/0" is all
+// traffic; rules' transforms are header rules. The tenant's ceiling then
+// narrows it all, so without egress from the operator nothing goes out.
+absl::StatusOr<v1::NetworkPolicy> NetworkOf(const json& network, bool internet) {
+  v1::NetworkPolicy policy;
+  policy.set_allow_by_default(true);
+  auto entries = [](const json& body, const char* key, auto* out) -> absl::Status {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return absl::OkStatus();
+    if (!it->is_array()) return absl::InvalidArgumentError(absl::StrCat("network.", key, " must be a list of strings"));
+    for (const json& e : *it) {
+      if (!e.is_string()) return absl::InvalidArgumentError(absl::StrCat("network.", key, " must be a list of strings"));
+      const std::string entry = e.get<std::string>();
+      *out->Add() = entry == kAllTraffic ? std::string("*") : entry;
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(entries(network, "allowOut", policy.mutable_allow()));
+  RETURN_IF_ERROR(entries(network, "denyOut", policy.mutable_deny()));
+  if (!internet) policy.add_deny("*");
+  if (auto it = network.find("egressProxy"); it != network.end() && !it->is_null()) {
+    return absl::InvalidArgumentError(
+        "network.egressProxy (a SOCKS5 proxy of yours) is not served: Warden's sandboxes go out through its own "
+        "egress proxy, on the host");
+  }
+  if (auto it = network.find("httpsPorts"); it != network.end() && !it->is_null() && !it->empty()) {
+    return absl::InvalidArgumentError(
+        "network.httpsPorts is not served: an exposed port is reached as plain HTTP (or WebSocket); serve "
+        "plain HTTP on it");
+  }
+  if (auto it = network.find("rules"); it != network.end() && !it->is_null()) {
+    if (!it->is_object()) return absl::InvalidArgumentError("network.rules must be an object {host: [rule, ...]}");
+    for (const auto& [host, list] : it->items()) {
+      if (!list.is_array()) return absl::InvalidArgumentError(absl::StrCat("network.rules[", host, "] must be a list"));
+      v1::HeaderRule* rule = policy.add_header_rules();
+      rule->set_host(host);
+      // A host's rules apply in order: a later one's header wins.
+      for (const json& r : list) {
+        if (!r.is_object()) return absl::InvalidArgumentError(absl::StrCat("network.rules[", host, "] holds a non-object"));
+        auto transform = r.find("transform");
+        if (transform == r.end() || transform->is_null()) continue;
+        auto headers = transform->find("headers");
+        if (headers == transform->end() || headers->is_null()) continue;
+        if (!headers->is_object()) {
+          return absl::InvalidArgumentError(absl::StrCat("network.rules[", host, "].transform.headers must be an object"));
+        }
+        for (const auto& [name, value] : headers->items()) {
+          if (!value.is_string()) {
+            return absl::InvalidArgumentError(absl::StrCat("network.rules[", host, "]: header ", name, " must be a string"));
+          }
+          (*rule->mutable_headers())[name] = value.get<std::string>();
+        }
+      }
+    }
+  }
+  return policy;
 }
 
 // The access token a sandbox-plane request presents: X-Access-Token, or
@@ -424,10 +498,14 @@ class Front {
           "template '", template_id, "' does not exist here: Warden serves the template '",
           options_.template_id, "' (Python, JavaScript and bash; numpy, pandas and matplotlib) only"));
     }
-    // Served as no network (the SDKs ask for it by default): said in the
-    // log, in GET /sandboxes/{id}, and by every connection attempt inside,
-    // which fails at once (the sandbox's network namespace has loopback only).
-    ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", false));
+    // The network (E2B's default: the internet, which the tenant's ceiling
+    // narrows; none at all until the operator enables egress, every
+    // connection attempt inside then saying so at once).
+    ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", true));
+    const json network = body.contains("network") && body["network"].is_object() ? body["network"] : json::object();
+    ASSIGN_OR_RETURN(v1::NetworkPolicy policy, NetworkOf(network, internet));
+    ASSIGN_OR_RETURN(bool public_traffic, Field(network, "allowPublicTraffic", true));
+    ASSIGN_OR_RETURN(std::string mask_host, Field(network, "maskRequestHost", std::string()));
     ASSIGN_OR_RETURN(auto env, EnvVars(body, "envVars"));
     ASSIGN_OR_RETURN(int64_t timeout, Field<int64_t>(body, "timeout", options_.default_timeout_seconds));
     // lifecycle: {onTimeout: 'pause', keepMemory?, autoResume?} arrives as
@@ -446,10 +524,14 @@ class Front {
     create.set_ttl_seconds(timeout);
     create.set_idle_timeout_seconds(timeout);  // E2B has only the TTL
     ASSIGN_OR_RETURN(*create.mutable_labels(), Labels(template_id, body));
+    *create.mutable_network() = std::move(policy);
+    // Public ports only where the operator allows them; else the traffic
+    // token (E2B's allowPublicTraffic: false) or the API key is needed.
+    create.mutable_ports()->set_public_(public_traffic && options_.allow_public_ports);
+    create.mutable_ports()->set_host_header(mask_host);
     v1::Session session;
     RETURN_IF_ERROR(FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(),
                                                   create, &session)));
-    if (internet) spdlog::info("E2B sandbox {}: {}", session.id(), kNoInternet);
     return exchange.Send(http::Response::Json(201, Created(session, request, /*contexts_known=*/true)));
   }
 
@@ -601,6 +683,28 @@ class Front {
         executor_->CloseSession(http::UpstreamContext(request.token, kCallTimeout).get(), close, &closed)));
     sandboxes_.Remove(request.Param("id"));
     return exchange.Send(NoContent());
+  }
+
+  // PUT /sandboxes/{id}/network: updateNetwork, replacing the egress rules
+  // whole (a field left out is cleared).
+  absl::Status UpdateNetwork(http::Request& request, http::Exchange& exchange) {
+    ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
+    ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", true));
+    v1::UpdateNetworkRequest update;
+    update.set_session_id(request.Param("id"));
+    ASSIGN_OR_RETURN(*update.mutable_network(), NetworkOf(body, internet));
+    v1::Session session;
+    RETURN_IF_ERROR(FromGrpc(executor_->UpdateNetwork(http::UpstreamContext(request.token, kCallTimeout).get(),
+                                                      update, &session)));
+    return exchange.Send(NoContent());
+  }
+
+  // An exposed port's E2B traffic token: the API key it carries, if it is
+  // sandbox `id`'s access token.
+  std::optional<std::string> OpenTrafficToken(const std::string& id, const std::string& token) const {
+    absl::StatusOr<std::string> key = tokens_.Open(token, id);
+    if (!key.ok()) return std::nullopt;
+    return *std::move(key);
   }
 
   absl::Status SetTimeout(http::Request& request, http::Exchange& exchange) {
@@ -1149,8 +1253,6 @@ class Front {
       ASSIGN_OR_RETURN(bool auto_resume, Field(body["autoResume"], "enabled", false));
       if (auto_resume) labels[kAutoResumeLabel] = "true";
     }
-    ASSIGN_OR_RETURN(bool internet, Field(body, "allow_internet_access", false));
-    if (internet) labels[kInternetLabel] = "true";
     return labels;
   }
 
@@ -1233,7 +1335,7 @@ class Front {
             // The SDKs send it back where they send no envdAccessToken
             // (the code interpreter's contexts calls).
             {"trafficAccessToken", access_token},
-            {"domain", nullptr}};
+            {"domain", options_.sandbox_domain.empty() ? json(nullptr) : json(options_.sandbox_domain)}};
   }
 
   static json ContextJson(const v1::Context& context) {
@@ -1322,7 +1424,7 @@ class Front {
 
 }  // namespace
 
-void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E2bOptions options) {
+TrafficTokenOpener AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E2bOptions options) {
   auto protocol = std::make_shared<http::Protocol>();
   protocol->name = "e2b";
   protocol->find_token = [](const http::Request& request) { return http::HeaderToken(request, "X-API-KEY"); };
@@ -1358,6 +1460,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
   router.Add(protocol, "GET", "/sandboxes/{id}", route(&Front::Get), control);
   router.Add(protocol, "DELETE", "/sandboxes/{id}", route(&Front::Kill), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/timeout", route(&Front::SetTimeout), control);
+  router.Add(protocol, "PUT", "/sandboxes/{id}/network", route(&Front::UpdateNetwork), control);
   router.Add(protocol, "POST", "/sandboxes/{id}/refreshes", route(&Front::Refresh), control);
   router.Add(protocol, "GET", "/sandboxes/{id}/metrics", route(&Front::Metrics), control);
   router.Add(protocol, "GET", "/sandboxes/metrics", route(&Front::MetricsOfMany), control);
@@ -1414,6 +1517,7 @@ void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E
     ASSIGN_OR_RETURN(auto sandbox, front->Sandbox(request));
     return EnvdSandbox{sandbox.id, sandbox.api_key, sandbox.tenant};
   }, envd);
+  return [front](const std::string& id, const std::string& token) { return front->OpenTrafficToken(id, token); };
 }
 
 }  // namespace warden::e2b

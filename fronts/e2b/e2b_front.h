@@ -43,6 +43,8 @@
 // fleet, or one wardend across restarts) accept each other's tokens.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -75,9 +77,20 @@ struct E2bOptions {
   // plane request counts as its access token's key's tenant, and a key no
   // longer accepted revokes the tokens made for it.
   http::Authenticate authenticate;
+  // Exposed ports (fronts/ports): the domain their names are under (create
+  // answers it as `domain`, so the SDKs' getHost builds them), and whether
+  // a sandbox asking for allowPublicTraffic (E2B's default) gets it
+  // (http.allow_public_ports); without, its ports need its traffic token.
+  std::string sandbox_domain;
+  bool allow_public_ports = false;
 };
 
+// An exposed port's e2b-traffic-access-token: the API key of the sandbox's
+// access token, when the token is that sandbox's (nullopt otherwise).
+using TrafficTokenOpener =
+    std::function<std::optional<std::string>(const std::string& sandbox_id, const std::string& token)>;
+
 // `executor` is not owned and outlives the router's use.
-void AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E2bOptions options);
+TrafficTokenOpener AddE2bRoutes(http::Router& router, v1::Executor::StubInterface* executor, E2bOptions options);
 
 }  // namespace warden::e2b

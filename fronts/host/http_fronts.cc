@@ -6,6 +6,7 @@
 #include "fronts/e2b/e2b_front.h"
 #include "fronts/jupyter/kernel_gateway_http.h"
 #include "fronts/mcp/mcp_http.h"
+#include "fronts/ports/ports_front.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace warden::fronts {
@@ -49,7 +50,14 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     if (!options.http.e2b_key_file.empty()) {
       ASSIGN_OR_RETURN(e2b_options.access_key, e2b::ReadAccessKey(options.http.e2b_key_file));
     }
-    e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
+    e2b_options.sandbox_domain = options.http.sandbox_domain;
+    e2b_options.allow_public_ports = options.http.allow_public_ports;
+    e2b::TrafficTokenOpener e2b_tokens = e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
+    // Sessions' exposed ports (E2B's getHost among them).
+    ports::PortsOptions ports_options;
+    ports_options.sandbox_domain = options.http.sandbox_domain;
+    ports_options.open_e2b_token = std::move(e2b_tokens);
+    ports::AddPortRoutes(*router, fronts->executor_.get(), ports_options);
     fronts->kernel_gateway_ = std::make_shared<jupyter::KernelGateway>(
         std::shared_ptr<v1::Executor::StubInterface>(v1::Executor::NewStub(channel)));
     jupyter::AddKernelGatewayRoutes(*router, fronts->kernel_gateway_);

@@ -19,6 +19,8 @@ void ReadHttpSettings(config::ObjectReader& r, HttpSettings* out) {
   r.Int("max_body_memory_mb", &out->max_body_memory_mb);
   r.String("e2b_key_file", &out->e2b_key_file);
   r.Int("e2b_signed_url_max_seconds", &out->e2b_signed_url_max_seconds);
+  r.String("sandbox_domain", &out->sandbox_domain);
+  r.Bool("allow_public_ports", &out->allow_public_ports);
 }
 
 void CheckHttpSettings(const HttpSettings& settings, config::Problems& problems) {
@@ -39,6 +41,15 @@ void CheckHttpSettings(const HttpSettings& settings, config::Problems& problems)
   for (const std::string& host : settings.allowed_hosts) {
     if (absl::Status s = http::NormalizeAllowedHost(host).status(); !s.ok()) {
       problems.Add(absl::StrCat("http.allowed_hosts: ", s.message()));
+    }
+  }
+  if (!settings.sandbox_domain.empty()) {
+    if (absl::Status s = http::NormalizeAllowedHost(settings.sandbox_domain).status();
+        !s.ok() || settings.sandbox_domain.find(':') != std::string::npos ||
+        settings.sandbox_domain.find('.') == std::string::npos) {
+      problems.Add(absl::StrCat("http.sandbox_domain is '", settings.sandbox_domain,
+                                "': give a domain without a port, e.g. sandbox.example.com (wildcard DNS for "
+                                "*.sandbox.example.com pointing at this front)"));
     }
   }
   for (const std::string& origin : settings.allowed_origins) {

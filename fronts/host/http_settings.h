@@ -50,6 +50,14 @@ struct HttpSettings {
   // expiration lies further ahead is refused (E2B sets no bound). A URL
   // without an expiration lives as long as its sandbox, as in E2B.
   int64_t e2b_signed_url_max_seconds = 86'400;
+  // Exposed ports (docs/api.md "Exposed ports"): requests whose Host is
+  // <port>-<session id>.<sandbox_domain> go to that port of the session's
+  // sandbox (also /ports/<session id>/<port>/... on any Host). Empty: only
+  // the path form. E2B's SDKs build the same names (getHost).
+  std::string sandbox_domain;
+  // Sessions may let their ports be reached without any token (E2B's
+  // allowPublicTraffic); off, a token is always needed.
+  bool allow_public_ports = false;
 };
 
 // Reads the keys of the `http` object (the caller opens it).

@@ -100,6 +100,12 @@ void Connection::Close() {
       ws->Abort();
       return;
     }
+    if (self->close_raw_) {
+      auto close = std::move(self->close_raw_);
+      self->close_raw_ = nullptr;
+      close();
+      return;
+    }
     if (self->upgraded_) return;  // the stream went to the WebSocket
     beast::error_code ignored;
     self->stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
@@ -211,6 +217,14 @@ void Connection::OnHead(beast::error_code ec) {
                        absl::InvalidArgumentError("bad request: the request target must be an absolute path"), true);
   }
   const Router& router = *shared_->router;
+  // A server named by its Host (an exposed port) takes every request for
+  // that Host, preflights included: it is the sandbox's server, which
+  // answers for its own origin, behind the route's own credentials.
+  if (const Route* by_host = router.FindByHost(request.Header("Host"), &request.params)) {
+    route_ = by_host;
+    protocol_ = by_host->protocol.get();
+    return RunRaw();
+  }
   // A preflight asks about the method it names.
   const bool preflight = AccessPolicy::IsPreflight(request);
   Router::Match match =
@@ -253,6 +267,7 @@ void Connection::OnHead(beast::error_code ec) {
     return AnswerError(protocol_, 404, absl::NotFoundError(absl::StrCat("no such endpoint: ", request.path)), true);
   }
 
+  if (route_->options.raw) return RunRaw();
   const size_t limit =
       route_->options.max_body_bytes != 0 ? route_->options.max_body_bytes : options().max_body_bytes;
   if (head_->content_length() && *head_->content_length() > limit) {
@@ -336,6 +351,20 @@ void Connection::OnBody(beast::error_code ec) {
   }
 }
 
+// A raw route: its handler runs with the head alone (the body, if any, is
+// still unread: the handler answers and closes, or takes the connection).
+void Connection::RunRaw() {
+  Request& request = *request_;
+  const Protocol* protocol = route_->protocol.get();
+  if (protocol->find_token) request.token = protocol->find_token(request);
+  if (route_->options.authenticate) {
+    absl::StatusOr<std::string> tenant = shared_->authenticate(request.token);
+    if (!tenant.ok()) return AnswerError(protocol, 401, tenant.status(), true);
+    request.tenant = *std::move(tenant);
+  }
+  if (!shared_->pool.Submit([self = shared_from_this()] { self->RunHandler(); })) Finish();
+}
+
 // ---- Running the handler
 
 void Connection::RunHandler() {
@@ -365,11 +394,13 @@ void Connection::OnHandled(Handled handled) {
     request_.reset();
     return;
   }
-  if (handled.answer) return Answer(*std::move(handled.answer), false);
+  // A raw route's body is unread: the connection cannot carry on after it.
+  const bool raw = route_->options.raw;
+  if (handled.answer) return Answer(*std::move(handled.answer), raw);
   if (!handled.answered) {
     if (handled.status.ok()) handled.status = absl::InternalError("the handler returned without answering");
     const bool upgrade = boost::beast::websocket::is_upgrade(request_->raw);
-    return AnswerError(route_->protocol.get(), HttpStatusFor(handled.status.code()), handled.status, upgrade);
+    return AnswerError(route_->protocol.get(), HttpStatusFor(handled.status.code()), handled.status, upgrade || raw);
   }
   if (handled.close_after || closed_) return Linger();
   ReadHead(/*fresh=*/false);
@@ -464,6 +495,22 @@ beast::error_code Connection::RunAndWait(StartOp start, std::shared_ptr<const vo
   beast::error_code ec = completion->Wait(absl::Now() + options().io_timeout + absl::Seconds(30));
   if (ec == net::error::timed_out) Close();
   return ec;
+}
+
+beast::error_code Connection::HandOverRaw(
+    absl::AnyInvocable<std::function<void()>(beast::tcp_stream, std::string) &&> take) {
+  auto completion = std::make_shared<Completion>();
+  net::dispatch(stream_.get_executor(), [self = shared_from_this(), take = std::move(take), completion]() mutable {
+    if (self->closed_) return completion->Set(net::error::operation_aborted);
+    self->upgraded_ = true;
+    self->stream_.expires_never();
+    const auto data = self->buffer_.data();
+    std::string leftover(static_cast<const char*>(data.data()), data.size());
+    self->buffer_.consume(self->buffer_.size());
+    self->close_raw_ = std::move(take)(std::move(self->stream_), std::move(leftover));
+    completion->Set({});
+  });
+  return completion->Wait(absl::Now() + options().io_timeout + absl::Seconds(30));
 }
 
 beast::error_code Connection::HandOver(absl::AnyInvocable<void(beast::tcp_stream, Done) &&> take) {

@@ -83,6 +83,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // WebSocket upgrade), and waits for `take`'s own completion. Not called
   // (operation_aborted) when the connection was closed first.
   beast::error_code HandOver(absl::AnyInvocable<void(beast::tcp_stream, Done) &&> take);
+  // On a handler thread: hands the stream and the bytes read past the
+  // request head to `take` on the strand (a raw route), and keeps what
+  // `take` returns, to call when the connection is closed (Stop).
+  beast::error_code HandOverRaw(absl::AnyInvocable<std::function<void()>(beast::tcp_stream, std::string) &&> take);
   // The WebSocket this connection became; closed by Close().
   void SetWebSocket(std::weak_ptr<WebSocket> socket);
   // While a response streams: tells `hangup` when the client closes or
@@ -99,6 +103,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnHead(beast::error_code ec);
   void ReadBody();
   void OnBody(beast::error_code ec);
+  void RunRaw();
   void RunHandler();  // a pool thread, or the strand for nonblocking routes
   struct Handled {
     absl::Status status;
@@ -131,6 +136,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool upgraded_ = false;                                  // on the strand
   std::weak_ptr<WebSocket> websocket_;                     // on the strand
   std::shared_ptr<void> body_reservation_;                 // on the strand: request_'s body's bytes
+  std::function<void()> close_raw_;                        // on the strand: a raw route's taker's
 };
 
 // The Beast message an answer is sent as: `response` with Server, the

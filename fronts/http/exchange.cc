@@ -201,6 +201,26 @@ absl::StatusOr<std::unique_ptr<ResponseStream>> Exchange::StartStream(
 
 bool Exchange::IsWebSocketUpgrade() const { return boost::beast::websocket::is_upgrade(request_.raw); }
 
+absl::Status Exchange::TakeConnection(Taker take) {
+  if (answered_) return absl::FailedPreconditionError("this request was answered already");
+  if (on_io_thread_) return absl::FailedPreconditionError("a nonblocking route cannot hand its connection over");
+  absl::StatusOr<std::unique_ptr<TenantStreams::Lease>> lease = connection_.shared().streams->Open(request_.tenant);
+  if (!lease.ok()) return lease.status();
+  answered_ = true;
+  upgraded_ = true;
+  close_after_ = true;
+  beast::error_code ec = connection_.HandOverRaw(
+      [connection = connection_.shared_from_this(), lease = std::shared_ptr<TenantStreams::Lease>(*std::move(lease)),
+       take = std::move(take)](beast::tcp_stream stream, std::string leftover) mutable {
+        // The connection and the tenant's lease live as long as the taker keeps them.
+        auto keep = std::make_shared<std::pair<std::shared_ptr<Connection>, std::shared_ptr<TenantStreams::Lease>>>(
+            connection, lease);
+        return std::move(take)(std::move(stream), std::move(leftover), std::move(keep));
+      });
+  if (ec) return absl::UnavailableError(absl::StrCat("the client is gone: ", ec.message()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<WebSocket>> Exchange::AcceptWebSocket(
     const std::vector<std::string>& subprotocols) {
   if (answered_) return absl::FailedPreconditionError("this request was answered already");

@@ -14,12 +14,14 @@
 //                   subprotocol chosen from the client's offer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/base/thread_annotations.h"
@@ -132,6 +134,16 @@ class Exchange {
   // others, or if this is no upgrade request; RESOURCE_EXHAUSTED like
   // StartStream). Then Start the socket and return: it needs no thread.
   absl::StatusOr<std::shared_ptr<WebSocket>> AcceptWebSocket(const std::vector<std::string>& subprotocols);
+
+  // A raw route's (RouteOptions::raw) whole connection, its request head
+  // read and nothing after it: `take` gets, on the connection's strand, the
+  // stream, the bytes the server read past the head, and `keep`, the
+  // connection (one of the server's until `keep` is dropped); it returns
+  // how to end what it does with them when the server stops. Counts as one
+  // of the tenant's long-lived streams while `keep` lives.
+  using Taker = absl::AnyInvocable<std::function<void()>(boost::beast::tcp_stream stream, std::string leftover,
+                                                         std::shared_ptr<void> keep) &&>;
+  absl::Status TakeConnection(Taker take);
 
   bool IsWebSocketUpgrade() const;
   bool answered() const { return answered_; }

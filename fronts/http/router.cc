@@ -62,6 +62,23 @@ void Router::Claim(std::shared_ptr<const Protocol> protocol, std::string prefix)
   claims_.emplace_back(std::move(prefix), std::move(protocol));
 }
 
+void Router::AddHost(std::shared_ptr<const Protocol> protocol, HostMatch match, Handler handler,
+                     RouteOptions options) {
+  Route route;
+  route.protocol = std::move(protocol);
+  route.method = "*";
+  route.handler = std::move(handler);
+  route.options = options;
+  host_route_ = std::move(route);
+  host_match_ = std::move(match);
+}
+
+const Route* Router::FindByHost(absl::string_view host,
+                                absl::flat_hash_map<std::string, std::string>* params) const {
+  if (!host_route_ || host.empty()) return nullptr;
+  return host_match_(host, params) ? &*host_route_ : nullptr;
+}
+
 Router::Match Router::Find(absl::string_view method, absl::string_view path) const {
   Match match;
   const std::vector<std::string> segments = Segments(path);

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct RouteOptions {
   // sandbox plane opens the request's access token). The handler may set
   // request.tenant itself later, once it has checked more.
   std::function<std::string(const Request&)> tenant_of;
+
+  // The body is not read: the handler answers, or takes the connection as
+  // it is (Exchange::TakeConnection) to relay it elsewhere (exposed ports).
+  bool raw = false;
 };
 
 struct Route {
@@ -81,6 +86,13 @@ class Router {
   // Paths under `prefix` ("/api", or "/" for everything left) belong to
   // `protocol` when no route takes them; the longest prefix wins.
   void Claim(std::shared_ptr<const Protocol> protocol, std::string prefix);
+  // Requests whose Host `match` takes (filling the route's params) go to
+  // `handler` whatever their method and path, before any path route: a
+  // server named by its Host (an exposed port). One such route at most.
+  using HostMatch = std::function<bool(absl::string_view host, absl::flat_hash_map<std::string, std::string>* params)>;
+  void AddHost(std::shared_ptr<const Protocol> protocol, HostMatch match, Handler handler, RouteOptions options = {});
+  // The host route for `host`, with its params; null if none takes it.
+  const Route* FindByHost(absl::string_view host, absl::flat_hash_map<std::string, std::string>* params) const;
 
   struct Match {
     const Route* route = nullptr;       // null: no route for this method and path
@@ -98,6 +110,8 @@ class Router {
  private:
   std::vector<Route> routes_;
   std::vector<std::pair<std::string, std::shared_ptr<const Protocol>>> claims_;
+  std::optional<Route> host_route_;
+  HostMatch host_match_;
 };
 
 }  // namespace warden::http

@@ -258,17 +258,21 @@ describe('An E2B sandbox is one machine', () => {
     assert.deepEqual(results.map((r) => r.value), Array(n).fill('ready\n'));
   });
 
-  test('allow_internet_access: served as no network, said so, and connections fail at once', () =>
+  test('allow_internet_access: asked for, refused at once where the operator has egress off, saying so', () =>
     withSandbox({ allowInternetAccess: true }, async (sbx) => {
       const r = await fetch(`${wardend.base}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': KEY } });
       const info = await r.json();
-      assert.equal(info.allowInternetAccess, false);
-      assert.equal(info.warden.network, 'none');
-      assert.match(wardend.log(), /allow_internet_access was asked for/);
+      assert.equal(info.allowInternetAccess, true);
+      assert.deepEqual(info.network.denyOut, []);
       const started = Date.now();
+      // Through the proxy (HTTPS_PROXY is set): refused, naming the setting.
+      const viaProxy = await sbx.commands.run(
+        `python3 -c "import urllib.request; urllib.request.urlopen('https://example.com/')" 2>&1 || true`);
+      assert.match(viaProxy.stdout, /egress\.enabled/);
+      // Around it: the sandbox's own network has loopback only.
       await assert.rejects(
         () => sbx.commands.run(`python3 -c "import socket; socket.create_connection(('192.0.2.1', 80), timeout=20)"`),
         (e) => e instanceof CommandExitError && /unreachable/i.test(e.stderr));
-      assert.ok(Date.now() - started < 10_000, 'the connection attempt failed at once');
+      assert.ok(Date.now() - started < 10_000, 'the connection attempts failed at once');
     }));
 });

@@ -75,7 +75,7 @@ def test_what_warden_does_not_do_is_refused_with_a_clear_error(e2b_env):
         Sandbox.create("my-template")
 
 
-def test_internet_access_is_served_as_no_network(e2b_env):
+def test_internet_access_never_bypasses_the_egress_proxy(e2b_env):
     sbx = Sandbox.create(allow_internet_access=True)
     try:
         tried = sbx.run_code("import socket\ntry:\n  socket.create_connection(('1.1.1.1', 80), timeout=5)\n"
