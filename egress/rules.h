@@ -52,7 +52,7 @@ class Decision {
 
  private:
   const Rules& rules_;
-  const Host& host_;
+  const Host host_;
   const uint16_t port_;
   Policy::NameVerdict ceiling_ = Policy::NameVerdict::kDenied;
   Policy::NameVerdict policy_ = Policy::NameVerdict::kDenied;
