@@ -293,3 +293,29 @@ def test_agent_refuses_a_bad_request_with_a_warden_error(client, model):
     model.script([])
     with pytest.raises(warden.InvalidArgument):
         list(client.agent("x", max_iterations=10 ** 6))
+
+
+# ---- network (docs/api.md "Network"; egress is off on this daemon)
+
+def test_a_sessions_network_policy_is_kept_and_shown_without_secrets(client):
+    network = warden.Network(allow=["pypi.org", "*.pythonhosted.org:443"], deny=["10.0.0.0/8"],
+                             secrets=[warden.Secret("API_KEY", "sk-test-never-shown", ["api.example.com"])],
+                             headers={"api.example.com": {"X-Org": "org-never-shown"}})
+    with client.session(network=network) as s:
+        info = s.info()
+        assert info.network.allow == ("pypi.org", "*.pythonhosted.org:443")
+        assert info.network.deny == ("10.0.0.0/8",)
+        assert info.network.secrets == (warden.Secret("API_KEY", "(hidden)", ("api.example.com",)),)
+        assert info.network.headers == {"api.example.com": {"X-Org": "(hidden)"}}
+        assert "never-shown" not in repr(info)
+        assert len(info.traffic_token) >= 32
+        # The sandbox holds the placeholder; its way out answers at once why
+        # there is no network here.
+        out = s.run("import os, urllib.request\nprint(os.environ['API_KEY'])\n"
+                    "try:\n    urllib.request.urlopen('https://pypi.org/simple/', timeout=20)\n"
+                    "except Exception as e:\n    print(e)\n")
+        assert "warden-secret-API_KEY" in out.stdout
+        assert "egress is off on this wardend" in out.stdout, out.stdout
+        assert s.update_network(None).network is None
+    with pytest.raises(warden.InvalidArgument, match=r"network.allow\[0\]"):
+        client.session(network=warden.Network(allow=["not a host"]))

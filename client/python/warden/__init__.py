@@ -19,13 +19,13 @@ from warden.client import Client, Files, Session
 from warden.errors import (Cancelled, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument,
                            NotFound, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                            WardenError)
-from warden.types import AgentEvent, ErrorInfo, Execution, FileInfo, Result, SessionInfo
+from warden.types import AgentEvent, ErrorInfo, Execution, FileInfo, Network, Result, Secret, SessionInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Session", "Files", "AsyncClient", "AsyncSession", "AsyncFiles",
-    "Execution", "Result", "ErrorInfo", "FileInfo", "SessionInfo", "AgentEvent",
+    "Execution", "Result", "ErrorInfo", "FileInfo", "SessionInfo", "AgentEvent", "Network", "Secret",
     "Function", "RetryPolicy", "TlsFiles", "DEFAULT_ADDRESS",
     "WardenError", "InvalidArgument", "NotFound", "PermissionDenied", "ResourceExhausted",
     "Unavailable", "DeadlineExceeded", "Unauthenticated", "FailedPrecondition", "Cancelled", "Internal",

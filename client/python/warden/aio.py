@@ -19,7 +19,7 @@ from warden import _common
 from warden._common import FileData, Function, RetryPolicy
 from warden._connection import Connection, TlsFiles
 from warden.errors import NotFound, WardenError, from_rpc_error
-from warden.types import AgentEvent, Execution, FileInfo, SessionInfo
+from warden.types import AgentEvent, Execution, FileInfo, Network, SessionInfo
 from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncFiles"]
@@ -142,7 +142,8 @@ class AsyncClient:
                 cpu_timeout: Optional[float] = None, memory_mb: Optional[int] = None,
                 output_bytes: Optional[int] = None, ttl: Optional[float] = None,
                 idle_timeout: Optional[float] = None,
-                labels: Optional[Mapping[str, str]] = None) -> "_SessionOpener":
+                labels: Optional[Mapping[str, str]] = None, network: Optional[Network] = None,
+                public_ports: bool = False) -> "_SessionOpener":
         """Creates a session; see warden.Client.session.
 
         Either `session = await client.session()` (close it yourself) or
@@ -152,6 +153,9 @@ class AsyncClient:
             language=_common.language_enum(language),
             limits=_common.limits(timeout, cpu_timeout, memory_mb, output_bytes),
             ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}))
+        if network is not None:
+            request.network.CopyFrom(network.to_proto())
+        setattr(request.ports, "public", public_ports)
         return _SessionOpener(self, request)
 
     async def attach(self, session_id: str) -> "AsyncSession":
@@ -306,6 +310,13 @@ class AsyncSession:
 
     async def info(self) -> SessionInfo:
         return await self.client.get_session(self.id)
+
+    async def update_network(self, network: Optional[Network]) -> SessionInfo:
+        """Replaces the session's network policy; see warden.Session.update_network."""
+        request = pb.UpdateNetworkRequest(session_id=self.id)
+        if network is not None:
+            request.network.CopyFrom(network.to_proto())
+        return SessionInfo.from_proto(await self.client._unary("UpdateNetwork", request))
 
     async def interrupt(self) -> bool:
         """Stops the running cell; False when nothing ran."""

@@ -16,7 +16,7 @@ from warden import _common
 from warden._common import FileData, Function, RetryPolicy
 from warden._connection import Connection, TlsFiles
 from warden.errors import NotFound, WardenError, from_rpc_error
-from warden.types import AgentEvent, Execution, FileInfo, SessionInfo
+from warden.types import AgentEvent, Execution, FileInfo, Network, SessionInfo
 from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc
 
 __all__ = ["Client", "Session", "Files"]
@@ -142,18 +142,25 @@ class Client:
                 cpu_timeout: Optional[float] = None, memory_mb: Optional[int] = None,
                 output_bytes: Optional[int] = None, ttl: Optional[float] = None,
                 idle_timeout: Optional[float] = None,
-                labels: Optional[Mapping[str, str]] = None) -> "Session":
+                labels: Optional[Mapping[str, str]] = None, network: Optional[Network] = None,
+                public_ports: bool = False) -> "Session":
         """Creates a session: a live interpreter whose state persists between runs.
 
         memory_mb is the whole session's; timeout, cpu_timeout and
         output_bytes are its cells' defaults. ttl and idle_timeout are in
-        seconds (None: the server's 1 h and 10 min). Use it in a `with`
-        block to close it at the end.
+        seconds (None: the server's 1 h and 10 min). network is where its
+        code may connect (warden.Network; None: its pool's policy, or no
+        network at all); public_ports lets anyone reach its exposed ports
+        (if the operator allows it). Use it in a `with` block to close it at
+        the end.
         """
         request = pb.CreateSessionRequest(
             language=_common.language_enum(language),
             limits=_common.limits(timeout, cpu_timeout, memory_mb, output_bytes),
             ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}))
+        if network is not None:
+            request.network.CopyFrom(network.to_proto())
+        setattr(request.ports, "public", public_ports)
         return Session(self, SessionInfo.from_proto(self._unary(self._executor.CreateSession, request)))
 
     def attach(self, session_id: str) -> "Session":
@@ -316,6 +323,14 @@ class Session:
     def info(self) -> SessionInfo:
         """The session's state as the server reports it now."""
         return self.client.get_session(self.id)
+
+    def update_network(self, network: Optional[Network]) -> SessionInfo:
+        """Replaces the session's network policy (None: none of its own, so its
+        pool's). Connections already open keep the rules they opened under."""
+        request = pb.UpdateNetworkRequest(session_id=self.id)
+        if network is not None:
+            request.network.CopyFrom(network.to_proto())
+        return SessionInfo.from_proto(self.client._unary(self.client._executor.UpdateNetwork, request))
 
     def interrupt(self) -> bool:
         """Stops the running cell (KeyboardInterrupt in Python); False when nothing ran."""

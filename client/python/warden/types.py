@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from warden.v1 import agent_pb2, executor_pb2 as pb
 
-__all__ = ["Result", "ErrorInfo", "Execution", "FileInfo", "SessionInfo", "AgentEvent"]
+__all__ = ["Result", "ErrorInfo", "Execution", "FileInfo", "SessionInfo", "AgentEvent", "Network", "Secret"]
 
 # MIME types whose bytes are UTF-8 text (docs/api.md, "The result shape");
 # every other type (image/png, application/pdf, ...) stays raw bytes.
@@ -239,6 +239,52 @@ class FileInfo:
 
 
 @dataclass(frozen=True)
+class Secret:
+    """A secret bound to hosts: the sandbox sees NAME=warden-secret-NAME in its
+    environment; the egress proxy writes `value` in place of that placeholder
+    in the headers of HTTPS requests to `hosts`, and nowhere else."""
+
+    name: str
+    value: str
+    hosts: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Network:
+    """Where a session's connections may go (docs/api.md, "Network").
+
+    Entries are "example.com", "*.example.com" (below it), "*" (everything),
+    addresses and networks ("203.0.113.7", "10.0.0.0/8", "[2001:db8::1]"),
+    each with an optional ":443" or ":8000-8999". An `allow` entry beats a
+    `deny` entry, which beats the default (`allow_by_default`). `headers`
+    maps a host ("api.example.com", "*.example.com") to headers set on its
+    HTTPS requests. The operator's ceiling for your tenant narrows it all.
+    Values of secrets and headers come back hidden.
+    """
+
+    allow: Sequence[str] = ()
+    deny: Sequence[str] = ()
+    allow_by_default: bool = False
+    secrets: Sequence[Secret] = ()
+    headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def to_proto(self) -> pb.NetworkPolicy:
+        policy = pb.NetworkPolicy(allow=list(self.allow), deny=list(self.deny),
+                                  allow_by_default=self.allow_by_default)
+        for secret in self.secrets:
+            policy.secrets.add(name=secret.name, value=secret.value, hosts=list(secret.hosts))
+        for host, headers in self.headers.items():
+            policy.header_rules.add(host=host, headers=dict(headers))
+        return policy
+
+    @classmethod
+    def from_proto(cls, message: pb.NetworkPolicy) -> "Network":
+        return cls(allow=tuple(message.allow), deny=tuple(message.deny), allow_by_default=message.allow_by_default,
+                   secrets=tuple(Secret(s.name, s.value, tuple(s.hosts)) for s in message.secrets),
+                   headers={r.host: dict(r.headers) for r in message.header_rules})
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     """A session as the server reports it (GetSession, ListSessions, RestartSession)."""
 
@@ -253,15 +299,26 @@ class SessionInfo:
     age_ms: int
     idle_ms: int
     lost_reason: str
+    # Its own network policy (None: its pool's, or none), what it moved
+    # through the egress proxy, and its exposed ports' access.
+    network: Optional[Network] = None
+    network_usage: Dict[str, int] = field(default_factory=dict)
+    public_ports: bool = False
+    traffic_token: str = ""
 
     @classmethod
     def from_proto(cls, message: pb.Session) -> "SessionInfo":
+        usage = message.network_usage
         return cls(id=message.id, language=_enum_name(pb.Language, message.language, "LANGUAGE_").lower(),
                    state=_enum_name(pb.SessionState, message.state, "SESSION_STATE_"),
                    labels=dict(message.labels), execution_count=message.execution_count,
                    memory_bytes=message.memory_bytes, created_unix_ms=message.created_unix_ms,
                    expires_unix_ms=message.expires_unix_ms, age_ms=message.age_ms,
-                   idle_ms=message.idle_ms, lost_reason=message.lost_reason)
+                   idle_ms=message.idle_ms, lost_reason=message.lost_reason,
+                   network=Network.from_proto(message.network) if message.HasField("network") else None,
+                   network_usage={"bytes_out": usage.bytes_out, "bytes_in": usage.bytes_in,
+                                  "connections": usage.connections, "refused": usage.refused, "open": usage.open},
+                   public_ports=getattr(message.ports, "public"), traffic_token=message.traffic_token)
 
 
 class AgentEvent:
