@@ -223,6 +223,17 @@ def figures(results):
     rows.append(_row("HTTP front", "E2B `/execute` of `print(1)` per second, 4 sandboxes", "runs/s",
                      _get(http, "warden", "execute", "per_second"), "the HTTP server before issue 20",
                      _get(http, "baseline", "execute", "per_second"), better="higher"))
+
+    eg = s.get("egress", {})
+    for key, what in (("tunnel", "HTTPS request, fresh connection, through the egress proxy (tunnelled), p50"),
+                      ("intercept", "the same with TLS terminated by the proxy (a host with secrets), p50")):
+        rows.append(_row("Egress", what, "ms", _get(eg, key, "p50_ms"), "the same request directly, on loopback",
+                         _get(eg, "direct", "p50_ms")))
+    rows.append(_row("Egress", "one download through the proxy", "MB/s", eg.get("tunnel_mb_per_s"),
+                     "the same download directly", eg.get("direct_mb_per_s"), better="higher"))
+    rows.append(_row("Egress", "`pip install` of 50 packages from an HTTPS index, in a session", "s",
+                     _get(eg, "pip", "warden_median_s"), "the host's pip, straight to the index",
+                     _get(eg, "pip", "direct_median_s")))
     return rows
 
 
@@ -451,6 +462,33 @@ def goals_20(results):
         new, old = _get(w, key, "per_second"), _get(http, "baseline", key, "per_second")
         goal("throughput of %s at least as high as before (same run)" % what, _ratio(new, old), "%.2fx",
              lambda v: v >= 1)
+    return out
+
+
+def goals_30(results):
+    """Issue 30's goals (the egress proxy beside a direct connection)."""
+    e = results.get("sections", {}).get("egress", {})
+    out = []
+
+    def goal(text, value, fmt, ok):
+        out.append({"goal": text, "measured": None if value is None else fmt % value,
+                    "met": None if value is None else bool(ok(value))})
+
+    direct = _get(e, "direct", "p50_ms")
+    for key, text, bound in (("tunnel", "an HTTPS request through the proxy, not intercepted", 1.0),
+                             ("intercept", "an HTTPS request through the proxy, intercepted (TLS terminated)", 3.0)):
+        added = None if direct is None or _get(e, key, "p50_ms") is None else _get(e, key, "p50_ms") - direct
+        goal("%s: at most %g ms p50 added over a direct connection on loopback" % (text, bound), added,
+             "+%%.2f ms (direct %.2f ms)" % (direct or 0), lambda v, b=bound: v <= b)
+    goal("one download through the proxy: at least 80%% of a direct one's throughput",
+         _ratio(e.get("tunnel_mb_per_s"), e.get("direct_mb_per_s")),
+         "%%.2fx (%s vs %s MB/s)" % (_fmt(e.get("tunnel_mb_per_s")), _fmt(e.get("direct_mb_per_s"))),
+         lambda v: v >= 0.8)
+    pip = e.get("pip") or {}
+    goal("`pip install` of a 50-package set from a local index: within 20%% of the same install outside Warden",
+         _ratio(pip.get("warden_median_s"), pip.get("direct_median_s")),
+         "%%.2fx (%s s vs %s s)" % (_fmt(pip.get("warden_median_s")), _fmt(pip.get("direct_median_s"))),
+         lambda v: v <= 1.2)
     return out
 
 
@@ -685,6 +723,7 @@ def generated(results):
                       goals_table(results, goals_11, 11), "", goals_table(results, goals_12, 12), "",
                       goals_table(results, goals_20, 20), "", goals_table(results, goals_22, 22), "",
                       goals_table(results, goals_28, 28), "",
+                      goals_table(results, goals_30, 30), "",
                       "### Details\n",
                       details(results), END])
 

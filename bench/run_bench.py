@@ -64,7 +64,7 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "commands", "throughput", "burst", "humaneval", "noisy", "memory",
-            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway", "http"]
+            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway", "http", "egress"]
 NGINX = "/usr/sbin/nginx"
 
 # Sizes of each section: (smoke, quick, full). Quick stays under 4
@@ -122,6 +122,11 @@ SIZES = {
     "burst_e2b": (3, 100, 1000),
     # requests waiting for a turn while wardend's memory and threads are read
     "queued": (100, 2000, 5000),
+    # egress: HTTPS requests per latency series, MB of the download, pip
+    # installs of the 50-package set per side.
+    "egress_requests": (20, 200, 1000),
+    "egress_download_mb": (8, 128, 512),
+    "egress_pip_runs": (1, 1, 3),
 }
 MODES = ("smoke", "quick", "full")
 # Bursts of 100 at once, create to first command ("time to interactive"),
@@ -789,6 +794,20 @@ class Bench:
                          "--burst", str(self.size("fleet_burst")), "--drain", str(self.size("fleet_drain")),
                          "--cells", str(self.size("fleet_cells")), "--partitions", str(self.size("fleet_partitions")),
                          "--settle-s", str(self.size("fleet_settle_s"))], timeout=3600)
+
+    def section_egress(self):
+        """bench/egress_bench: the egress proxy's added latency to an HTTPS
+        request (tunnelled, and with TLS terminated) and one download's
+        throughput, beside the same client going directly, on loopback;
+        bench/egress_pip_bench.py: pip installing 50 packages from a local
+        HTTPS index in a session, through the proxy, beside the host's pip
+        straight to it (both in network namespaces of their own)."""
+        out = run_json([str(self.bin / "egress_bench"), "--requests", str(self.size("egress_requests")),
+                        "--download-mb", str(self.size("egress_download_mb"))], timeout=900)
+        out["pip"] = run_json(["unshare", "--net", "--mount", "--", PYTHON, str(HERE / "egress_pip_bench.py"),
+                               "--bin-dir", str(self.bin), "--runs", str(self.size("egress_pip_runs"))], timeout=1800)
+        out["loadavg"] = open("/proc/loadavg").read().split()[:3]
+        return out
 
     def section_kernel_gateway(self):
         """bench/kernel_gateway_bench.py with the tests' virtualenv: the same
