@@ -191,6 +191,16 @@ absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvi
     return absl::InvalidArgumentError("--env needs --machine: a plain session's interpreter starts warm, before it");
   }
   request.mutable_env()->insert(env->begin(), env->end());
+  // Its network policy (docs/api.md "Network"): only when asked for, so
+  // that without these flags it gets its pool's, as before.
+  const std::vector<std::string> allow = args.Values("--allow");
+  const std::vector<std::string> deny = args.Values("--deny");
+  if (!allow.empty() || !deny.empty() || args.Has("--allow-all")) {
+    v1::NetworkPolicy* network = request.mutable_network();
+    network->set_allow_by_default(args.Has("--allow-all"));
+    for (const std::string& entry : allow) network->add_allow(entry);
+    for (const std::string& entry : deny) network->add_deny(entry);
+  }
   return command;
 }
 
@@ -392,6 +402,10 @@ const std::vector<CommandSpec>& Commands() {
         kLabelFlag,
         {"--machine", "", "a shared workspace: one machine for its contexts, commands and terminals"},
         {"--env", "NAME=VALUE", "with --machine: an environment variable of all its processes"},
+        {"--allow", "DEST", "its code may connect there (through the egress proxy): a host, *.domain, *,\n"
+                            "an address or network, each with an optional :port; repeat for more"},
+        {"--deny", "DEST", "refused unless an --allow entry names it; repeat for more"},
+        {"--allow-all", "", "everything not denied may be reached (the operator's ceiling still narrows it)"},
         {"--json", "", "print the session as JSON instead of its ID"}},
        BuildSessionCreate},
       {"session list", "", 0, 0, "List sessions: id, language, state, age, idle, memory, ...",

@@ -141,6 +141,20 @@ TEST(ParseCommandLineTest, SessionCreateBuildsTheRequest) {
               UnorderedElementsAre(Pair("team", "ml"), Pair("run", "a=b")));
 }
 
+TEST(ParseCommandLineTest, SessionCreateTakesANetworkPolicyOnlyWhenAskedFor) {
+  auto plain = Get<SessionCreateCommand>(Parse({"session", "create"}));
+  EXPECT_FALSE(plain.request.has_network());  // its pool's policy, if any
+  auto create = Get<SessionCreateCommand>(Parse({"session", "create", "--allow", "pypi.org", "--allow",
+                                                 "*.pythonhosted.org:443", "--deny", "10.0.0.0/8"}));
+  ASSERT_TRUE(create.request.has_network());
+  EXPECT_FALSE(create.request.network().allow_by_default());
+  EXPECT_THAT(create.request.network().allow(), ElementsAre("pypi.org", "*.pythonhosted.org:443"));
+  EXPECT_THAT(create.request.network().deny(), ElementsAre("10.0.0.0/8"));
+  auto open = Get<SessionCreateCommand>(Parse({"session", "create", "--allow-all", "--deny", "evil.example"}));
+  EXPECT_TRUE(open.request.network().allow_by_default());
+  EXPECT_THAT(open.request.network().deny(), ElementsAre("evil.example"));
+}
+
 TEST(ParseCommandLineTest, SessionCreateRejectsBadValues) {
   EXPECT_FALSE(Parse({"session", "create", "--label", "novalue"}).ok());
   EXPECT_FALSE(Parse({"session", "create", "--label", "=v"}).ok());
