@@ -154,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const DaemonOptions& da
   if (mkdir(runtime_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::ErrnoToStatus(errno, absl::StrCat("making ", runtime_dir));
   }
+  network->runtime_dir_ = runtime_dir;
   network->ca_bundle_ = runtime_dir + "/sandbox-ca-bundle.pem";
   RETURN_IF_ERROR(WriteFileAtomically(network->ca_bundle_, bundle, 0644));
 
@@ -203,7 +204,12 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const DaemonOptions& da
   return network;
 }
 
-Network::~Network() = default;
+Network::~Network() {
+  // The bundle and its directory are this daemon's run's (a kept sandbox's
+  // bind holds its own reference to the file); the CA stays with the state.
+  if (!ca_bundle_.empty()) unlink(ca_bundle_.c_str());
+  if (!runtime_dir_.empty()) rmdir(runtime_dir_.c_str());
+}
 
 const std::string& Network::ca_certificate_pem() const { return ca_->certificate_pem(); }
 

@@ -91,6 +91,7 @@ class Network {
   EgressOptions options_;
   std::shared_ptr<egress::CertificateAuthority> ca_;
   std::unique_ptr<egress::Proxy> proxy_;
+  std::string runtime_dir_;  // made for this run; removed with it when empty
   std::string ca_bundle_;
   Ceiling default_ceiling_;
   std::map<std::string, Ceiling> tenant_ceilings_;

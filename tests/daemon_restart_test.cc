@@ -311,8 +311,9 @@ TEST_F(DaemonRestartTest, KillNineLeavesNothingOnceTheNextDaemonStarts) {
   EXPECT_TRUE(absl::StrContains(ReadText(dir_ + "/wardend.state"), absl::StrCat("daemon ", second.pid())));
   std::set<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename());
-  EXPECT_EQ(files, (std::set<std::string>{"wardend.json", "first.log", "second.log", "w.sock",
-                                          "wardend.lock", "wardend.state"}));
+  // The egress CA is state; egress/ holds the running daemon's CA bundle.
+  EXPECT_EQ(files, (std::set<std::string>{"wardend.json", "first.log", "second.log", "w.sock", "wardend.lock",
+                                          "wardend.state", "egress", "egress-ca.pem", "egress-ca.key"}));
   // And it works.
   const std::string c = CreateSession(second);
   EXPECT_EQ(Execute(second, c, "print('alive')").stdout(), "alive\n");
@@ -583,7 +584,14 @@ TEST_F(KeptSessionsTest, SandboxHasNoWayToTheKeeper) {
   const std::string mounts = r.stdout().substr(r.stdout().find("MOUNTS"));
   EXPECT_FALSE(absl::StrContains(links, "keeper")) << links;
   EXPECT_FALSE(absl::StrContains(links, dir_)) << links;
-  EXPECT_FALSE(absl::StrContains(mounts, dir_)) << mounts;
+  // One file of the daemon's directory is bound in: the sandboxes' CA
+  // bundle (egress), read-only; the mount table names its host path, and
+  // it leads nowhere else.
+  for (absl::string_view mount : absl::StrSplit(mounts, " | ")) {
+    if (!absl::StrContains(mount, dir_)) continue;
+    EXPECT_TRUE(absl::StrContains(mount, absl::StrCat(dir_, "/egress/sandbox-ca-bundle.pem /etc/ssl/certs/ca-certificates.crt ro,")))
+        << mount;
+  }
   EXPECT_FALSE(absl::StrContains(mounts, " /run")) << mounts;
   // No socket of the keeper's is one the sandbox holds: the keeper holds
   // only wardend's ends of the sandbox's socket pairs, never the sandbox's.
@@ -621,7 +629,9 @@ TEST_F(KeptSessionsTest, DropSessionsAndRealStopLeaveNothing) {
   EXPECT_TRUE(CgroupDirsNamed(absl::StrCat("warden-", first)).empty());
   std::set<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename());
-  EXPECT_EQ(files, (std::set<std::string>{"wardend.json", "kept.log", "wardend.lock"})) << kept->log();
+  // The egress CA is state: sessions kept across a restart trust it still.
+  EXPECT_EQ(files, (std::set<std::string>{"wardend.json", "kept.log", "wardend.lock", "egress-ca.pem", "egress-ca.key"}))
+      << kept->log();
 
   // --drop-sessions: a session, a kill -9 of wardend, and the next wardend
   // (run with that flag too) drops it instead of adopting it.
