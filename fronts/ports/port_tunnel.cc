@@ -15,6 +15,9 @@ absl::StatusOr<std::shared_ptr<PortStream>> PortStream::Open(v1::Executor::StubI
                                                             const Credential& credential, const std::string& session_id,
                                                             int port, absl::Time deadline) {
   std::shared_ptr<PortStream> stream(new PortStream());
+  // What the caller holds: dropped before Start (a refusal, a timeout, a
+  // client gone before the relay began), it ends the call.
+  std::shared_ptr<PortStream> handle(stream.get(), [stream](PortStream* s) { s->Unclaimed(); });
   stream->context_ = http::UpstreamContext(credential.bearer);
   stream->request_.set_session_id(session_id);
   stream->request_.set_port(port);
@@ -24,6 +27,9 @@ absl::StatusOr<std::shared_ptr<PortStream>> PortStream::Open(v1::Executor::StubI
     stream->self_ = stream;  // until OnDone
   }
   executor->async()->ConnectPort(stream->context_.get(), stream.get());
+  // Both flows go on from outside the reactions (Start, the client's
+  // strand): a hold each keeps the call until its flow has ended.
+  stream->AddMultipleHolds(2);
   stream->StartWrite(&stream->request_);
   stream->StartRead(&stream->response_);
   stream->StartCall();
@@ -32,10 +38,32 @@ absl::StatusOr<std::shared_ptr<PortStream>> PortStream::Open(v1::Executor::StubI
     return absl::DeadlineExceededError(absl::StrCat("port ", port, " of sandbox ", session_id, " did not answer in time"));
   }
   if (!stream->opened_) return http::FromGrpc(stream->status_);
-  return stream;
+  return handle;
 }
 
 PortStream::~PortStream() = default;
+
+void PortStream::Release(bool read, bool write) {
+  {
+    absl::MutexLock lock(&mu_);
+    read = read && read_held_;
+    write = write && write_held_;
+    if (read) read_held_ = false;
+    if (write) write_held_ = false;
+  }
+  // Outside the lock: the last release may run OnDone on this thread.
+  if (read) RemoveHold();
+  if (write) RemoveHold();
+}
+
+void PortStream::Unclaimed() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return;
+  }
+  context_->TryCancel();
+  Release(true, true);
+}
 
 std::function<void()> PortStream::Start(boost::beast::tcp_stream client, std::string first, std::shared_ptr<void> keep) {
   client.expires_never();
@@ -77,24 +105,21 @@ void PortStream::ReadClient() {
   auto self = shared_from_this();
   net::dispatch(client_->get_executor(), [self] {
     self->client_->async_read_some(net::buffer(self->buffer_), [self](error_code ec, size_t n) {
-      absl::MutexLock lock(&self->mu_);
-      if (self->call_done_) return;
       if (ec) {
         // The client is done sending: so is the call (the port still answers).
-        if (!self->writes_done_) {
-          self->writes_done_ = true;
-          self->StartWritesDone();
-        }
+        self->StartWritesDone();
+        self->Release(false, true);
         return;
       }
+      absl::MutexLock lock(&self->mu_);
       self->WriteUp(std::string(self->buffer_.data(), n));
     });
   });
 }
 
 void PortStream::OnWriteDone(bool ok) {
+  if (!ok) return Release(false, true);  // the call ended; OnDone follows
   absl::MutexLock lock(&mu_);
-  if (!ok) return;  // the call ended; OnDone follows
   if (!opening_written_) {
     opening_written_ = true;
     if (!started_) return;  // Start goes on from here
@@ -116,29 +141,35 @@ void PortStream::OnReadDone(bool ok) {
       opened_ = true;
       settled_.Notify();
     }
-    // Not opened: the call's status (OnDone) says why.
+    // Not opened: the call's status (OnDone) says why, once neither flow
+    // holds it (no Start will come). Opened: Start goes on.
+    if (!opened_) Release(true, true);
     return;
   }
   if (!ok) {
     // The port closed: the client hears the end after the last bytes.
-    auto self = shared_from_this();
-    absl::MutexLock lock(&mu_);
-    if (client_) {
-      net::dispatch(client_->get_executor(), [self] {
-        error_code ignored;
-        self->client_->socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
-      });
+    {
+      auto self = shared_from_this();
+      absl::MutexLock lock(&mu_);
+      if (client_) {
+        net::dispatch(client_->get_executor(), [self] {
+          error_code ignored;
+          self->client_->socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+        });
+      }
     }
-    return;
+    return Release(true, false);
   }
   auto data = std::make_shared<std::string>(std::move(*response_.mutable_data()));
   auto self = shared_from_this();
   absl::MutexLock lock(&mu_);
-  if (!client_) return;
   net::dispatch(client_->get_executor(), [self, data] {
     net::async_write(*self->client_, net::buffer(*data), [self, data](error_code ec, size_t) {
-      if (ec) return self->Abort();
-      self->StartRead(&self->response_);
+      if (ec) {
+        self->Abort();
+        return self->Release(true, false);
+      }
+      self->StartRead(&self->response_);  // under the read flow's hold
     });
   });
 }

@@ -55,6 +55,10 @@ class PortStream : public grpc::ClientBidiReactor<v1::PortStreamRequest, v1::Por
   void ReadClient();   // posts a read of the client's next bytes
   void WriteUp(std::string data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Abort();        // any thread: cancel the call, close the client
+  // The read and/or write flow has ended: its hold goes (once). Not under mu_.
+  void Release(bool read, bool write) ABSL_LOCKS_EXCLUDED(mu_);
+  // The caller's handle is gone: unless Start ran, the call ends.
+  void Unclaimed() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::unique_ptr<grpc::ClientContext> context_;
   v1::PortStreamRequest request_;
@@ -73,7 +77,10 @@ class PortStream : public grpc::ClientBidiReactor<v1::PortStreamRequest, v1::Por
   bool opening_written_ ABSL_GUARDED_BY(mu_) = false;  // the first message's write completed
   std::optional<std::string> pending_first_ ABSL_GUARDED_BY(mu_);  // Start's bytes, until then
   bool call_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The holds on the call (Open): one per flow, each removed once, when its
+  // flow has ended (gRPC calls OnDone only after both).
+  bool read_held_ ABSL_GUARDED_BY(mu_) = true;
+  bool write_held_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace warden::ports
