@@ -6,6 +6,9 @@
 # Nothing is bundled: every library comes from Debian.
 #
 #   scripts/make_deb.sh BUILD_DIR OUT_DIR    prints the .deb's path
+#
+# WARDEN_DEB_COMPRESSION=none packs it uncompressed (tests/deb_test.sh does
+# in a sanitizer build); the default is xz -6, what ships.
 set -euo pipefail
 
 build_dir=$(realpath "${1:?usage: make_deb.sh BUILD_DIR OUT_DIR}")
@@ -105,5 +108,10 @@ done
 
 mkdir -p "$out_dir"
 deb="$out_dir/warden_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz -z6 --build "$stage" "$deb" >/dev/null
+case "${WARDEN_DEB_COMPRESSION:-xz}" in
+  xz) compression=(-Zxz -z6) ;;
+  none) compression=(-Znone) ;;
+  *) echo "make_deb: WARDEN_DEB_COMPRESSION is xz (the default) or none, not '$WARDEN_DEB_COMPRESSION'" >&2; exit 1 ;;
+esac
+dpkg-deb --root-owner-group "${compression[@]}" --build "$stage" "$deb" >/dev/null
 echo "$deb"
