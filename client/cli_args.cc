@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
@@ -165,6 +166,18 @@ absl::StatusOr<std::map<std::string, std::string>> EnvFlags(const ParsedArgs& ar
   return out;
 }
 
+// --allow, --deny and --allow-all as a policy; nullopt without any of them.
+std::optional<v1::NetworkPolicy> NetworkFlags(const ParsedArgs& args) {
+  const std::vector<std::string> allow = args.Values("--allow");
+  const std::vector<std::string> deny = args.Values("--deny");
+  if (allow.empty() && deny.empty() && !args.Has("--allow-all")) return std::nullopt;
+  v1::NetworkPolicy network;
+  network.set_allow_by_default(args.Has("--allow-all"));
+  for (const std::string& entry : allow) network.add_allow(entry);
+  for (const std::string& entry : deny) network.add_deny(entry);
+  return network;
+}
+
 absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvironment&) {
   SessionCreateCommand command;
   command.json = args.Has("--json");
@@ -193,14 +206,8 @@ absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvi
   request.mutable_env()->insert(env->begin(), env->end());
   // Its network policy (docs/api.md "Network"): only when asked for, so
   // that without these flags it gets its pool's, as before.
-  const std::vector<std::string> allow = args.Values("--allow");
-  const std::vector<std::string> deny = args.Values("--deny");
-  if (!allow.empty() || !deny.empty() || args.Has("--allow-all")) {
-    v1::NetworkPolicy* network = request.mutable_network();
-    network->set_allow_by_default(args.Has("--allow-all"));
-    for (const std::string& entry : allow) network->add_allow(entry);
-    for (const std::string& entry : deny) network->add_deny(entry);
-  }
+  if (std::optional<v1::NetworkPolicy> network = NetworkFlags(args)) *request.mutable_network() = *network;
+  if (args.Has("--public-ports")) request.mutable_ports()->set_public_(true);
   return command;
 }
 
@@ -230,6 +237,25 @@ absl::StatusOr<Command> BuildSessionInterrupt(const ParsedArgs& args, const CliE
   SessionInterruptCommand command;
   command.json = args.Has("--json");
   command.request.set_session_id(args.operands[0]);
+  return command;
+}
+
+absl::StatusOr<Command> BuildSessionNetwork(const ParsedArgs& args, const CliEnvironment&) {
+  SessionNetworkCommand command;
+  command.json = args.Has("--json");
+  command.request.set_session_id(args.operands[0]);
+  std::optional<v1::NetworkPolicy> network = NetworkFlags(args);
+  if (network && args.Has("--none")) {
+    return absl::InvalidArgumentError("--none takes the network away: give it alone, without --allow, --deny or --allow-all");
+  }
+  if (!network && !args.Has("--none")) {
+    return absl::InvalidArgumentError(
+        "say where the session may connect from now on: --allow DEST (repeatable), --deny DEST, --allow-all, "
+        "or --none for no network");
+  }
+  // --none: a policy of its own that allows nothing (unset would fall back
+  // to its pool's, which may allow something).
+  *command.request.mutable_network() = network.value_or(v1::NetworkPolicy());
   return command;
 }
 
@@ -406,6 +432,7 @@ const std::vector<CommandSpec>& Commands() {
                             "an address or network, each with an optional :port; repeat for more"},
         {"--deny", "DEST", "refused unless an --allow entry names it; repeat for more"},
         {"--allow-all", "", "everything not denied may be reached (the operator's ceiling still narrows it)"},
+        {"--public-ports", "", "its exposed ports need no token (if the operator allows public ports)"},
         {"--json", "", "print the session as JSON instead of its ID"}},
        BuildSessionCreate},
       {"session list", "", 0, 0, "List sessions: id, language, state, age, idle, memory, ...",
@@ -420,6 +447,16 @@ const std::vector<CommandSpec>& Commands() {
        "state survive.\n",
        {kJsonFlag},
        BuildSessionInterrupt},
+      {"session network", "ID", 1, 1, "Change where a session's code may connect.",
+       "The new policy applies to the session's next connections; open ones keep\n"
+       "going. The operator's ceiling for the tenant still narrows it.\n",
+       {{"--allow", "DEST", "a host, *.domain, *, an address or network, each with an optional :port;\n"
+                            "repeat for more"},
+        {"--deny", "DEST", "refused unless an --allow entry names it; repeat for more"},
+        {"--allow-all", "", "everything not denied may be reached"},
+        {"--none", "", "no network from now on"},
+        kJsonFlag},
+       BuildSessionNetwork},
       {"session restart", "ID", 1, 1, "Start a fresh interpreter in the session.",
        "The workspace is kept unless --clear-workspace.\n",
        {{"--clear-workspace", "", "also delete the session's files"}, kJsonFlag},

@@ -63,6 +63,12 @@ struct SessionInterruptCommand {
   bool json = false;
 };
 
+// `warden session network ID`: UpdateNetwork.
+struct SessionNetworkCommand {
+  v1::UpdateNetworkRequest request;
+  bool json = false;
+};
+
 struct SessionRestartCommand {
   v1::RestartSessionRequest request;
   bool json = false;
@@ -108,7 +114,7 @@ struct McpCommand {};
 
 using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
-                 SessionShowCommand, SessionCloseCommand, SessionInterruptCommand,
+                 SessionShowCommand, SessionCloseCommand, SessionInterruptCommand, SessionNetworkCommand,
                  SessionRestartCommand, SessionForkCommand, SessionShellCommand, FilesPutCommand,
                  FilesGetCommand, FilesLsCommand,
                  AgentCommand, McpCommand>;

@@ -110,6 +110,41 @@ nlohmann::json ExecuteResponseToJson(const v1::ExecuteResponse& response) {
   };
 }
 
+namespace {
+
+// Null when the session has no policy of its own (its pool's applies).
+nlohmann::json NetworkToJson(const v1::Session& session) {
+  if (!session.has_network()) return nullptr;
+  const v1::NetworkPolicy& n = session.network();
+  nlohmann::json secrets = nlohmann::json::array();
+  for (const v1::SecretBinding& secret : n.secrets()) {
+    secrets.push_back({{"name", secret.name()}, {"hosts", std::vector<std::string>(secret.hosts().begin(), secret.hosts().end())}});
+  }
+  nlohmann::json header_hosts = nlohmann::json::array();
+  for (const v1::HeaderRule& rule : n.header_rules()) header_hosts.push_back(rule.host());
+  return {{"allow_by_default", n.allow_by_default()},
+          {"allow", std::vector<std::string>(n.allow().begin(), n.allow().end())},
+          {"deny", std::vector<std::string>(n.deny().begin(), n.deny().end())},
+          {"secrets", secrets},
+          {"header_rule_hosts", header_hosts}};
+}
+
+}  // namespace
+
+std::string NetworkText(const v1::Session& s) {
+  if (!s.has_network()) return "its pool's policy (none unless the operator gave the pool one)";
+  const v1::NetworkPolicy& n = s.network();
+  std::vector<std::string> parts;
+  if (n.allow_by_default()) parts.push_back("everything not denied");
+  if (!n.allow().empty()) parts.push_back(absl::StrCat("allow ", absl::StrJoin(n.allow(), ", ")));
+  if (!n.deny().empty()) parts.push_back(absl::StrCat("deny ", absl::StrJoin(n.deny(), ", ")));
+  for (const v1::SecretBinding& secret : n.secrets()) {
+    parts.push_back(absl::StrCat("secret ", secret.name(), " for ", absl::StrJoin(secret.hosts(), ", ")));
+  }
+  if (parts.empty()) return "none";
+  return absl::StrJoin(parts, "; ");
+}
+
 nlohmann::json SessionToJson(const v1::Session& session) {
   const v1::Limits& limits = session.limits();
   return {
@@ -124,6 +159,15 @@ nlohmann::json SessionToJson(const v1::Session& session) {
       {"memory_bytes", session.memory_bytes()},
       {"execution_count", session.execution_count()},
       {"lost_reason", StringOrNull(session.lost_reason())},
+      {"network", NetworkToJson(session)},
+      {"network_usage",
+       {{"bytes_out", session.network_usage().bytes_out()},
+        {"bytes_in", session.network_usage().bytes_in()},
+        {"connections", session.network_usage().connections()},
+        {"refused", session.network_usage().refused()},
+        {"open", session.network_usage().open()}}},
+      {"public_ports", session.ports().public_()},
+      {"traffic_token", StringOrNull(session.traffic_token())},
       {"limits",
        {{"wall_ms", limits.wall_ms()},
         {"cpu_ms", limits.cpu_ms()},
@@ -244,6 +288,14 @@ std::string RenderSessionDetails(const v1::Session& s) {
        absl::StrFormat("wall %dms, cpu %dms, memory %d MiB, output %s", limits.wall_ms(),
                        limits.cpu_ms(), limits.memory_mb(), FormatBytes(limits.output_bytes()))},
   };
+  rows.push_back({"network:", NetworkText(s)});
+  if (s.network_usage().connections() + s.network_usage().refused() > 0) {
+    const v1::NetworkUsage& u = s.network_usage();
+    rows.push_back({"network use:", absl::StrFormat("%d connections (%d open), %d refused; %s out, %s in",
+                                                   u.connections(), u.open(), u.refused(), FormatBytes(u.bytes_out()),
+                                                   FormatBytes(u.bytes_in()))});
+  }
+  if (s.ports().public_()) rows.push_back({"ports:", "public (no token needed)"});
   if (!s.lost_reason().empty()) rows.push_back({"lost reason:", s.lost_reason()});
   return RenderTable(rows);
 }

@@ -46,6 +46,9 @@ std::string RenderOutcomeNotes(const v1::ExecuteResponse& response);
 
 std::string RenderSessionTable(const google::protobuf::RepeatedPtrField<v1::Session>& sessions);
 std::string RenderSessionDetails(const v1::Session& session);
+// A session's own network policy in one line ("allow a, b; deny c"), or
+// what it has without one.
+std::string NetworkText(const v1::Session& session);
 std::string RenderFileTable(const google::protobuf::RepeatedPtrField<v1::FileInfo>& files);
 
 }  // namespace warden::cli

@@ -155,6 +155,24 @@ TEST(ParseCommandLineTest, SessionCreateTakesANetworkPolicyOnlyWhenAskedFor) {
   EXPECT_THAT(open.request.network().deny(), ElementsAre("evil.example"));
 }
 
+TEST(ParseCommandLineTest, SessionNetworkReplacesThePolicyOrTakesItAway) {
+  auto update = Get<SessionNetworkCommand>(Parse({"session", "network", "s-1", "--allow", "api.example"}));
+  EXPECT_EQ(update.request.session_id(), "s-1");
+  ASSERT_TRUE(update.request.has_network());
+  EXPECT_THAT(update.request.network().allow(), ElementsAre("api.example"));
+  // --none: a policy that allows nothing, not "unset" (which is its pool's).
+  auto none = Get<SessionNetworkCommand>(Parse({"session", "network", "s-1", "--none"}));
+  ASSERT_TRUE(none.request.has_network());
+  EXPECT_FALSE(none.request.network().allow_by_default());
+  EXPECT_THAT(none.request.network().allow(), ElementsAre());
+  absl::StatusOr<Invocation> nothing = Parse({"session", "network", "s-1"});
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_THAT(std::string(nothing.status().message()), HasSubstr("--none"));
+  EXPECT_FALSE(Parse({"session", "network", "s-1", "--none", "--allow", "x.example"}).ok());
+  EXPECT_TRUE(Get<SessionCreateCommand>(Parse({"session", "create", "--public-ports"})).request.ports().public_());
+  EXPECT_FALSE(Get<SessionCreateCommand>(Parse({"session", "create"})).request.has_ports());
+}
+
 TEST(ParseCommandLineTest, SessionCreateRejectsBadValues) {
   EXPECT_FALSE(Parse({"session", "create", "--label", "novalue"}).ok());
   EXPECT_FALSE(Parse({"session", "create", "--label", "=v"}).ok());

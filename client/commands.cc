@@ -172,6 +172,18 @@ int CommandRunner::operator()(const SessionInterruptCommand& command) {
   return kExitOk;
 }
 
+int CommandRunner::operator()(const SessionNetworkCommand& command) {
+  v1::Session session;
+  grpc::Status status = Call(&v1::Executor::StubInterface::UpdateNetwork, command.request, &session);
+  if (!status.ok()) return RpcFailed(status);
+  if (command.json) {
+    PrintJson(SessionToJson(session));
+  } else {
+    io_.out << "network: " << NetworkText(session) << "\n";
+  }
+  return kExitOk;
+}
+
 int CommandRunner::operator()(const SessionRestartCommand& command) {
   v1::Session session;
   grpc::Status status =

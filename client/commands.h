@@ -59,6 +59,7 @@ class CommandRunner {
   int operator()(const SessionShowCommand& command);
   int operator()(const SessionCloseCommand& command);
   int operator()(const SessionInterruptCommand& command);
+  int operator()(const SessionNetworkCommand& command);
   int operator()(const SessionRestartCommand& command);
   int operator()(const SessionForkCommand& command);
   int operator()(const SessionShellCommand& command);  // client/shell_command.cc

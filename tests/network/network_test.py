@@ -351,6 +351,34 @@ except OSError as e:
                                  timeout=RPC_TIMEOUT)
         self.assertIn("no network policy", self.proxy_answer(session, "dns.test:443"))
 
+    def test_cli_gives_changes_and_takes_away_a_sessions_network(self):
+        """The real `warden` CLI: session create --allow, session network, session show."""
+        env = dict(os.environ, WARDEN_ADDR="unix:%s" % WORLD.socket, WARDEN_TOKEN=WORLD.tokens["main"])
+
+        def cli(*args):
+            done = subprocess.run([str(BIN / "warden"), *args], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            return done.stdout
+
+        session = self.pb.Session(id=cli("session", "create", "--machine", "--language", "bash",
+                                         "--allow", "one.test").strip())
+        self.addCleanup(self.close_session, session.id, "main")
+        self.assertIn("hello", self.run_in(session, "curl -sS https://one.test/")[1])
+        self.assertEqual(cli("session", "network", session.id, "--allow", "dns.test"), "network: allow dns.test\n")
+        code, out, err = self.run_in(session, "curl -sS https://one.test/ 2>&1; curl -sS https://dns.test/; true")
+        self.assertIn("403", out)
+        self.assertIn("hello from dns.test", out)
+        self.assertEqual(cli("session", "network", session.id, "--none"), "network: none\n")
+        code, out, err = self.run_in(session, "curl -sS https://dns.test/ 2>&1; true")
+        self.assertIn("403", out)
+        self.assertNotIn("hello from dns.test", out)
+        shown = json.loads(cli("session", "show", session.id, "--json"))
+        self.assertEqual(shown["network"]["allow"], [])
+        self.assertFalse(shown["network"]["allow_by_default"])
+        self.assertEqual(shown["network_usage"]["connections"], 2, shown)
+        self.assertEqual(shown["network_usage"]["refused"], 2, shown)
+        self.assertRegex(cli("session", "show", session.id), r"\nnetwork: +none\n")
+
     # ---- Exposed ports
 
     def port_request(self, session_id, port, headers=None, path="/", host=None):
