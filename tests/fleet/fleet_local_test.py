@@ -219,8 +219,11 @@ class FleetTest(unittest.TestCase):
                     more = list(pool.map(lambda _: self.create().id, range(60)))
                 ids += more
                 got = {n: [fh.node_of(i) for i in more].count(n) for n in ("n1", "n2", "n3")}
-                self.assertLess(got[busy], got["n2"], "the busy node got as many as the others: %r" % got)
-                self.assertLess(got[busy], got["n3"], "the busy node got as many as the others: %r" % got)
+                # What placement weighed, for a failure's diagnosis: the
+                # sessions each node held before, and the busy node's cells.
+                why = "got %r, held before %r, the busy node executing %d" % (got, before, executing())
+                self.assertLess(got[busy], got["n2"], "the busy node got as many as the others: " + why)
+                self.assertLess(got[busy], got["n3"], "the busy node got as many as the others: " + why)
                 # Fewer, not none for ever: what it holds stays within reach of the others.
                 after = {n: before[n] + got[n] for n in got}
                 others = (after["n2"] + after["n3"]) / 2
