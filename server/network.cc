@@ -4,15 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "server/read_file.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {
@@ -24,14 +22,6 @@ egress::PolicySpec SpecOf(const NetworkPolicyOptions& o) {
   spec.allow = o.allow;
   spec.deny = o.deny;
   return spec;
-}
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::ErrnoToStatus(errno, absl::StrCat("reading ", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // A secret's file: readable by its owner alone, as a tokens file must be.
@@ -46,7 +36,7 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& setting, const std
     return absl::FailedPreconditionError(
         absl::StrCat(setting, ": ", path, " belongs to someone other than root or wardend's user"));
   }
-  ASSIGN_OR_RETURN(std::string value, ReadWhole(path));
+  ASSIGN_OR_RETURN(std::string value, ReadWholeFile(path));
   // One value, without the newline an editor adds.
   return std::string(absl::StripTrailingAsciiWhitespace(value));
 }
@@ -144,9 +134,9 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const DaemonOptions& da
   // The sandboxes' CA bundle: the host's public CAs (what tunnelled hosts
   // are checked against inside), the operator's extra ones, and the CA.
   std::string bundle;
-  if (auto host = ReadWhole("/etc/ssl/certs/ca-certificates.crt"); host.ok()) bundle = *host;
+  if (auto host = ReadWholeFile("/etc/ssl/certs/ca-certificates.crt"); host.ok()) bundle = *host;
   for (const std::string& file : o.sandbox_ca_files) {
-    ASSIGN_OR_RETURN(std::string extra, ReadWhole(file));
+    ASSIGN_OR_RETURN(std::string extra, ReadWholeFile(file));
     absl::StrAppend(&bundle, bundle.empty() || bundle.back() == '\n' ? "" : "\n", extra);
   }
   absl::StrAppend(&bundle, bundle.empty() || bundle.back() == '\n' ? "" : "\n", "# Warden egress CA\n",
