@@ -71,14 +71,8 @@ std::function<void()> PortStream::Start(boost::beast::tcp_stream client, std::st
     absl::MutexLock lock(&mu_);
     client_.emplace(std::move(client));
     keep_ = std::move(keep);
+    // The call is still there: the read flow's hold keeps it until Start.
     started_ = true;
-    if (call_done_) {
-      // The port closed meanwhile: nothing to relay.
-      error_code ignored;
-      client_->socket().close(ignored);
-      keep_.reset();
-      return [] {};
-    }
     // One write at a time: the opening message's may still be in flight.
     if (!opening_written_) {
       pending_first_ = std::move(first);
@@ -181,7 +175,6 @@ void PortStream::OnDone(const grpc::Status& status) {
   }
   std::shared_ptr<PortStream> self;
   absl::MutexLock lock(&mu_);
-  call_done_ = true;
   if (client_) {
     auto keep = self_;
     net::post(client_->get_executor(), [keep] {

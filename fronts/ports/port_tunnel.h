@@ -76,7 +76,6 @@ class PortStream : public grpc::ClientBidiReactor<v1::PortStreamRequest, v1::Por
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool opening_written_ ABSL_GUARDED_BY(mu_) = false;  // the first message's write completed
   std::optional<std::string> pending_first_ ABSL_GUARDED_BY(mu_);  // Start's bytes, until then
-  bool call_done_ ABSL_GUARDED_BY(mu_) = false;
   // The holds on the call (Open): one per flow, each removed once, when its
   // flow has ended (gRPC calls OnDone only after both).
   bool read_held_ ABSL_GUARDED_BY(mu_) = true;
