@@ -41,14 +41,15 @@ LANGUAGE_PACKAGES := node-typescript r-base-core python3-rpy2 default-jdk-headle
 # python3-cryptography makes the network test's certificates;
 # help2man makes the package's man pages from the --help texts;
 # libcli11-dev, header-only, parses the warden CLI's command line;
-# libarchive-dev reads and writes the tars of OCI images and their layers).
+# libarchive-dev reads and writes the tars of OCI images and their layers;
+# busybox-static is the static binary the template tests' images hold).
 DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libseccomp-dev libspdlog-dev libgtest-dev libgmock-dev \
   libcurl4-openssl-dev libssl-dev libc-ares-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev libcli11-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
+  openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev busybox-static $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
 .PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 

@@ -9,11 +9,14 @@
 
 #include <string.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace warden {
 namespace {
@@ -76,6 +79,23 @@ MountOp Tmpfs(std::string target, int64_t size, mode_t mode, uid_t uid, gid_t gi
   return op;
 }
 
+MountOp BindInRoot(std::string source, std::string target, uint64_t attrs) {
+  MountOp op;
+  op.kind = MountOp::Kind::kBindInRoot;
+  op.source = std::move(source);
+  op.target = std::move(target);
+  op.attrs = attrs;
+  op.target_is_file = true;
+  return op;
+}
+
+MountOp Seal(std::string target) {
+  MountOp op;
+  op.kind = MountOp::Kind::kSeal;
+  op.target = std::move(target);
+  return op;
+}
+
 // Adds the host path `path` (e.g. "/lib") to the plan: a symlink if the host
 // has one there, a read-only bind if it is a directory or file, nothing if it
 // is missing.
@@ -94,7 +114,126 @@ void AddHostPath(const std::string& host_path, const std::string& target,
   ops.push_back(Bind(host_path, Relative(target), kReadOnlyAttrs, S_ISREG(st.st_mode)));
 }
 
+absl::Status CheckCaBundleSource(const std::string& source) {
+  if (source[0] == '/') return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("CA bundle source '", source, "' must be an absolute host path"));
+}
+
 size_t Depth(const std::string& path) { return std::count(path.begin(), path.end(), '/'); }
+
+// The generated /etc/passwd and /etc/group: the template's own lines (none
+// for the host's runtime) but any of the sandbox user's uid or name, then
+// root's if missing, then the sandbox user's.
+std::string AccountsFile(const std::string& base, const std::string& name, unsigned id, const std::string& own_line,
+                         const std::string& root_line, const std::string& extra) {
+  std::string out;
+  bool has_root = false;
+  for (absl::string_view line : absl::StrSplit(base, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ':');
+    if (fields.size() < 3) continue;
+    if (fields[0] == name || fields[2] == absl::StrCat(id)) continue;
+    if (fields[0] == "root") has_root = true;
+    absl::StrAppend(&out, line, "\n");
+  }
+  std::string head = has_root ? "" : root_line;
+  return absl::StrCat(head, out, own_line, out.empty() ? extra : "");
+}
+
+// The template's entries a plan binds: its top-level entries, and for a
+// "split" directory (a mount target lies in it where the template has
+// nothing) its own entries in a tmpfs over it.
+class TemplateTree {
+ public:
+  explicit TemplateTree(const std::string& root) : root_(root) {}
+
+  // Notes that `target` (absolute, validated) must be creatable: the
+  // deepest directory of the template on its way is split. A target the
+  // template already has (as a directory, or a file for a file bind) needs
+  // nothing. `exists_ok` false: the target must not exist (a symlink).
+  absl::Status Need(const std::string& target, bool file, bool exists_ok) {
+    std::vector<std::string> parts = absl::StrSplit(target.substr(1), '/');
+    if (kManaged.count(parts[0]) || parts[0] == "etc") return absl::OkStatus();
+    std::string rel;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const std::string next = rel.empty() ? parts[i] : absl::StrCat(rel, "/", parts[i]);
+      struct stat st;
+      if (lstat(absl::StrCat(root_, "/", next).c_str(), &st) != 0) {
+        if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("stat the template's /", next));
+        if (!rel.empty()) split_.insert(rel);  // at the top the root's own tmpfs has room
+        return absl::OkStatus();
+      }
+      const bool last = i + 1 == parts.size();
+      if (last && !exists_ok) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot make ", target, ": the template has something there already"));
+      }
+      if (S_ISDIR(st.st_mode)) {
+        rel = next;
+        continue;
+      }
+      if (last && file && S_ISREG(st.st_mode)) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot mount at ", target, ": the template has a ", S_ISLNK(st.st_mode) ? "symlink" : "file", " at /",
+          next, "; choose a path outside it"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The operations: every top-level entry but Warden's own (/proc, /dev,
+  // /tmp, /sys; /etc is the caller's), each split directory a tmpfs.
+  absl::Status Emit(std::vector<MountOp>& ops, std::vector<std::string>& seals) const {
+    return EmitChildren("", ops, seals, 0);
+  }
+
+  static inline const std::set<std::string> kManaged = {"proc", "dev", "tmp", "sys", "etc"};
+
+ private:
+  absl::Status EmitChildren(const std::string& rel, std::vector<MountOp>& ops, std::vector<std::string>& seals,
+                            int depth) const {
+    const std::string dir = rel.empty() ? root_ : absl::StrCat(root_, "/", rel);
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("open the template's /", rel));
+    std::vector<std::string> names;
+    while (struct dirent* e = readdir(d)) {
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    if (!rel.empty() && names.size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a mount target lies in the template's /", rel, ", which holds ", names.size(),
+          " entries (Warden would bind each): choose a path outside it"));
+    }
+    for (const std::string& name : names) {
+      if (rel.empty() && kManaged.count(name)) continue;
+      const std::string path = rel.empty() ? name : absl::StrCat(rel, "/", name);
+      const std::string host = absl::StrCat(root_, "/", path);
+      struct stat st;
+      if (lstat(host.c_str(), &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        char buf[4096];
+        ssize_t n = readlink(host.c_str(), buf, sizeof(buf) - 1);
+        if (n > 0) ops.push_back(Symlink(path, std::string(buf, n)));
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
+      if (S_ISDIR(st.st_mode) && split_.count(path)) {
+        ops.push_back(Tmpfs(path, 1 << 20, st.st_mode & 07777, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+        seals.push_back(path);
+        if (depth > 32) return absl::InvalidArgumentError("mount targets nest too deep in the template");
+        RETURN_IF_ERROR(EmitChildren(path, ops, seals, depth + 1));
+        continue;
+      }
+      MountOp bind = Bind(host, path, kReadOnlyAttrs, S_ISREG(st.st_mode));
+      bind.idmap = BindMount::Idmap::kPreferred;
+      ops.push_back(std::move(bind));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string root_;
+  std::set<std::string> split_;  // relative paths of the directories to split
+};
 
 }  // namespace
 
@@ -130,45 +269,111 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
     return absl::InvalidArgumentError("tmpfs size must be at least 1 MiB");
   }
 
-  for (const std::string& path : spec.runtime_paths) {
-    if (auto s = ValidateSandboxPath(path); !s.ok()) return s;
-    if (reserved.count(path)) {
-      return absl::InvalidArgumentError(absl::StrCat("runtime path ", path, " is reserved"));
+  // Split template directories, sealed read-only last.
+  std::vector<std::string> seals;
+  if (spec.root.empty()) {
+    for (const std::string& path : spec.runtime_paths) {
+      if (auto s = ValidateSandboxPath(path); !s.ok()) return s;
+      if (reserved.count(path)) {
+        return absl::InvalidArgumentError(absl::StrCat("runtime path ", path, " is reserved"));
+      }
+      AddHostPath(path, path, ops);
     }
-    AddHostPath(path, path, ops);
+  } else {
+    struct stat st;
+    if (spec.root[0] != '/' || stat(spec.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat("the template's root ", spec.root, " is not a directory"));
+    }
+    TemplateTree tree(spec.root);
+    if (auto s = ValidateSandboxPath(spec.workspace); !s.ok()) return s;
+    RETURN_IF_ERROR(tree.Need(spec.workspace, false, true));
+    for (const BindMount& bind : spec.binds) {
+      if (auto s = ValidateSandboxPath(bind.target); !s.ok()) return s;
+      struct stat source;
+      const int rc = bind.source_fd >= 0 ? fstat(bind.source_fd, &source) : stat(bind.source.c_str(), &source);
+      RETURN_IF_ERROR(tree.Need(bind.target, rc == 0 && !S_ISDIR(source.st_mode), true));
+    }
+    for (const std::string& dir : spec.dirs) {
+      if (auto s = ValidateSandboxPath(dir); !s.ok()) return s;
+      RETURN_IF_ERROR(tree.Need(dir, false, true));
+    }
+    for (const auto& link : spec.links) {
+      if (auto s = ValidateSandboxPath(link.first); !s.ok()) return s;
+      RETURN_IF_ERROR(tree.Need(link.first, false, false));
+    }
+    RETURN_IF_ERROR(tree.Emit(ops, seals));
   }
 
-  // /etc: generated files first, then read-only host entries.
-  ops.push_back(Dir("etc"));
   const std::string uid = absl::StrCat(spec.sandbox_uid), gid = absl::StrCat(spec.sandbox_gid);
-  ops.push_back(File("etc/passwd",
-                     absl::StrCat("root:x:0:0:root:/root:/usr/sbin/nologin\n", spec.user_name,
-                                  ":x:", uid, ":", gid, ":Warden sandbox:", spec.workspace,
-                                  ":/bin/bash\n"
-                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")));
-  ops.push_back(File("etc/group", absl::StrCat("root:x:0:\n", spec.user_name, ":x:", gid,
-                                               ":\nnogroup:x:65534:\n")));
-  ops.push_back(File("etc/hosts", absl::StrCat("127.0.0.1\tlocalhost ", spec.hostname,
-                                               "\n::1\tlocalhost ip6-localhost ip6-loopback\n")));
-  ops.push_back(File("etc/hostname", spec.hostname + "\n"));
-  ops.push_back(File("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
-  // No resolver: names are resolved by the egress proxy, on the host.
-  ops.push_back(File("etc/resolv.conf", "# The sandbox has no resolver; its way out is the proxy in $HTTPS_PROXY.\n"));
-  if (!spec.ca_bundle_source.empty()) {
-    if (spec.ca_bundle_source[0] != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CA bundle source '", spec.ca_bundle_source, "' must be an absolute host path"));
+  struct stat template_etc;
+  const std::string etc_host = spec.root + "/etc";
+  if (!spec.root.empty() && lstat(etc_host.c_str(), &template_etc) == 0 && S_ISDIR(template_etc.st_mode)) {
+    // The template's /etc, with Warden's files over its own (the store
+    // makes sure a template has each; one it lacks is not generated).
+    MountOp etc = Bind(etc_host, "etc", kReadOnlyAttrs, false);
+    etc.idmap = BindMount::Idmap::kPreferred;
+    ops.push_back(std::move(etc));
+    const std::string own_user = absl::StrCat(spec.user_name, ":x:", uid, ":", gid, ":Warden sandbox:",
+                                              spec.workspace, ":/bin/sh\n");
+    const std::pair<const char*, std::string> generated[] = {
+        {"passwd", AccountsFile(spec.passwd_base, spec.user_name, spec.sandbox_uid, own_user,
+                                "root:x:0:0:root:/root:/usr/sbin/nologin\n",
+                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")},
+        {"group", AccountsFile(spec.group_base, spec.user_name, spec.sandbox_gid,
+                               absl::StrCat(spec.user_name, ":x:", gid, ":\n"), "root:x:0:\n", "nogroup:x:65534:\n")},
+        {"hosts", absl::StrCat("127.0.0.1\tlocalhost ", spec.hostname, "\n::1\tlocalhost ip6-localhost ip6-loopback\n")},
+        {"hostname", spec.hostname + "\n"},
+        {"resolv.conf", "# The sandbox has no resolver; its way out is the proxy in $HTTPS_PROXY.\n"},
+    };
+    for (const auto& [name, contents] : generated) {
+      struct stat st;
+      if (lstat(absl::StrCat(etc_host, "/", name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const std::string staged = absl::StrCat(".warden-etc-", name);
+      ops.push_back(File(staged, contents));
+      ops.push_back(BindInRoot(staged, absl::StrCat("etc/", name), kReadOnlyAttrs | MOUNT_ATTR_NOEXEC));
     }
-    ops.push_back(Dir("etc/ssl"));
-    ops.push_back(Dir("etc/ssl/certs"));
-    ops.push_back(Bind(spec.ca_bundle_source, "etc/ssl/certs/ca-certificates.crt",
-                       kReadOnlyAttrs | MOUNT_ATTR_NOEXEC, /*is_file=*/true));
-  }
-  for (const std::string& entry : spec.host_etc_entries) {
-    if (entry.empty() || entry.find('/') != std::string::npos || entry == "." || entry == "..") {
-      return absl::InvalidArgumentError(absl::StrCat("host /etc entry '", entry, "' must be a plain name"));
+    // The CA bundle goes over the template's own, where the image has one
+    // (a read-only /etc takes mounts on its files, never new files). An
+    // image without one trusts no CA at all, as under Docker.
+    if (!spec.ca_bundle_source.empty()) {
+      RETURN_IF_ERROR(CheckCaBundleSource(spec.ca_bundle_source));
+      struct stat st;
+      if (lstat((etc_host + "/ssl").c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+          lstat((etc_host + "/ssl/certs").c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+          lstat((etc_host + "/ssl/certs/ca-certificates.crt").c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        ops.push_back(Bind(spec.ca_bundle_source, Relative(kSandboxCaBundle), kReadOnlyAttrs | MOUNT_ATTR_NOEXEC,
+                           /*is_file=*/true));
+      }
     }
-    AddHostPath("/etc/" + entry, "/etc/" + entry, ops);
+  } else {
+    // /etc: generated files first, then read-only host entries.
+    ops.push_back(Dir("etc"));
+    ops.push_back(File("etc/passwd",
+                       absl::StrCat("root:x:0:0:root:/root:/usr/sbin/nologin\n", spec.user_name,
+                                    ":x:", uid, ":", gid, ":Warden sandbox:", spec.workspace,
+                                    ":/bin/bash\n"
+                                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")));
+    ops.push_back(File("etc/group", absl::StrCat("root:x:0:\n", spec.user_name, ":x:", gid,
+                                                 ":\nnogroup:x:65534:\n")));
+    ops.push_back(File("etc/hosts", absl::StrCat("127.0.0.1\tlocalhost ", spec.hostname,
+                                                 "\n::1\tlocalhost ip6-localhost ip6-loopback\n")));
+    ops.push_back(File("etc/hostname", spec.hostname + "\n"));
+    ops.push_back(File("etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"));
+    // No resolver: names are resolved by the egress proxy, on the host.
+    ops.push_back(File("etc/resolv.conf", "# The sandbox has no resolver; its way out is the proxy in $HTTPS_PROXY.\n"));
+    if (!spec.ca_bundle_source.empty()) {
+      RETURN_IF_ERROR(CheckCaBundleSource(spec.ca_bundle_source));
+      ops.push_back(Dir("etc/ssl"));
+      ops.push_back(Dir("etc/ssl/certs"));
+      ops.push_back(Bind(spec.ca_bundle_source, Relative(kSandboxCaBundle), kReadOnlyAttrs | MOUNT_ATTR_NOEXEC,
+                         /*is_file=*/true));
+    }
+    for (const std::string& entry : spec.root.empty() ? spec.host_etc_entries : std::vector<std::string>{}) {
+      if (entry.empty() || entry.find('/') != std::string::npos || entry == "." || entry == "..") {
+        return absl::InvalidArgumentError(absl::StrCat("host /etc entry '", entry, "' must be a plain name"));
+      }
+      AddHostPath("/etc/" + entry, "/etc/" + entry, ops);
+    }
   }
 
   // /proc, /dev, /tmp, the workspace.
@@ -239,7 +444,7 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
   std::set<std::string> targets;
   for (const BindMount& bind : binds) {
     if (auto s = ValidateSandboxPath(bind.target); !s.ok()) return s;
-    if (bind.source.empty() || bind.source[0] != '/') {
+    if (bind.source_fd < 0 && (bind.source.empty() || bind.source[0] != '/')) {
       return absl::InvalidArgumentError(
           absl::StrCat("bind source '", bind.source, "' must be an absolute host path"));
     }
@@ -253,12 +458,15 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
       return absl::InvalidArgumentError(absl::StrCat("bind target ", bind.target, " is used twice"));
     }
     struct stat st;
-    if (stat(bind.source.c_str(), &st) != 0) {
+    if (bind.source_fd >= 0 ? fstat(bind.source_fd, &st) != 0 : stat(bind.source.c_str(), &st) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("bind source ", bind.source, " does not exist on the host"));
     }
     uint64_t attrs = bind.writable ? (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) : kReadOnlyAttrs;
-    ops.push_back(Bind(bind.source, Relative(bind.target), attrs, !S_ISDIR(st.st_mode)));
+    MountOp op = Bind(bind.source, Relative(bind.target), attrs, !S_ISDIR(st.st_mode));
+    op.source_fd = bind.source_fd;
+    op.idmap = bind.idmap;
+    ops.push_back(std::move(op));
   }
 
   for (const std::string& dir : spec.dirs) {
@@ -273,6 +481,8 @@ absl::StatusOr<MountPlan> BuildMountPlan(const FilesystemSpec& spec) {
     ops.push_back(Symlink(Relative(path), text));
   }
 
+  // Split directories last but the root: everything in them is in place.
+  for (auto it = seals.rbegin(); it != seals.rend(); ++it) ops.push_back(Seal(*it));
   MountOp seal;
   seal.kind = MountOp::Kind::kSealRoot;
   ops.push_back(seal);
@@ -290,8 +500,9 @@ absl::StatusOr<std::vector<UniqueFd>> OpenBindSources(const MountPlan& plan) {
     if (op.kind != MountOp::Kind::kBind) continue;
     // Recursive: whatever the host mounted beneath the source comes along,
     // so nothing it covers on the host is uncovered in the sandbox.
-    UniqueFd tree(open_tree(AT_FDCWD, op.source.c_str(),
-                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    UniqueFd tree(op.source_fd >= 0
+                      ? open_tree(op.source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH)
+                      : open_tree(AT_FDCWD, op.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
     if (!tree) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot open ", op.source, " to bind it at /", op.target, ": ", strerror(errno)));
@@ -310,10 +521,40 @@ absl::StatusOr<std::vector<UniqueFd>> OpenBindSources(const MountPlan& plan) {
   return trees;
 }
 
+bool NeedsIdmap(const MountPlan& plan) {
+  for (const MountOp& op : plan.ops) {
+    if (op.kind == MountOp::Kind::kBind && op.idmap != BindMount::Idmap::kNone) return true;
+  }
+  return false;
+}
+
+absl::Status IdmapBindSources(const MountPlan& plan, const std::vector<UniqueFd>& trees, int userns_fd) {
+  size_t next = 0;
+  for (const MountOp& op : plan.ops) {
+    if (op.kind != MountOp::Kind::kBind) continue;
+    if (next >= trees.size()) return absl::InternalError("fewer bind sources than binds");
+    const int tree = trees[next++].get();
+    if (op.idmap == BindMount::Idmap::kNone) continue;
+    struct mount_attr attr = {};
+    attr.attr_set = MOUNT_ATTR_IDMAP;
+    attr.userns_fd = static_cast<uint64_t>(userns_fd);
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) == 0) continue;
+    const int e = errno;
+    // A file system without idmapped mounts (NFS, before Linux 5.12 any)
+    // shows a template's files as nobody's, as they would be without.
+    if (op.idmap == BindMount::Idmap::kPreferred && (e == EINVAL || e == EPERM || e == ENOSYS)) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot give the sandbox /", op.target, " with its owners mapped (an idmapped mount): ", strerror(e),
+        e == EINVAL ? "; its file system does not support idmapped mounts (ext4, xfs, btrfs and tmpfs do)" : ""));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<std::string> MountPlan::Describe() const {
   std::vector<std::string> out;
   for (const MountOp& op : ops) {
-    if (op.kind == MountOp::Kind::kSealRoot) continue;
+    if (op.kind == MountOp::Kind::kSealRoot || op.kind == MountOp::Kind::kSeal) continue;
+    if (op.kind == MountOp::Kind::kFile && op.target.rfind(".warden-etc-", 0) == 0) continue;  // staged, removed
     out.push_back("/" + op.target);
   }
   return out;
@@ -618,6 +859,37 @@ int ApplyMountPlan(const MountPlan& plan, const int* bind_trees, int n_bind_tree
         // Not recursive: /tmp, /dev/shm and the workspace stay writable.
         rc = SetAttrs(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
         break;
+      case MountOp::Kind::kBindInRoot: {
+        // A file the plan wrote into the root tmpfs, bound over the
+        // template's own (which exists: a read-only mount takes mounts on
+        // its entries, never new ones), and then taken out of the root.
+        int file = open_tree(root, op.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (file < 0) {
+          rc = -errno;
+          break;
+        }
+        rc = SetAttrs(file, op.attrs, false);
+        int over = rc == 0 ? OpenBeneath(root, target, /*create=*/false, /*is_file=*/true) : rc;
+        if (over < 0) {
+          rc = over;
+        } else {
+          if (move_mount(file, "", over, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) rc = -errno;
+          close(over);
+        }
+        close(file);
+        if (rc == 0 && unlinkat(root, op.source.c_str(), 0) != 0) rc = -errno;
+        break;
+      }
+      case MountOp::Kind::kSeal: {
+        int dir = OpenBeneath(root, target, /*create=*/false, /*is_file=*/false);
+        if (dir < 0) {
+          rc = dir;
+          break;
+        }
+        rc = SetAttrs(dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        close(dir);
+        break;
+      }
     }
     if (rc < 0) *failed_op = i;
   }

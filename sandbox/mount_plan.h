@@ -15,6 +15,15 @@
 // null, zero, full, random, urandom and a private /dev/shm; /tmp and the
 // workspace as size-limited tmpfs (or the workspace as a writable host bind);
 // extra read-only or writable binds. Nothing else of the host is visible.
+//
+// With a template (FilesystemSpec::root: an image's root filesystem from the
+// image store) the runtime trees are the template's own top-level entries,
+// bound the same way, and /etc is the template's, bound whole, with Warden's
+// generated files bound over its own. A mount target that lies in one of
+// the template's directories but does not exist there (a volume at
+// /mnt/data) gets a read-only tmpfs over that directory holding binds of
+// its entries and the new mount point ("splitting" it), so nothing is ever
+// written into the template.
 #pragma once
 
 #include <sys/types.h>
@@ -34,9 +43,19 @@ namespace warden {
 inline constexpr int kMaxMountOps = 128;
 
 struct BindMount {
-  std::string source;  // absolute host path
+  std::string source;  // absolute host path (with source_fd: what it is, for messages)
   std::string target;  // absolute path inside the sandbox
   bool writable = false;
+  // A detached mount or directory of the supervisor's (not owned; e.g. a
+  // volume's file system) to bind instead of the host path `source`.
+  int source_fd = -1;
+  // Seen through an idmapped mount (mount_setattr(2), MOUNT_ATTR_IDMAP) with
+  // the sandbox's own user namespace: files owned by uid/gid N on disk are
+  // owned by the sandbox's N, and what the sandbox user creates is N's on
+  // disk, whichever host ids this sandbox runs as. kRequired fails the
+  // sandbox where the file system cannot do it; kPreferred shows the files
+  // unmapped then (as nobody), as without it.
+  enum class Idmap { kNone, kPreferred, kRequired } idmap = Idmap::kNone;
 };
 
 struct FilesystemSpec {
@@ -77,6 +96,15 @@ struct FilesystemSpec {
   // second name for the workspace.
   std::vector<std::string> dirs;
   std::vector<std::pair<std::string, std::string>> links;
+
+  // A template's root filesystem, a host directory (the image store's, never
+  // written), instead of the host's runtime trees: runtime_paths and
+  // host_etc_entries are then unused. Its files are seen through idmapped
+  // binds (BindMount::Idmap::kPreferred). `passwd_base` and `group_base` are
+  // its own /etc/passwd and /etc/group, kept in the generated ones but for
+  // any line of the sandbox user's uid or name.
+  std::string root;
+  std::string passwd_base, group_base;
 };
 
 // Where FilesystemSpec::ca_bundle_source is bound in the sandbox.
@@ -95,6 +123,10 @@ struct MountOp {
     kProc,       // proc at target, hidepid=invisible
     kDevpts,     // a new devpts instance at target (FilesystemSpec::terminals)
     kSealRoot,   // make the root tmpfs read-only (after everything is in place)
+    // A file `source` of the new root (a kFile's) bound over `target`, and
+    // then removed from the root: Warden's /etc files over a template's.
+    kBindInRoot,
+    kSeal,       // make the tmpfs at `target` read-only (a split directory's)
   };
   Kind kind = Kind::kDir;
   std::string target;    // relative to the new root, no leading '/'
@@ -109,6 +141,10 @@ struct MountOp {
   // Pre-formatted fsconfig values, so the child formats nothing (uid_text and
   // gid_text are empty for the default owner).
   std::string size_text, mode_text, uid_text, gid_text;
+  BindMount::Idmap idmap = BindMount::Idmap::kNone;  // kBind
+  // kBind: the supervisor's fd of the source (BindMount::source_fd; not
+  // owned, never sent to a fork server); -1: the host path `source`.
+  int source_fd = -1;
 };
 
 struct MountPlan {
@@ -135,6 +171,13 @@ absl::Status ValidateSandboxPath(const std::string& path);
 // Needs CAP_SYS_ADMIN in the host's mount namespace; a rootless supervisor
 // leaves the opening to the child (ApplyMountPlan with no trees).
 absl::StatusOr<std::vector<UniqueFd>> OpenBindSources(const MountPlan& plan);
+
+// Once the sandbox's id maps are written: idmaps each of OpenBindSources'
+// trees whose operation asks for it (BindMount::Idmap) with the sandbox's
+// user namespace `userns_fd`, before the sandbox attaches them.
+absl::Status IdmapBindSources(const MountPlan& plan, const std::vector<UniqueFd>& trees, int userns_fd);
+// True if some bind of the plan asks to be idmapped.
+bool NeedsIdmap(const MountPlan& plan);
 
 // Applies the plan in the current (new) mount namespace and pivots into the
 // result: mounts are made private, the new root is built at `staging_dir`

@@ -2,7 +2,10 @@
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <algorithm>
 #include <string>
@@ -177,6 +180,112 @@ TEST(BuildMountPlanTest, WorkspaceSourceMustBeAnExistingDirectory) {
   auto plan = BuildMountPlan(spec);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(Find(*plan, "workspace")->kind, MountOp::Kind::kBind);
+}
+
+// A template's root, laid out on the host as the image store lays one out.
+class TemplateRootTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/warden-template-root-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    for (const char* dir : {"usr", "usr/bin", "etc", "mnt", "home", "home/user", "opt", "proc", "dev", "tmp", "var"}) {
+      mkdir((root_ + "/" + dir).c_str(), 0755);
+    }
+    symlink("usr/bin", (root_ + "/bin").c_str());
+    symlink("/var/home", (root_ + "/linked-home").c_str());
+    for (const char* file : {"etc/passwd", "etc/group", "etc/hosts", "etc/motd", "mnt/readme"}) {
+      close(open((root_ + "/" + file).c_str(), O_CREAT | O_WRONLY, 0644));
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  FilesystemSpec Spec() const {
+    FilesystemSpec spec;
+    spec.root = root_;
+    spec.passwd_base = "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\ndaemon:x:1:1::/:/bin/false\n";
+    return spec;
+  }
+
+  std::string root_;
+};
+
+TEST_F(TemplateRootTest, TopLevelEntriesAreIdmappedReadOnlyBindsAndLinksStayLinks) {
+  auto plan = BuildMountPlan(Spec());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MountOp* usr = Find(*plan, "usr");
+  ASSERT_NE(usr, nullptr);
+  EXPECT_EQ(usr->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(usr->source, root_ + "/usr");
+  EXPECT_EQ(usr->idmap, BindMount::Idmap::kPreferred);
+  EXPECT_EQ(usr->attrs & MOUNT_ATTR_RDONLY, MOUNT_ATTR_RDONLY);
+  const MountOp* bin = Find(*plan, "bin");
+  ASSERT_NE(bin, nullptr);
+  EXPECT_EQ(bin->kind, MountOp::Kind::kSymlink);
+  EXPECT_EQ(bin->source, "usr/bin");
+  // Warden's own, never the template's.
+  for (const char* own : {"proc", "dev", "tmp"}) {
+    const MountOp* op = Find(*plan, own);
+    ASSERT_NE(op, nullptr) << own;
+    EXPECT_NE(op->kind, MountOp::Kind::kBind) << own;
+  }
+  EXPECT_TRUE(NeedsIdmap(*plan));
+}
+
+TEST_F(TemplateRootTest, EtcIsTheTemplatesWithWardensFilesBoundOverItsOwn) {
+  auto plan = BuildMountPlan(Spec());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MountOp* etc = Find(*plan, "etc");
+  ASSERT_NE(etc, nullptr);
+  EXPECT_EQ(etc->kind, MountOp::Kind::kBind);
+  const MountOp* staged = Find(*plan, ".warden-etc-passwd");
+  ASSERT_NE(staged, nullptr);
+  // The image's accounts stay, but the one whose uid is the sandbox user's.
+  EXPECT_NE(staged->contents.find("daemon:x:1:1:"), std::string::npos);
+  EXPECT_EQ(staged->contents.find("app:x:1000"), std::string::npos);
+  EXPECT_NE(staged->contents.find("sandbox:x:1000:1000:"), std::string::npos);
+  const MountOp* over = Find(*plan, "etc/passwd");
+  ASSERT_NE(over, nullptr);
+  EXPECT_EQ(over->kind, MountOp::Kind::kBindInRoot);
+  EXPECT_EQ(over->source, ".warden-etc-passwd");
+  // The template has no etc/hostname: not made (its /etc is read-only).
+  EXPECT_EQ(Find(*plan, "etc/hostname"), nullptr);
+  // Staged files are not part of the layout the sandbox sees.
+  for (const std::string& path : plan->Describe()) EXPECT_EQ(path.find(".warden-etc-"), std::string::npos) << path;
+}
+
+TEST_F(TemplateRootTest, AMountPointTheTemplateLacksSplitsItsDirectory) {
+  FilesystemSpec spec = Spec();
+  spec.binds = {{"/usr", "/mnt/data", false}, {"/usr", "/home/user/data", false}, {"/usr", "/data", false}};
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // /mnt: a tmpfs with the template's own entries bound in, sealed last.
+  const MountOp* mnt = Find(*plan, "mnt");
+  ASSERT_NE(mnt, nullptr);
+  EXPECT_EQ(mnt->kind, MountOp::Kind::kTmpfs);
+  const MountOp* readme = Find(*plan, "mnt/readme");
+  ASSERT_NE(readme, nullptr);
+  EXPECT_EQ(readme->kind, MountOp::Kind::kBind);
+  EXPECT_TRUE(readme->target_is_file);
+  EXPECT_LT(mnt - plan->ops.data(), Find(*plan, "mnt/data") - plan->ops.data());
+  bool sealed = false;
+  for (const MountOp& op : plan->ops) sealed |= op.kind == MountOp::Kind::kSeal && op.target == "mnt";
+  EXPECT_TRUE(sealed);
+  // /home/user exists in the template (a mount point of its own): /home is
+  // not split; /data is new at the top, in the root's own tmpfs.
+  EXPECT_EQ(Find(*plan, "home")->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(Find(*plan, "home/user/data")->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(Find(*plan, "data")->kind, MountOp::Kind::kBind);
+}
+
+TEST_F(TemplateRootTest, AMountThroughATemplatesSymlinkIsRefused) {
+  FilesystemSpec spec = Spec();
+  spec.binds = {{"/usr", "/linked-home/data", false}};
+  auto plan = BuildMountPlan(spec);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("symlink at /linked-home"), std::string::npos) << plan.status();
+  spec.binds.clear();
+  spec.root = root_ + "/missing";
+  EXPECT_FALSE(BuildMountPlan(spec).ok());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
@@ -68,7 +69,10 @@ absl::Status WriteFile(const std::string& path, absl::string_view data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ResolveProgram(const std::string& name) {
+// A bare name is looked up in /usr/local/bin, /usr/bin and /bin: the host's,
+// or a template's (`root`), resolved as inside the sandbox (symlinks within
+// the template's root).
+absl::StatusOr<std::string> ResolveProgram(const std::string& name, const std::string& root) {
   if (name.empty()) return absl::InvalidArgumentError("the program name is empty");
   if (name.find('/') != std::string::npos) {
     if (name[0] != '/') {
@@ -77,12 +81,26 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& name) {
     }
     return name;
   }
+  UniqueFd root_fd;
+  if (!root.empty()) {
+    root_fd.Reset(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root_fd) return absl::ErrnoToStatus(errno, absl::StrCat("open the template's root ", root));
+  }
   for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
     std::string path = absl::StrCat(dir, "/", name);
-    if (access(path.c_str(), X_OK) == 0) return path;
+    if (root.empty()) {
+      if (access(path.c_str(), X_OK) == 0) return path;
+      continue;
+    }
+    struct open_how how = {};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    UniqueFd fd(static_cast<int>(syscall(SYS_openat2, root_fd.get(), path.c_str(), &how, sizeof(how))));
+    struct stat st;
+    if (fd && fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111)) return path;
   }
-  return absl::NotFoundError(
-      absl::StrCat("program '", name, "' is not in /usr/local/bin, /usr/bin or /bin"));
+  return absl::NotFoundError(absl::StrCat("program '", name, "' is not in /usr/local/bin, /usr/bin or /bin",
+                                          root.empty() ? "" : " of the template"));
 }
 
 // Collects one output stream up to a cap. The fd belongs to the Worker.
@@ -213,7 +231,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   if (spec.argv.empty() && !options.machine) return absl::InvalidArgumentError("no program given");
   std::string path;
   if (!options.machine) {
-    ASSIGN_OR_RETURN(path, ResolveProgram(spec.argv[0]));
+    ASSIGN_OR_RETURN(path, ResolveProgram(spec.argv[0], spec.filesystem.root));
   }
   RETURN_IF_ERROR(ValidateSandboxPath(spec.cwd));
   FilesystemSpec fs = spec.filesystem;
@@ -274,6 +292,15 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   std::vector<UniqueFd> bind_trees;
   if (!rootless_) {
     ASSIGN_OR_RETURN(bind_trees, OpenBindSources(plan.mounts));
+  } else {
+    for (const MountOp& op : plan.mounts.ops) {
+      if (op.kind == MountOp::Kind::kBind &&
+          (op.source_fd >= 0 || op.idmap == BindMount::Idmap::kRequired)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "/", op.target, " (", op.source, ") needs wardend to run as root: a rootless supervisor can "
+            "bind only host paths, without idmapped mounts"));
+      }
+    }
   }
   std::vector<int> bind_fds;
   for (const UniqueFd& tree : bind_trees) bind_fds.push_back(tree.get());
@@ -397,6 +424,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   RETURN_IF_ERROR(WriteFile(proc + "/uid_map", uid_map));
   if (rootless_) RETURN_IF_ERROR(WriteFile(proc + "/setgroups", "deny"));
   RETURN_IF_ERROR(WriteFile(proc + "/gid_map", gid_map));
+  if (!rootless_ && NeedsIdmap(plan.mounts)) {
+    // Now that the maps are there, the binds that ask for it see files
+    // through them (before the init attaches any: it waits for "go").
+    UniqueFd userns(open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns) return absl::ErrnoToStatus(errno, "open the sandbox's user namespace");
+    RETURN_IF_ERROR(IdmapBindSources(plan.mounts, bind_trees, userns.get()));
+  }
   if (worker->cgroup_) RETURN_IF_ERROR(worker->cgroup_->AddProcess(static_cast<pid_t>(pid)));
   if (write(worker->control_.get(), &kGo, 1) != 1) {
     return absl::ErrnoToStatus(errno, "signalling the sandbox to start");

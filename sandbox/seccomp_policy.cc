@@ -161,7 +161,8 @@ constexpr absl::string_view kDeniedSyscalls[] = {
 // answer); extra_allowed must not replace them with an unconditional allow.
 constexpr absl::string_view kArgumentFilteredSyscalls[] = {
     "mbind", "clone", "clone3", "socket", "socketpair", "ioctl", "seccomp", "prctl",
-    "personality", "mknod", "mknodat",
+    "personality", "mknod", "mknodat", "setuid", "setgid", "setreuid", "setregid", "setresuid",
+    "setresgid",
 };
 
 // Every CLONE_NEW* flag. CLONE_NEWTIME (0x80) overlaps the exit-signal byte
@@ -399,6 +400,34 @@ absl::Status AddArgumentFilteredRules(ScmpFilter& f) {
       AllowLow32In(f, SCMP_SYS(prctl), "prctl", 0, kAllowedPrctlOptions));
   RETURN_IF_ERROR(AllowLow32In(f, SCMP_SYS(personality), "personality", 0,
                                kAllowedPersonalities));
+
+  // The set*id family only to the ids the program has already (the
+  // sandbox user's; -1 keeps one as it is): a no-op the kernel allows
+  // anyone, which busybox (Alpine images' sh) makes at every start to drop
+  // set-id privileges it never had. uid_t is 32 bits: low 32 bits only.
+  const uint32_t own = kSandboxId, keep = 0xFFFFFFFFu;
+  for (const auto& [nr, name] : {std::pair{SCMP_SYS(setuid), "setuid"}, std::pair{SCMP_SYS(setgid), "setgid"}}) {
+    RETURN_IF_ERROR(f.Add(SCMP_ACT_ALLOW, nr, name, {Low32Equals(0, own)}));
+  }
+  for (const auto& [nr, name] :
+       {std::pair{SCMP_SYS(setreuid), "setreuid"}, std::pair{SCMP_SYS(setregid), "setregid"}}) {
+    for (uint32_t a : {own, keep}) {
+      for (uint32_t b : {own, keep}) {
+        RETURN_IF_ERROR(f.Add(SCMP_ACT_ALLOW, nr, name, {Low32Equals(0, a), Low32Equals(1, b)}));
+      }
+    }
+  }
+  for (const auto& [nr, name] :
+       {std::pair{SCMP_SYS(setresuid), "setresuid"}, std::pair{SCMP_SYS(setresgid), "setresgid"}}) {
+    for (uint32_t a : {own, keep}) {
+      for (uint32_t b : {own, keep}) {
+        for (uint32_t c : {own, keep}) {
+          RETURN_IF_ERROR(
+              f.Add(SCMP_ACT_ALLOW, nr, name, {Low32Equals(0, a), Low32Equals(1, b), Low32Equals(2, c)}));
+        }
+      }
+    }
+  }
 
   // mknod: FIFOs only (mkfifo). mode is umode_t; S_IFMT lies in its low bits.
   RETURN_IF_ERROR(

@@ -25,6 +25,11 @@ struct SeccompProgram {
   std::vector<sock_filter> instructions;
 };
 
+// The ids a sandbox's program runs as inside its user namespace
+// (FilesystemSpec's sandbox_uid and sandbox_gid by default): the set*id
+// calls the policy lets through are those to these ids only.
+inline constexpr uint32_t kSandboxId = 1000;
+
 struct SeccompOptions {
   // Extra syscalls (by name) to allow on top of the default allowlist.
   std::vector<std::string> extra_allowed;

@@ -317,6 +317,20 @@ TEST(SeccompBpfTest, SeccompListenerAndPersonalityChecksUseLow32Bits) {
   EXPECT_EQ(Eval(__NR_mknodat, {0, 0, S_IFCHR | 0600}), kNotify);
 }
 
+TEST(SeccompBpfTest, SetIdCallsAreAllowedOnlyToTheSandboxUsersOwnIds) {
+  const uint64_t own = kSandboxId, keep = 0xFFFFFFFFu;
+  EXPECT_EQ(Eval(__NR_setuid, {own}), kAllow);
+  EXPECT_EQ(Eval(__NR_setgid, {1ull << 32 | own}), kAllow);  // uid_t: the low 32 bits
+  EXPECT_EQ(Eval(__NR_setuid, {0}), kNotify);
+  EXPECT_EQ(Eval(__NR_setgid, {own + 1}), kNotify);
+  EXPECT_EQ(Eval(__NR_setresuid, {own, keep, own}), kAllow);
+  EXPECT_EQ(Eval(__NR_setresuid, {own, 0, own}), kNotify);
+  EXPECT_EQ(Eval(__NR_setresgid, {keep, keep, keep}), kAllow);
+  EXPECT_EQ(Eval(__NR_setreuid, {keep, own}), kAllow);
+  EXPECT_EQ(Eval(__NR_setregid, {0, own}), kNotify);
+  EXPECT_EQ(Eval(__NR_setgroups, {0, 0}), kNotify);
+}
+
 // --- The filter in the kernel, under a user-notification supervisor --------
 
 struct RunReport {
