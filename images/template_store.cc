@@ -205,7 +205,8 @@ absl::StatusOr<std::unique_ptr<TemplateStore>> TemplateStore::Open(const Options
     if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
   }
   auto store = std::unique_ptr<TemplateStore>(new TemplateStore(options));
-  // Work left in tmp/ by a process that is gone (its lock file is free).
+  // Work left in tmp/ by a process that is gone (its lock file is free);
+  // garbage Collect moved there is PurgeGarbage's.
   const std::string tmp = store->TmpDir();
   for (const std::string& name : Names(tmp)) {
     if (!absl::EndsWith(name, ".lock")) continue;
@@ -597,10 +598,19 @@ absl::Status TemplateStore::Collect() {
     for (const std::string& name : Names(dir)) {
       const std::string hex = absl::EndsWith(name, ".json") ? name.substr(0, name.size() - 5) : name;
       if (keep.count(absl::StrCat(kind, "/sha256/", hex))) continue;
-      status.Update(RemoveTree(absl::StrCat(dir, "/", name)));
+      const std::string garbage = absl::StrCat(TmpDir(), "/", RandomName("garbage-"));
+      if (rename(absl::StrCat(dir, "/", name).c_str(), garbage.c_str()) != 0) {
+        status.Update(absl::ErrnoToStatus(errno, absl::StrCat("move ", name, " out of the store")));
+      }
     }
   }
   return status;
+}
+
+void TemplateStore::PurgeGarbage() {
+  for (const std::string& name : Names(TmpDir())) {
+    if (absl::StartsWith(name, "garbage-")) RemoveTree(absl::StrCat(TmpDir(), "/", name)).IgnoreError();
+  }
 }
 
 }  // namespace warden::images

@@ -134,8 +134,13 @@ class TemplateStore {
   class Pin;
   absl::StatusOr<std::shared_ptr<Pin>> PinRoot(const Digest& root);
 
-  // Removes roots and layers that no template names and no pin holds.
+  // Moves roots and layers that no template names and no pin holds out of
+  // the store (into tmp/, at once), for PurgeGarbage to delete.
   absl::Status Collect();
+  // Deletes what Collect moved out: slow on a disk that commits each
+  // unlink of a freshly written file (minutes for a large image here), so
+  // callers run it off their request's path.
+  void PurgeGarbage();
 
   const std::string& dir() const { return options_.dir; }
   std::string RootPath(const Digest& root) const;

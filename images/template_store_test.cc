@@ -206,6 +206,9 @@ TEST_F(TemplateStoreTest, RemovingATemplateCollectsItsRootUnlessPinned) {
   ASSERT_TRUE(store_->Collect().ok());
   EXPECT_FALSE(fs::exists(a->root_path));
   EXPECT_TRUE(fs::is_empty(dir_ + "/store/layers/sha256"));
+  EXPECT_FALSE(fs::is_empty(dir_ + "/store/tmp"));  // moved out, for PurgeGarbage
+  store_->PurgeGarbage();
+  EXPECT_TRUE(fs::is_empty(dir_ + "/store/tmp"));
   EXPECT_TRUE(absl::IsNotFound(store_->Remove("", "a")));
 }
 

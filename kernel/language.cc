@@ -84,4 +84,18 @@ std::vector<std::string> KernelArgv(Language language, const std::string& dir) {
   return {};
 }
 
+std::vector<std::string> TemplateKernelArgv(Language language, const std::string& interpreter,
+                                            const std::string& dir) {
+  switch (language) {
+    case Language::kPython:
+      return {interpreter, "-u", dir + "/warden_kernel.py"};
+    case Language::kJavaScript:
+      return {interpreter, dir + "/warden_kernel.js"};
+    case Language::kBash:
+      return {interpreter, "--noprofile", "--norc", dir + "/warden_kernel.sh"};
+    default:
+      return {};
+  }
+}
+
 }  // namespace warden

@@ -42,5 +42,10 @@ std::string KernelMountPoint(Language language, bool machine);
 // argv that starts the kernel inside the sandbox, from `dir` (its
 // KernelMountPoint).
 std::vector<std::string> KernelArgv(Language language, const std::string& dir = kKernelMountPoint);
+// The same with a template's own interpreter (an absolute path inside it):
+// Python without -E, so that the image's PYTHON* settings (PYTHONPATH)
+// hold, as they would for `python3` in a container of it.
+std::vector<std::string> TemplateKernelArgv(Language language, const std::string& interpreter,
+                                            const std::string& dir = kKernelMountPoint);
 
 }  // namespace warden

@@ -163,10 +163,21 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
   if (options_.machine && (fresh_sandbox || !worker_)) {
     // One more process of the running machine.
     ProcessSpec spec;
+    const SandboxTemplate* t = options_.sandbox_template.get();
     const bool in_place = options_.language == Language::kPython && options_.machine->can_run_in_place();
-    spec.argv = KernelArgv(options_.language, KernelMountPoint(options_.language, /*machine=*/true));
+    if (t != nullptr && !in_place) {
+      const std::string why = t->Unavailable(options_.language);
+      if (!why.empty()) return absl::FailedPreconditionError(why);
+      spec.argv = TemplateKernelArgv(options_.language, t->interpreters.at(options_.language),
+                                     KernelMountPoint(options_.language, /*machine=*/true));
+    } else {
+      spec.argv = KernelArgv(options_.language, KernelMountPoint(options_.language, /*machine=*/true));
+    }
     spec.in_place = in_place;
-    spec.env = PythonKernelEnvironment();
+    spec.env = t != nullptr ? TemplateKernelEnvironment(*t, PythonKernelEnvironment()) : PythonKernelEnvironment();
+    if (t != nullptr && t->interpreters.count(Language::kPython)) {
+      spec.env.push_back("WARDEN_PYTHON=" + t->interpreters.at(Language::kPython));
+    }
     if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
     if (!options_.wheelhouse.empty()) spec.env.push_back(absl::StrCat("PIP_FIND_LINKS=", kWheelhouseMountPoint));
     spec.env = MergeEnvironment(spec.env, options_.env);
@@ -178,8 +189,24 @@ absl::Status Session::StartWorker(bool fresh_sandbox) {
   } else if (fresh_sandbox || !worker_) {
     SandboxSpec spec;
     spec.name = name_.empty() ? LanguageName(options_.language) : name_;
-    spec.argv = KernelArgv(options_.language, kKernelMountPoint);
-    spec.env = MergeEnvironment(PythonKernelEnvironment(), options_.env);  // what the other kernels need too
+    const SandboxTemplate* t = options_.sandbox_template.get();
+    if (t != nullptr) {
+      // The template's root and the image's own interpreter; Warden's
+      // kernel is bound in read-only, as for the host's runtime.
+      const std::string why = t->Unavailable(options_.language);
+      if (!why.empty()) return absl::FailedPreconditionError(why);
+      spec.argv = TemplateKernelArgv(options_.language, t->interpreters.at(options_.language), kKernelMountPoint);
+      spec.env = MergeEnvironment(TemplateKernelEnvironment(*t, PythonKernelEnvironment()), options_.env);
+      if (t->interpreters.count(Language::kPython)) {
+        spec.env.push_back("WARDEN_PYTHON=" + t->interpreters.at(Language::kPython));
+      }
+      spec.filesystem.root = t->root;
+      spec.filesystem.passwd_base = t->passwd;
+      spec.filesystem.group_base = t->group;
+    } else {
+      spec.argv = KernelArgv(options_.language, kKernelMountPoint);
+      spec.env = MergeEnvironment(PythonKernelEnvironment(), options_.env);  // what the other kernels need too
+    }
     if (!options_.warm.empty()) spec.env.push_back("WARDEN_WARM=" + absl::StrJoin(options_.warm, ","));
     if (!options_.cwd.empty()) spec.cwd = options_.cwd;
     spec.limits = options_.limits;

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernel/kernel_channel.h"
 #include "kernel/language.h"
+#include "kernel/sandbox_template.h"
 #include "kernel/snapshot_archive.h"
 #include "sandbox/limits.h"
 #include "sandbox/machine.h"
@@ -80,6 +81,10 @@ struct SessionOptions {
   std::function<std::shared_ptr<EgressGate>()> egress;
   // A host file bound as the sandbox's CA bundle (FilesystemSpec::ca_bundle_source).
   std::string ca_bundle;
+  // The template the sandbox runs in (its root filesystem, the image's
+  // interpreter for the kernel); null: the host's runtime. With a machine,
+  // the machine's (it started in it).
+  std::shared_ptr<const SandboxTemplate> sandbox_template;
 
   static Limits DefaultSessionLimits();
   static std::string DefaultKernelsDir();

@@ -180,9 +180,27 @@ class TemplateTree {
   }
 
   // The operations: every top-level entry but Warden's own (/proc, /dev,
-  // /tmp, /sys; /etc is the caller's), each split directory a tmpfs.
+  // /tmp, /sys; /etc is the caller's), each split directory a tmpfs: one
+  // in a split directory as it is reached, one deeper in a directory bound
+  // whole over its own entry there (which a read-only bind can take).
   absl::Status Emit(std::vector<MountOp>& ops, std::vector<std::string>& seals) const {
-    return EmitChildren("", ops, seals, 0);
+    RETURN_IF_ERROR(EmitChildren("", ops, seals, 0));
+    std::vector<std::string> nested;
+    for (const std::string& dir : split_) {
+      const size_t slash = dir.rfind('/');
+      if (slash != std::string::npos && !split_.count(dir.substr(0, slash))) nested.push_back(dir);
+    }
+    std::sort(nested.begin(), nested.end(), [](const std::string& a, const std::string& b) {
+      return Depth(a) < Depth(b);
+    });
+    for (const std::string& dir : nested) {
+      struct stat st;
+      if (lstat(absl::StrCat(root_, "/", dir).c_str(), &st) != 0) continue;
+      ops.push_back(Tmpfs(dir, 1 << 20, st.st_mode & 07777, 0, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+      seals.push_back(dir);
+      RETURN_IF_ERROR(EmitChildren(dir, ops, seals, 1));
+    }
+    return absl::OkStatus();
   }
 
   static inline const std::set<std::string> kManaged = {"proc", "dev", "tmp", "sys", "etc"};

@@ -277,6 +277,22 @@ TEST_F(TemplateRootTest, AMountPointTheTemplateLacksSplitsItsDirectory) {
   EXPECT_EQ(Find(*plan, "data")->kind, MountOp::Kind::kBind);
 }
 
+TEST_F(TemplateRootTest, ADirectoryDeeperThanTheTopIsSplitUnderItsBoundParent) {
+  mkdir((root_ + "/opt/app").c_str(), 0755);
+  close(open((root_ + "/opt/app/main.py").c_str(), O_CREAT | O_WRONLY, 0644));
+  FilesystemSpec spec = Spec();
+  spec.binds = {{"/usr", "/opt/app/data", false}};
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Find(*plan, "opt")->kind, MountOp::Kind::kBind);  // bound whole
+  const MountOp* app = Find(*plan, "opt/app");
+  ASSERT_NE(app, nullptr);
+  EXPECT_EQ(app->kind, MountOp::Kind::kTmpfs);  // over its own entry in /opt
+  EXPECT_EQ(Find(*plan, "opt/app/main.py")->kind, MountOp::Kind::kBind);
+  EXPECT_LT(Find(*plan, "opt") - plan->ops.data(), app - plan->ops.data());
+  EXPECT_LT(app - plan->ops.data(), Find(*plan, "opt/app/data") - plan->ops.data());
+}
+
 TEST_F(TemplateRootTest, AMountThroughATemplatesSymlinkIsRefused) {
   FilesystemSpec spec = Spec();
   spec.binds = {{"/usr", "/linked-home/data", false}};

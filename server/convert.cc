@@ -163,6 +163,16 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   out->mutable_limits()->set_memory_mb(entry.memory_mb);
   out->mutable_limits()->set_output_bytes(entry.cell_defaults.output_bytes);
   out->set_shared_workspace(entry.machine != nullptr);
+  if (entry.sandbox_template != nullptr) {
+    out->set_template_(entry.sandbox_template->name);
+    out->set_template_digest(entry.sandbox_template->digest);
+  }
+  for (const VolumeMountRecord& v : entry.volumes) {
+    v1::VolumeMount* mount = out->add_volumes();
+    mount->set_volume(v.volume);
+    mount->set_path(v.path);
+    mount->set_read_only(v.read_only);
+  }
   if (std::optional<CellResult> cell = entry.detached_cell()) {
     FillResponse(*cell, entry.id, out->mutable_detached_cell());
   }
@@ -242,6 +252,14 @@ void FillSnapshot(const SnapshotRecord& record, v1::Snapshot* out) {
   out->set_complete(record.left_out.empty());
   out->set_name(record.name);
   out->set_shared_workspace(record.shared_workspace);
+  out->set_template_(record.template_name);
+  out->set_template_digest(record.template_digest);
+  for (const VolumeMountRecord& v : record.volumes) {
+    v1::VolumeMount* mount = out->add_volumes();
+    mount->set_volume(v.volume);
+    mount->set_path(v.path);
+    mount->set_read_only(v.read_only);
+  }
 }
 
 v1::SessionState StateOf(const ManagedSession& entry) {

@@ -109,8 +109,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
     }
     ASSIGN_OR_RETURN(daemon->network_, Network::Create(daemon->options_, state, runtime));
   }
+  // The image store (templates): without it wardend serves the host's
+  // runtime only, and says so to whoever asks for a template.
+  if (auto catalog = TemplateCatalog::Create(daemon->options_, *daemon->executor_); catalog.ok()) {
+    daemon->templates_ = *std::move(catalog);
+  } else {
+    spdlog::warn("templates are off: {}", catalog.status().ToString());
+  }
+  if (auto catalog = VolumeCatalog::Create(daemon->options_); catalog.ok()) {
+    daemon->volumes_ = *std::move(catalog);
+  } else {
+    spdlog::warn("volumes are off: {}", catalog.status().ToString());
+  }
   daemon->engine_ = std::make_unique<Engine>(daemon->options_, *daemon->executor_, &daemon->metrics_,
-                                             daemon->python_zygote_.get(), daemon->network_.get());
+                                             daemon->python_zygote_.get(), daemon->network_.get(),
+                                             daemon->templates_.get(), daemon->volumes_.get());
   daemon->AdoptSessions();
   daemon->engine_->SetHealthListener([d = daemon.get()] { d->UpdateHealth(); });
 
@@ -128,6 +141,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
   daemon->node_service_ = std::make_unique<NodeService>(
       *daemon->engine_, daemon->tenancy_, daemon->service_->tasks(),
       options.fleet.node_name.empty() ? options.fleet.node_id : options.fleet.node_name);
+  if (daemon->templates_) {
+    daemon->template_service_ = std::make_unique<TemplateService>(*daemon->templates_, daemon->tenancy_);
+  }
+  if (daemon->volumes_) {
+    daemon->volume_service_ = std::make_unique<VolumeService>(*daemon->volumes_, *daemon->engine_, daemon->tenancy_);
+  }
   return daemon;
 }
 
@@ -255,6 +274,8 @@ absl::Status Daemon::Start() {
   }
   builder.RegisterService(service_.get());
   builder.RegisterService(node_service_.get());
+  if (template_service_) builder.RegisterService(template_service_.get());
+  if (volume_service_) builder.RegisterService(volume_service_.get());
   for (auto& service : extra_services_) builder.RegisterService(service.get());
   // No other user may connect to the UNIX sockets, not even in the moment
   // between bind and the chmod below. (The umask is process-wide; sandboxes

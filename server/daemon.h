@@ -25,6 +25,8 @@
 #include "server/node_service.h"
 #include "server/options.h"
 #include "server/session_keeper.h"
+#include "server/template_service.h"
+#include "server/volume_service.h"
 #include "server/startup_probe.h"
 #include "server/state_dir.h"
 
@@ -103,9 +105,13 @@ class Daemon {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ForkServer> python_zygote_;  // null: Python starts cold
   std::unique_ptr<Network> network_;  // the egress proxy; outlives the engine's sandboxes
+  std::unique_ptr<TemplateCatalog> templates_;  // null: templates are off
+  std::unique_ptr<VolumeCatalog> volumes_;      // null: volumes are off
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExecutorService> service_;
   std::unique_ptr<NodeService> node_service_;
+  std::unique_ptr<TemplateService> template_service_;  // with templates_
+  std::unique_ptr<VolumeService> volume_service_;      // with volumes_
   Authenticator authenticate_;
   std::shared_ptr<const Tenancy> tenancy_;
   std::vector<std::unique_ptr<grpc::Service>> extra_services_;

@@ -82,12 +82,16 @@ std::vector<std::string> NodeEgressEnvironment() {
           absl::StrCat("NODE_OPTIONS=--require=", kToolsMountPoint, "/warden_node_egress.js")};
 }
 
-// The environment a machine's processes start with: the sandboxes' own,
-// at home in `home`, then the session's own `env`.
-std::vector<std::string> MachineEnvironment(const std::string& home, const std::vector<std::string>& env) {
+// The environment a machine's processes start with: the sandboxes' own
+// (a template's: its image's ENV over them), at home in `home`, then the
+// session's own `env`.
+std::vector<std::string> MachineEnvironment(const std::string& home, const std::vector<std::string>& env,
+                                            const SandboxTemplate* t = nullptr) {
   std::vector<std::string> base = SandboxSpec::DefaultEnvironment();
+  if (t != nullptr) base = MergeEnvironment(std::move(base), t->env);
+  const std::string path = t != nullptr ? t->Path() : "/usr/local/bin:/usr/bin:/bin";
   base = MergeEnvironment(std::move(base), {
-      absl::StrCat("PATH=", kToolsMountPoint, ":/usr/local/bin:/usr/bin:/bin:", home, "/.local/bin"),
+      absl::StrCat("PATH=", kToolsMountPoint, ":", path, ":", home, "/.local/bin"),
       "HOME=" + home, "USER=user", "LOGNAME=user", "SHELL=/bin/bash",
       // Warden's pip (docs/runtime.md) installs into the user's site, from
       // a wheelhouse, never from an index.
@@ -175,8 +179,9 @@ std::string Wheelhouse(const DaemonOptions& options, Language language) {
 }
 
 Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics,
-               ForkServer* python_zygote, Network* network)
-    : options_(options), executor_(executor), python_zygote_(python_zygote), network_(network),
+               ForkServer* python_zygote, Network* network, TemplateCatalog* templates, VolumeCatalog* volumes)
+    : options_(options), executor_(executor), python_zygote_(python_zygote), network_(network), templates_(templates),
+      volumes_(volumes),
       sessions_(options.sessions, options.fleet.node_id),
       snapshots_(options.SnapshotDirectory(), options.snapshots.max_bytes_per_tenant),
       admission_({.max_running_per_tenant = options.max_concurrent_per_tenant,
@@ -301,6 +306,37 @@ Engine::Engine(const DaemonOptions& options, Executor& executor, Metrics* metric
     auto language = ParseLanguage(pool.language);
     if (!language.ok()) continue;  // rejected by DaemonOptions::Validate already
     const int64_t memory_mb = pool.memory_mb != 0 ? pool.memory_mb : default_mb;
+    if (!pool.template_name.empty()) {
+      // A pool in a template: the public template of that name, as it is
+      // now (a template imported again later needs a restart to be used).
+      absl::StatusOr<std::shared_ptr<const SandboxTemplate>> t =
+          templates_ == nullptr ? absl::FailedPreconditionError("this wardend has no template store")
+                                : templates_->Resolve("", pool.template_name);
+      absl::Status usable = t.status();
+      if (t.ok() && (*t)->owner != "") usable = absl::NotFoundError("it is not a public template");
+      if (usable.ok()) {
+        if (const std::string why = (*t)->Unavailable(*language); !why.empty()) usable = absl::FailedPreconditionError(why);
+      }
+      if (usable.ok() && Network::PoolPolicy(pool.network) != nullptr) {
+        usable = absl::InvalidArgumentError(
+            "a pool in a template takes no network of its own yet (its sessions may bring their own policy)");
+      }
+      if (!usable.ok()) {
+        template_pool_errors_.push_back(WorkersCannotStart(
+            *language, absl::FailedPreconditionError(absl::StrCat("the pool in the template '", pool.template_name,
+                                                                  "' cannot start: ", usable.message()))));
+        spdlog::error("{}", template_pool_errors_.back().ToString());
+        continue;
+      }
+      SessionOptions session = SessionOptionsFor(*language, memory_mb, *t);
+      session.warm = pool.warm;
+      session.wheelhouse = pool.wheelhouse.empty() ? Wheelhouse(options_, *language) : pool.wheelhouse;
+      template_pools_[{*language, memory_mb, pool.template_name}] = std::make_unique<WarmPool>(
+          executor_, session, pool.size, pool.max_size, options_.queue.max_depth, [this] {
+            if (health_listener_) health_listener_();
+          });
+      continue;
+    }
     if (auto policy = Network::PoolPolicy(pool.network)) pool_networks_[{*language, memory_mb}] = policy;
     SessionOptions session = SessionOptionsFor(*language, memory_mb);
     session.warm = pool.warm.empty() ? WarmModules(options_, *language) : pool.warm;
@@ -332,6 +368,7 @@ void Engine::Start() {
     if (swept > 0) spdlog::info("session ledger: {} entries of ended sessions removed", swept);
   }
   for (auto& [profile, pool] : pools_) pool->Start();
+  for (auto& [profile, pool] : template_pools_) pool->Start();
   reaper_ = std::thread([this] { ReapLoop(); });
 }
 
@@ -350,6 +387,7 @@ void Engine::Stop() {
   }
   for (std::thread& resumer : resumers_) resumer.join();
   for (auto& [profile, pool] : pools_) pool->Stop();
+  for (auto& [profile, pool] : template_pools_) pool->Stop();
 }
 
 void Engine::StopAdmitting() {
@@ -382,22 +420,44 @@ void Engine::ReapLoop() {
   }
 }
 
-SessionOptions Engine::SessionOptionsFor(Language language, int64_t memory_mb) const {
+SessionOptions Engine::SessionOptionsFor(Language language, int64_t memory_mb,
+                                         std::shared_ptr<const SandboxTemplate> sandbox_template) const {
   SessionOptions session;
   session.language = language;
+  session.sandbox_template = std::move(sandbox_template);
   session.limits.memory_bytes = memory_mb << 20;
   session.limits.pids = options_.limits.pids;
   session.limits.tmpfs_bytes = options_.limits.tmpfs_mb << 20;
   session.limits.output_bytes = options_.limits.max.output_bytes;
   session.max_file_bytes = options_.limits.max_file_bytes;
   if (!options_.kernels_dir.empty()) session.kernels_dir = options_.kernels_dir;
-  if (language == Language::kPython) session.fork_server = python_zygote_;
+  // The zygote holds the host's interpreter: never a template's.
+  if (language == Language::kPython && session.sandbox_template == nullptr) session.fork_server = python_zygote_;
   if (network_ != nullptr) {
     session.egress = network_->GateFactory();
     session.ca_bundle = network_->ca_bundle();
     for (std::string& entry : NodeEgressEnvironment()) session.env.push_back(std::move(entry));
   }
   return session;
+}
+
+absl::StatusOr<std::shared_ptr<const SandboxTemplate>> Engine::TemplateWithDigest(const std::string& tenant,
+                                                                                  const std::string& name,
+                                                                                  const std::string& digest) {
+  if (templates_ == nullptr) return absl::FailedPreconditionError("this wardend has no template store");
+  return templates_->ResolveDigest(tenant, name, digest);
+}
+
+absl::StatusOr<std::shared_ptr<const SandboxTemplate>> Engine::TemplateFor(const std::string& tenant,
+                                                                           const std::string& name,
+                                                                           Language language) const {
+  if (name.empty()) return nullptr;
+  if (templates_ == nullptr) {
+    return absl::FailedPreconditionError("this wardend runs without a template store; ask for no template");
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const SandboxTemplate> t, templates_->Resolve(tenant, name));
+  if (const std::string why = t->Unavailable(language); !why.empty()) return absl::FailedPreconditionError(why);
+  return t;
 }
 
 absl::StatusOr<CellLimits> Engine::ResolveLimits(const CellLimitsOptions& asked,
@@ -414,26 +474,60 @@ absl::StatusOr<CellLimits> Engine::ResolveLimits(const CellLimitsOptions& asked,
   return limits;
 }
 
-WarmPool* Engine::PoolFor(Language language, int64_t memory_mb) const {
+absl::Status Engine::AttachVolumes(ManagedSession& entry) {
+  entry.volume_binds.clear();
+  entry.volume_holds.clear();
+  if (entry.volumes.empty()) return absl::OkStatus();
+  if (volumes_ == nullptr) return absl::FailedPreconditionError("this wardend runs without volumes (see its log)");
+  ASSIGN_OR_RETURN(VolumeCatalog::Attached attached, volumes_->Attach(entry.tenant, entry.volumes));
+  entry.volume_binds = std::move(attached.binds);
+  entry.volume_holds = std::move(attached.holds);
+  return absl::OkStatus();
+}
+
+WarmPool* Engine::PoolFor(Language language, int64_t memory_mb, const SandboxTemplate* t, bool binds) const {
+  if (binds) return nullptr;  // volumes: a sandbox of its own with them, never a pool's
   if (memory_mb == 0) memory_mb = options_.limits.defaults.memory_mb;
+  if (t != nullptr) {
+    // A pool names a public template; a tenant's own, or one imported
+    // again since the pool filled, is started on demand.
+    if (!t->owner.empty()) return nullptr;
+    auto pool = template_pools_.find({language, memory_mb, t->name});
+    if (pool == template_pools_.end() || pool->second->options().sandbox_template->digest != t->digest) return nullptr;
+    return pool->second.get();
+  }
   auto pool = pools_.find({language, memory_mb});
   return pool == pools_.end() ? nullptr : pool->second.get();
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Engine::StartOnDemand(Language language, int64_t memory_mb) {
+absl::StatusOr<std::unique_ptr<Session>> Engine::StartOnDemand(Language language, int64_t memory_mb,
+                                                               const std::shared_ptr<const SandboxTemplate>& t,
+                                                               const std::vector<BindMount>& binds) {
+  if (memory_mb == 0) memory_mb = options_.limits.defaults.memory_mb;
   // No pool for this profile: started on demand (cloned from the zygote for
-  // Python, so still in milliseconds).
-  SessionOptions options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
+  // Python, so still in milliseconds; in a template, its own interpreter).
+  SessionOptions options;
+  if (t != nullptr) {
+    options = SessionOptionsFor(language, memory_mb, t);
+    options.wheelhouse = Wheelhouse(options_, language);
+  } else {
+    options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
+  }
   options.limits.memory_bytes = memory_mb << 20;
+  options.binds.insert(options.binds.end(), binds.begin(), binds.end());
   auto session = Session::Start(executor_, options);
   if (!session.ok()) return WorkersCannotStart(language, session.status());
   return session;
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSession(const std::string& tenant, Language language,
-                                                              int64_t memory_mb, absl::Time deadline, bool first) {
-  if (WarmPool* pool = PoolFor(language, memory_mb)) return pool->Acquire(tenant, deadline, first);
-  return StartOnDemand(language, memory_mb);
+                                                              int64_t memory_mb, absl::Time deadline, bool first,
+                                                              const std::shared_ptr<const SandboxTemplate>& t,
+                                                              const std::vector<BindMount>& binds) {
+  if (WarmPool* pool = PoolFor(language, memory_mb, t.get(), !binds.empty())) {
+    return pool->Acquire(tenant, deadline, first);
+  }
+  return StartOnDemand(language, memory_mb, t, binds);
 }
 
 absl::Time Engine::WaitDeadline(absl::Time asked) const {
@@ -493,6 +587,9 @@ absl::Status Engine::CheckExecute(const ExecuteCall& call) const {
                                                    " bytes; the server's maximum is ",
                                                    options_.limits.max_code_bytes));
   }
+  if (!call.session_id.empty() && !call.template_name.empty()) {
+    return absl::InvalidArgumentError("a session's template is fixed when it is created; leave template empty");
+  }
   if (call.session_id.empty()) return CheckTakingWork();
   absl::MutexLock lock(&mu_);
   if (stopped_) return absl::UnavailableError("the server is shutting down");
@@ -543,6 +640,7 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
   ExecutionResult out;
   std::shared_ptr<ManagedSession> entry;
   std::unique_ptr<Session> one_shot;
+  std::shared_ptr<const SandboxTemplate> sandbox_template;  // a one-shot's
   Session* session = nullptr;
   CellLimits limits;
   Language language = call.language.value_or(Language::kPython);
@@ -588,7 +686,9 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
       }
     }
     if (call.on_accepted) call.on_accepted();
-    ASSIGN_OR_RETURN(one_shot, StartSession(call.tenant, language, call.limits.memory_mb, deadline));
+    ASSIGN_OR_RETURN(sandbox_template, TemplateFor(call.tenant, call.template_name, language));
+    ASSIGN_OR_RETURN(one_shot, StartSession(call.tenant, language, call.limits.memory_mb, deadline, /*first=*/false,
+                                            sandbox_template));
     if (network_ != nullptr) {
       // A pool's sandbox, this call's now: its tenant's, under its pool's policy.
       const int64_t memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
@@ -628,10 +728,12 @@ absl::StatusOr<ExecutionResult> Engine::ExecuteAdmitted(const ExecuteCall& call,
   if (entry) entry->End();
   if (one_shot) disposer_.Dispose(std::move(one_shot));  // after the reply, off this path
 
+  const SandboxTemplate* ran_in = entry ? entry->sandbox_template.get() : sandbox_template.get();
   spdlog::info(
-      "audit tenant={} session={} language={} code={} bytes={} outcome={} wall_ms={} cpu_ms={} "
+      "audit tenant={} session={} language={}{} code={} bytes={} outcome={} wall_ms={} cpu_ms={} "
       "peak_memory={}{}",
       call.tenant, out.session_id.empty() ? "-" : out.session_id, LanguageName(language),
+      ran_in ? absl::StrCat(" template=", ran_in->name, "@", ran_in->digest.substr(7, 12)) : std::string(),
       CodeDigest(call.code), call.code.size(), OutcomeName(out.cell.outcome), out.cell.wall_ms,
       out.cell.cpu_ms, out.cell.peak_memory_bytes,
       out.cell.violation ? " violation=" + *out.cell.violation : std::string());
@@ -677,11 +779,13 @@ void Engine::CreateSessionAsync(CreateSessionCall call, Runner run, CreateDone d
     });
     return;
   }
-  WarmPool* pool = PoolFor(creation->language, creation->call.limits.memory_mb);
+  WarmPool* pool = PoolFor(creation->language, creation->call.limits.memory_mb,
+                           creation->entry->sandbox_template.get(), !creation->entry->volume_binds.empty());
   if (pool == nullptr) {
     return run([this, creation, done = std::move(done)] {
       MakeRoomForALiveSession(nullptr);
-      done(FinishCreate(*creation, StartOnDemand(creation->language, creation->entry->memory_mb)));
+      done(FinishCreate(*creation, StartOnDemand(creation->language, creation->entry->memory_mb,
+                                                 creation->entry->sandbox_template, creation->entry->volume_binds)));
     });
   }
   pool->AcquireAsync(tenant, creation->deadline, [this, creation, pool, run = std::move(run), done = std::move(done)](
@@ -757,9 +861,12 @@ absl::StatusOr<std::shared_ptr<Engine::Creation>> Engine::PrepareCreate(CreateSe
     return absl::InvalidArgumentError("ports.host_header must be a host name of at most 253 bytes, ${PORT} allowed");
   }
 
+  const Language language = call.language.value_or(Language::kPython);
+  ASSIGN_OR_RETURN(std::shared_ptr<const SandboxTemplate> sandbox_template,
+                   TemplateFor(call.tenant, call.template_name, language));
   RETURN_IF_ERROR(sessions_.Reserve(call.tenant));
   auto creation = std::make_shared<Creation>();
-  creation->language = call.language.value_or(Language::kPython);
+  creation->language = language;
   creation->deadline = WaitDeadline(call.deadline);
   auto& entry = creation->entry = std::make_unique<ManagedSession>();
   entry->memory_mb = call.limits.memory_mb ? call.limits.memory_mb : options_.limits.defaults.memory_mb;
@@ -776,6 +883,13 @@ absl::StatusOr<std::shared_ptr<Engine::Creation>> Engine::PrepareCreate(CreateSe
   entry->public_ports = call.public_ports;
   entry->port_host_header = call.port_host_header;
   entry->traffic_token = SessionManager::RandomHex() + SessionManager::RandomHex();
+  entry->sandbox_template = sandbox_template;
+  entry->tenant = call.tenant;
+  entry->volumes = call.volumes;
+  if (absl::Status attached = AttachVolumes(*entry); !attached.ok()) {
+    sessions_.Unreserve(call.tenant);
+    return attached;
+  }
   if (call.shared_workspace) {
     entry->workspace_path = workspace_path;
     entry->workspace_aliases = call.workspace_aliases;
@@ -788,7 +902,7 @@ absl::StatusOr<std::shared_ptr<Engine::Creation>> Engine::PrepareCreate(CreateSe
       for (std::string& line : NodeEgressEnvironment()) env.push_back(std::move(line));
     }
     env.insert(env.end(), call.env.begin(), call.env.end());
-    entry->env = MachineEnvironment(workspace_path, env);
+    entry->env = MachineEnvironment(workspace_path, env, sandbox_template.get());
   }
   entry->tenant = call.tenant;
   entry->language = creation->language;
@@ -821,8 +935,9 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::FinishCreate(
   auto shared = sessions_.Register(std::move(entry));
   NameSandboxes(*shared);
   BindNetwork(*shared);
-  spdlog::info("session {} created for tenant {} ({}{})", shared->id, creation.call.tenant,
-               LanguageName(creation.language), creation.call.network ? ", with a network policy" : "");
+  spdlog::info("session {} created for tenant {} ({}{}{})", shared->id, creation.call.tenant,
+               LanguageName(creation.language), creation.call.network ? ", with a network policy" : "",
+               shared->sandbox_template ? absl::StrCat(", in template ", shared->sandbox_template->name) : std::string());
   return shared;
 }
 
@@ -838,6 +953,14 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::AdoptSession(
   }
   SessionOptions options = pool->second->options();
   options.limits.memory_bytes = entry->memory_mb << 20;
+  if (entry->sandbox_template != nullptr) {
+    options = SessionOptionsFor(entry->language, entry->memory_mb, entry->sandbox_template);
+    options.wheelhouse = Wheelhouse(options_, entry->language);
+  }
+  // Its volumes are mounted in its sandbox still; held here too, for the
+  // sandbox a restart makes.
+  RETURN_IF_ERROR(AttachVolumes(*entry));
+  options.binds.insert(options.binds.end(), entry->volume_binds.begin(), entry->volume_binds.end());
   ASSIGN_OR_RETURN(entry->session, Session::Adopt(executor_, options, std::move(worker), snapshot));
   const CellLimits limits{entry->cell_defaults.wall_ms, entry->cell_defaults.cpu_ms,
                           entry->cell_defaults.output_bytes};
@@ -1113,6 +1236,12 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
   ASSIGN_OR_RETURN(entry.cgroup, executor_.CreateGroup({entry.memory_mb << 20, spec.limits.pids,
                                                         spec.limits.cpu_percent}));
   FilesystemSpec& fs = spec.filesystem;
+  const SandboxTemplate* t = entry.sandbox_template.get();
+  if (t != nullptr) {
+    fs.root = t->root;
+    fs.passwd_base = t->passwd;
+    fs.group_base = t->group;
+  }
   ASSIGN_OR_RETURN(entry.boot_id, BootId::Create(SharedWorkspace::DefaultParent()));
   fs.boot_id_source = entry.boot_id->path();
   fs.workspace = entry.workspace_path;
@@ -1127,6 +1256,7 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
     fs.links.push_back({alias, link + entry.workspace_path.substr(1)});
   }
   fs.binds = python.binds;
+  fs.binds.insert(fs.binds.end(), entry.volume_binds.begin(), entry.volume_binds.end());
   // Every language's kernel, so any of them can be a context (each kernel
   // directory once: some languages share one).
   std::set<std::string> kernel_dirs;
@@ -1145,10 +1275,12 @@ absl::StatusOr<std::shared_ptr<Machine>> Engine::StartMachine(ManagedSession& en
   if (network_ != nullptr && !entry.egress_gate) entry.egress_gate = network_->GateFactory()();
   // Cloned from the Python zygote when there is one: its interpreter then
   // runs Python contexts in place, warm.
-  SpawnOptions spawn{.fork_server = python_zygote_, .identity_slot = entry.workspace->identity_slot(),
-                     .parent_cgroup = entry.cgroup.get(), .egress = entry.egress_gate};
+  SpawnOptions spawn{.fork_server = t == nullptr ? python_zygote_ : nullptr,
+                     .identity_slot = entry.workspace->identity_slot(),
+                     .parent_cgroup = entry.cgroup.get(),
+                     .egress = entry.egress_gate};
   auto machine = Machine::Start(executor_, spec, spawn);
-  if (python_zygote_ != nullptr && absl::IsUnavailable(machine.status())) {
+  if (spawn.fork_server != nullptr && absl::IsUnavailable(machine.status())) {
     spawn.fork_server = nullptr;
     machine = Machine::Start(executor_, spec, spawn);
   }
@@ -1169,6 +1301,12 @@ absl::StatusOr<std::unique_ptr<Session>> Engine::StartWithSharedWorkspace(Manage
 absl::StatusOr<std::unique_ptr<Session>> Engine::StartSharedSession(const ManagedSession& owner,
                                                                     Language language, const std::string& cwd) {
   SessionOptions options = pools_.at({language, options_.limits.defaults.memory_mb})->options();
+  if (owner.sandbox_template != nullptr) {
+    if (const std::string why = owner.sandbox_template->Unavailable(language); !why.empty()) {
+      return absl::FailedPreconditionError(why);
+    }
+    options.sandbox_template = owner.sandbox_template;
+  }
   options.machine = owner.machine;
   options.workspace = owner.workspace_path;
   options.cwd = cwd;
@@ -1547,11 +1685,16 @@ bool Engine::Ready() const {
   for (const auto& [profile, pool] : pools_) {
     if (pool->size() > 0 && pool->Stats().ready == 0) return false;
   }
-  return true;
+  for (const auto& [profile, pool] : template_pools_) {
+    if (pool->size() > 0 && pool->Stats().ready == 0) return false;
+  }
+  return template_pool_errors_.empty();
 }
 
 absl::Status Engine::Health() const {
   for (const auto& [profile, pool] : pools_) RETURN_IF_ERROR(pool->Health());
+  for (const absl::Status& broken : template_pool_errors_) return broken;
+  for (const auto& [profile, pool] : template_pools_) RETURN_IF_ERROR(pool->Health());
   return absl::OkStatus();
 }
 
@@ -1582,6 +1725,12 @@ EngineStats Engine::Stats() const {
   for (const auto& [profile, pool] : pools_) {
     const auto& [language, memory_mb] = profile;
     std::string name = LanguageName(language);
+    if (memory_mb != options_.limits.defaults.memory_mb) absl::StrAppend(&name, ":", memory_mb, "mb");
+    stats.pools[name] = pool->Stats();
+  }
+  for (const auto& [profile, pool] : template_pools_) {
+    const auto& [language, memory_mb, template_name] = profile;
+    std::string name = absl::StrCat(LanguageName(language), "@", template_name);
     if (memory_mb != options_.limits.defaults.memory_mb) absl::StrAppend(&name, ":", memory_mb, "mb");
     stats.pools[name] = pool->Stats();
   }

@@ -30,6 +30,8 @@
 #include "server/session_ledger.h"
 #include "server/session_manager.h"
 #include "server/snapshot_store.h"
+#include "server/template_catalog.h"
+#include "server/volume_catalog.h"
 #include "server/warm_pool.h"
 
 namespace warden {
@@ -66,6 +68,7 @@ struct ExecuteCall {
   std::vector<std::string> env;      // "KEY=value" for this cell only (a machine's sessions)
   CellLimitsOptions limits;          // 0: the default (the session's, or the server's)
   std::vector<std::pair<std::string, std::string>> files;  // one-shot: path, content
+  std::string template_name;  // one-shot: run in this template (empty: the host's runtime)
   // The client's: waiting for a turn or a worker ends here at the latest.
   absl::Time deadline = absl::InfiniteFuture();
   // Called once, before any event, when the cell is accepted: its session
@@ -108,6 +111,10 @@ struct CreateSessionCall {
   // and the Host header its servers see ("${PORT}" replaced).
   bool public_ports = false;
   std::string port_host_header;
+  // The template the session runs in (its own or a public one); empty: the
+  // host's runtime.
+  std::string template_name;
+  std::vector<VolumeMountRecord> volumes;  // mounted into its sandbox
 };
 
 // Puts work that may block on a thread of the caller's (the service's
@@ -156,7 +163,8 @@ class Engine {
   // and must outlive the engine. With a zygote, Python sessions and pool
   // workers are cloned from it.
   Engine(const DaemonOptions& options, Executor& executor, Metrics* metrics = nullptr,
-         ForkServer* python_zygote = nullptr, Network* network = nullptr);
+         ForkServer* python_zygote = nullptr, Network* network = nullptr, TemplateCatalog* templates = nullptr,
+         VolumeCatalog* volumes = nullptr);
   ~Engine();
 
   // Starts filling the pools and reaping expired sessions.
@@ -307,6 +315,11 @@ class Engine {
                                                                const Session::Handover& snapshot,
                                                                absl::Time last_used);
   std::vector<std::shared_ptr<ManagedSession>> AllSessions() const { return sessions_.All(); }
+  // A template of exactly `digest` for `tenant` (a kept session's, a
+  // snapshot's): FAILED_PRECONDITION when there is none any more.
+  absl::StatusOr<std::shared_ptr<const SandboxTemplate>> TemplateWithDigest(const std::string& tenant,
+                                                                            const std::string& name,
+                                                                            const std::string& digest);
 
   // Snapshots of Python sessions (server/engine_snapshots.cc): stored on
   // disk, private to the tenant; restored and forked into fresh sandboxes.
@@ -399,17 +412,31 @@ class Engine {
   absl::Time WaitDeadline(absl::Time asked) const;
   absl::StatusOr<CellLimits> ResolveLimits(const CellLimitsOptions& asked,
                                            const CellLimitsOptions& defaults) const;
-  SessionOptions SessionOptionsFor(Language language, int64_t memory_mb) const;
-  // The warm pool of a limits profile; null when none is configured for it.
-  WarmPool* PoolFor(Language language, int64_t memory_mb) const;
+  SessionOptions SessionOptionsFor(Language language, int64_t memory_mb,
+                                   std::shared_ptr<const SandboxTemplate> sandbox_template = nullptr) const;
+  // The warm pool of a limits profile (in a template: the pool naming
+  // it); null when none is configured for it, or when the sandbox mounts
+  // volumes (`binds`: a sandbox of its own, never a pool's).
+  WarmPool* PoolFor(Language language, int64_t memory_mb, const SandboxTemplate* sandbox_template = nullptr,
+                    bool binds = false) const;
   // A sandbox for `tenant`'s new session, one-shot or waking session, from
   // the profile's warm pool (waiting in its line until `deadline`; `first`:
   // ahead of the tenant's other requests), or started here when the
   // profile has no pool.
-  absl::StatusOr<std::unique_ptr<Session>> StartSession(const std::string& tenant, Language language,
-                                                        int64_t memory_mb, absl::Time deadline,
-                                                        bool first = false);
-  absl::StatusOr<std::unique_ptr<Session>> StartOnDemand(Language language, int64_t memory_mb);
+  absl::StatusOr<std::unique_ptr<Session>> StartSession(
+      const std::string& tenant, Language language, int64_t memory_mb, absl::Time deadline, bool first = false,
+      const std::shared_ptr<const SandboxTemplate>& sandbox_template = nullptr,
+      const std::vector<BindMount>& binds = {});
+  absl::StatusOr<std::unique_ptr<Session>> StartOnDemand(
+      Language language, int64_t memory_mb, const std::shared_ptr<const SandboxTemplate>& sandbox_template = nullptr,
+      const std::vector<BindMount>& binds = {});
+  // Mounts `entry`'s volumes (entry.volumes) for it: its volume_binds and
+  // volume_holds.
+  absl::Status AttachVolumes(ManagedSession& entry);
+  // The template `name` means for `tenant`, able to run `language`;
+  // null for no name.
+  absl::StatusOr<std::shared_ptr<const SandboxTemplate>> TemplateFor(const std::string& tenant, const std::string& name,
+                                                                     Language language) const;
   void ReapLoop();
   // Hibernation: idle, completely capturable sessions go to disk; a call
   // to one restores it first (Wake, with the session's turn held;
@@ -490,6 +517,8 @@ class Engine {
   ForkServer* const python_zygote_;
   Network* const network_;  // null: no egress proxy (tests)
   std::map<std::pair<Language, int64_t>, std::shared_ptr<const egress::Policy>> pool_networks_;
+  TemplateCatalog* const templates_;  // null: templates are off
+  VolumeCatalog* const volumes_;      // null: volumes are off
   SessionObserver* observer_ = nullptr;
   // Adopted sessions finishing a cell their predecessor started; joined in Stop.
   std::vector<std::thread> resumers_;
@@ -499,6 +528,11 @@ class Engine {
   // and always one for each language's default profile (size 0 when not
   // configured: sessions start on demand).
   std::map<std::pair<Language, int64_t>, std::unique_ptr<WarmPool>> pools_;
+  // Pools that name a template (public, by name): by language, memory
+  // limit and template; a configured one whose template is missing is an
+  // error Health() reports.
+  std::map<std::tuple<Language, int64_t, std::string>, std::unique_ptr<WarmPool>> template_pools_;
+  std::vector<absl::Status> template_pool_errors_;
   Disposer disposer_;
   std::function<void()> health_listener_;
   CounterFamily* executions_ = nullptr;     // by language, mode, outcome

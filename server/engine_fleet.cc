@@ -238,8 +238,21 @@ absl::StatusOr<Engine::TakenOver> Engine::Claim(const std::string& tenant, const
   entry->set_expires(entry->created + absl::Seconds(options_.sessions.default_ttl_seconds));
   entry->idle_timeout = absl::Seconds(options_.sessions.default_idle_timeout_seconds);
   entry->cell_defaults = options_.limits.defaults;
-  if (absl::Status s = DecodeSessionMeta(snapshot.session_meta, entry.get()); !s.ok()) {
+  SessionMetaRefs refs;
+  if (absl::Status s = DecodeSessionMeta(snapshot.session_meta, entry.get(), &refs); !s.ok()) {
     spdlog::warn("session {}: {}; it keeps the server's defaults", id, s.ToString());
+  }
+  entry->volumes = refs.volumes;
+  absl::Status resolved;
+  if (!refs.template_digest.empty()) {
+    auto t = templates_ == nullptr ? absl::StatusOr<std::shared_ptr<const SandboxTemplate>>(
+                                         absl::FailedPreconditionError("this node has no template store"))
+                                   : templates_->ResolveDigest(tenant, refs.template_name, refs.template_digest);
+    if (t.ok()) {
+      entry->sandbox_template = *std::move(t);
+    } else {
+      resolved = t.status();
+    }
   }
   entry->ledger_generation = claimed->generation;
   // The shared storage holds no network policy (nor secrets): a session
@@ -251,7 +264,9 @@ absl::StatusOr<Engine::TakenOver> Engine::Claim(const std::string& tenant, const
   }
   absl::StatusOr<std::shared_ptr<ManagedSession>> restored = absl::InternalError("not restored");
   std::map<std::string, std::string> left_out;
-  if (auto archive = snapshots_.OpenArchive(tenant, snapshot.id); archive.ok()) {
+  if (!resolved.ok()) {
+    restored = resolved;
+  } else if (auto archive = snapshots_.OpenArchive(tenant, snapshot.id); archive.ok()) {
     restored = StartFromArchive(std::move(entry), *archive, &left_out);
     CloseLater(std::move(archive->fd));
   } else {

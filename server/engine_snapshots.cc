@@ -75,7 +75,12 @@ absl::StatusOr<SnapshotRecord> Engine::SnapshotSession(const std::string& tenant
                         .shared_workspace = entry->machine != nullptr,
                         .workspace_aliases = entry->workspace_aliases,
                         .workspace_path = entry->workspace_path,
-                        .env = entry->env};
+                        .env = entry->env,
+                        .volumes = entry->volumes};
+  if (entry->sandbox_template != nullptr) {
+    record.template_name = entry->sandbox_template->name;
+    record.template_digest = entry->sandbox_template->digest;
+  }
   NoteUncaptured(*entry, &record.left_out);
   auto stored = snapshots_.Put(std::move(record), snapshot->archive);
   CloseLater(std::move(snapshot->archive.fd));
@@ -89,11 +94,14 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::StartFromArchive(
     std::unique_ptr<ManagedSession> entry, const SnapshotArchive& archive,
     std::map<std::string, std::string>* left_out, bool shared_workspace) {
   RETURN_IF_ERROR(CheckTakingWork());
+  // Its volumes again: mounted, not copied (their content is theirs).
+  RETURN_IF_ERROR(AttachVolumes(*entry));
   RETURN_IF_ERROR(sessions_.Reserve(entry->tenant));
   auto started = shared_workspace
                      ? StartWithSharedWorkspace(*entry, entry->language)
                      : StartSession(entry->tenant, entry->language, entry->memory_mb,
-                                    absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms));
+                                    absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms), /*first=*/false,
+                                    entry->sandbox_template, entry->volume_binds);
   if (!started.ok()) {
     sessions_.Unreserve(entry->tenant);
     return started.status();
@@ -145,6 +153,13 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestoreSnapshot(
     absl::MutexLock lock(&entry->network_mu);
     entry->secret_env = network_->SecretEnvironment(tenant, entry->pool_network.get());
     if (entry->pool_network) entry->secret_env.push_back("PIP_NO_INDEX=0");
+  }
+  entry->volumes = record.volumes;
+  if (!record.template_digest.empty()) {
+    // Only onto the very image it ran in.
+    if (templates_ == nullptr) return absl::FailedPreconditionError("this wardend has no template store");
+    ASSIGN_OR_RETURN(entry->sandbox_template,
+                     templates_->ResolveDigest(tenant, record.template_name, record.template_digest));
   }
   std::map<std::string, std::string> failed;
   auto started = StartFromArchive(std::move(entry), archive, &failed, record.shared_workspace);
@@ -203,6 +218,8 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   }
   entry->public_ports = source->public_ports;
   entry->port_host_header = source->port_host_header;
+  entry->sandbox_template = source->sandbox_template;
+  entry->volumes = source->volumes;
   Fork fork{nullptr, snapshot->left_out};
   NoteUncaptured(*source, &fork.left_out);
   auto started =
@@ -315,8 +332,12 @@ absl::Status Engine::Wake(ManagedSession& entry) {
   // A warm sandbox from the pool, as a new session gets, rather than a
   // clone of the zygote started on the caller's time; the clone only when
   // the pool has none to give.
-  auto warm = StartSession(entry.tenant, entry.language, entry.memory_mb,
-                           absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms), /*first=*/true);
+  // (With volumes its own: a pool's has none.)
+  auto warm = entry.volumes.empty()
+                  ? StartSession(entry.tenant, entry.language, entry.memory_mb,
+                                 absl::Now() + absl::Milliseconds(options_.queue.max_wait_ms), /*first=*/true,
+                                 entry.sandbox_template)
+                  : absl::StatusOr<std::unique_ptr<Session>>(absl::UnavailableError("its own sandbox"));
   absl::Status reopened = warm.ok() ? entry.session->Reopen(*std::move(warm)) : warm.status();
   if (!reopened.ok()) reopened = entry.session->Reopen();
   absl::StatusOr<std::map<std::string, std::string>> failed =

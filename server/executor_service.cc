@@ -327,6 +327,7 @@ absl::StatusOr<ExecuteCall> ExecutorService::ToCall(grpc::CallbackServerContext*
   call.limits.memory_mb = request.limits().memory_mb();
   call.limits.output_bytes = request.limits().output_bytes();
   for (const v1::File& file : request.files()) call.files.emplace_back(file.path(), file.content());
+  call.template_name = request.template_();
   if (ctx->deadline() != std::chrono::system_clock::time_point::max()) {
     call.deadline = absl::FromChrono(ctx->deadline());
   }
@@ -409,6 +410,10 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
   if (request->has_network()) call.network = FromProto(request->network());
   call.public_ports = request->ports().public_();
   call.port_host_header = request->ports().host_header();
+  call.template_name = request->template_();
+  for (const v1::VolumeMount& mount : request->volumes()) {
+    call.volumes.push_back({mount.volume(), mount.path(), mount.read_only()});
+  }
   auto* reactor = ctx->DefaultReactor();
   engine_.CreateSessionAsync(std::move(call), Run(),
                              [reactor, response](absl::StatusOr<std::shared_ptr<ManagedSession>> entry) {

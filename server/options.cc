@@ -144,7 +144,31 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
         p.Int("memory_mb", &pool.memory_mb);
         p.String("wheelhouse", &pool.wheelhouse);
         p.Object("network", [&pool](ObjectReader& n) { ReadNetworkPolicy(n, &pool.network); });
+        p.String("template", &pool.template_name);
       });
+  r.Object("templates", [o](ObjectReader& t) {
+    t.String("dir", &o->templates.dir);
+    t.StringList("operators", &o->templates.operators);
+    t.StringList("tenants", &o->templates.tenants);
+    t.Int("max_bytes_per_tenant", &o->templates.max_bytes_per_tenant);
+    t.Int("max_per_tenant", &o->templates.max_per_tenant);
+    t.Int("max_archive_bytes", &o->templates.max_archive_bytes);
+    t.Int("max_image_bytes", &o->templates.max_image_bytes);
+    t.Bool("build", &o->templates.build);
+    t.Int("build_timeout_ms", &o->templates.build_timeout_ms);
+    t.Int("build_memory_mb", &o->templates.build_memory_mb);
+    t.Int("build_pids", &o->templates.build_pids);
+  });
+  r.Object("volumes", [o](ObjectReader& v) {
+    v.String("dir", &o->volumes.dir);
+    v.Int("default_bytes", &o->volumes.default_bytes);
+    v.Int("max_bytes", &o->volumes.max_bytes);
+    v.Int("default_files", &o->volumes.default_files);
+    v.Int("max_files", &o->volumes.max_files);
+    v.Int("max_bytes_per_tenant", &o->volumes.max_bytes_per_tenant);
+    v.Int("max_per_tenant", &o->volumes.max_per_tenant);
+    v.Int("max_mounts", &o->volumes.max_mounts);
+  });
   r.Object("queue", [o](ObjectReader& q) {
     q.Int("max_depth", &o->queue.max_depth);
     q.Int("max_wait_ms", &o->queue.max_wait_ms);
@@ -555,8 +579,34 @@ absl::Status DaemonOptions::Validate() const {
                        "): lower the default or raise the maximum"));
   }
 
+  // Templates and volumes.
+  for (const auto& [key, dir] : {std::pair{"templates.dir", templates.dir}, std::pair{"volumes.dir", volumes.dir}}) {
+    if (!dir.empty() && dir.front() != '/') {
+      p.Add(absl::StrCat(key, " is '", dir, "': use an absolute path, e.g. /var/lib/warden/",
+                         absl::string_view(key).substr(0, absl::string_view(key).find('.'))));
+    }
+  }
+  CheckPositive(p, "templates.max_bytes_per_tenant", templates.max_bytes_per_tenant);
+  CheckPositive(p, "templates.max_per_tenant", templates.max_per_tenant);
+  CheckPositive(p, "templates.max_archive_bytes", templates.max_archive_bytes);
+  CheckPositive(p, "templates.max_image_bytes", templates.max_image_bytes);
+  CheckPositive(p, "templates.build_timeout_ms", templates.build_timeout_ms);
+  CheckPositive(p, "templates.build_memory_mb", templates.build_memory_mb);
+  CheckPositive(p, "templates.build_pids", templates.build_pids);
+  CheckPositive(p, "volumes.max_bytes_per_tenant", volumes.max_bytes_per_tenant);
+  CheckPositive(p, "volumes.max_per_tenant", volumes.max_per_tenant);
+  CheckPositive(p, "volumes.max_mounts", volumes.max_mounts);
+  if (volumes.default_bytes < (1 << 20) || volumes.default_bytes > volumes.max_bytes) {
+    p.Add(absl::StrCat("volumes.default_bytes is ", volumes.default_bytes,
+                       "; it must be at least 1 MiB and at most volumes.max_bytes (", volumes.max_bytes, ")"));
+  }
+  if (volumes.default_files < 16 || volumes.default_files > volumes.max_files) {
+    p.Add(absl::StrCat("volumes.default_files is ", volumes.default_files,
+                       "; it must be at least 16 and at most volumes.max_files (", volumes.max_files, ")"));
+  }
+
   // Pools.
-  std::set<std::pair<std::string, int64_t>> profiles;
+  std::set<std::tuple<std::string, int64_t, std::string>> profiles;
   for (size_t i = 0; i < pools.size(); ++i) {
     const PoolOptions& pool = pools[i];
     const std::string name = absl::StrCat("pools[", i, "]");
@@ -567,9 +617,23 @@ absl::Status DaemonOptions::Validate() const {
     }
     if (auto parsed = ParseLanguage(pool.language); !parsed.ok() || LanguageName(*parsed) != pool.language) {
       p.Add(absl::StrCat(name, ".language is '", pool.language, "'; it must be ", LanguageChoices()));
-    } else if (!profiles.insert({pool.language, memory_mb}).second) {
-      p.Add(absl::StrCat(name, " is a second pool for ", pool.language, " with ", memory_mb,
-                         " MiB: merge them into one pool and add up their sizes"));
+    } else if (!profiles.insert({pool.language, memory_mb, pool.template_name}).second) {
+      p.Add(absl::StrCat(name, " is a second pool for ", pool.language, " with ", memory_mb, " MiB",
+                         pool.template_name.empty() ? "" : absl::StrCat(" in the template ", pool.template_name),
+                         ": merge them into one pool and add up their sizes"));
+    }
+    if (!pool.template_name.empty()) {
+      if (pool.language != "python" && pool.language != "javascript" && pool.language != "bash") {
+        p.Add(absl::StrCat(name, ".template is set for a ", pool.language,
+                           " pool; templates run python, javascript and bash"));
+      }
+      for (char c : pool.template_name) {
+        if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+          p.Add(absl::StrCat(name, ".template is '", pool.template_name,
+                             "', which is not a template name ([A-Za-z0-9._-])"));
+          break;
+        }
+      }
     }
     if (pool.size < 0 || pool.size > 64) {
       p.Add(
@@ -726,6 +790,18 @@ std::string DaemonOptions::StateDirectory() const {
     return slash == 0 ? "/" : path.substr(0, slash);
   }
   return "";
+}
+
+std::string DaemonOptions::TemplateDirectory() const {
+  if (!templates.dir.empty()) return templates.dir;
+  if (fleet.enabled() && !fleet.shared_dir.empty()) return fleet.shared_dir + "/templates";
+  return "/var/lib/warden/templates";
+}
+
+std::string DaemonOptions::VolumeDirectory() const {
+  if (!volumes.dir.empty()) return volumes.dir;
+  if (fleet.enabled() && !fleet.shared_dir.empty()) return fleet.shared_dir + "/volumes";
+  return "/var/lib/warden/volumes";
 }
 
 std::string DaemonOptions::SnapshotDirectory() const {

@@ -130,6 +130,53 @@ struct PoolOptions {
   // Where its sandboxes may connect (one-shots, and sessions that bring no
   // policy of their own), within each tenant's ceiling; empty: nowhere.
   NetworkPolicyOptions network;
+  // A public template ("template" in the file, docs/templates.md) whose
+  // root filesystem and interpreter the pool's workers run in; empty: the
+  // host's runtime.
+  std::string template_name;
+};
+
+// Templates (docs/templates.md): root filesystems made from OCI images, in
+// the image store (images/template_store.h).
+struct TemplatesOptions {
+  // The store (made 0700). Empty: /var/lib/warden/templates, or in a fleet
+  // <fleet.shared_dir>/templates.
+  std::string dir;
+  // Tenants that manage the public templates through warden.v1 (import,
+  // build, delete); "*": every tenant. Without auth every caller is the
+  // tenant "default", the operator at the UNIX socket.
+  std::vector<std::string> operators = {"default"};
+  // Tenants that may import, build and delete templates of their own
+  // (every tenant uses the public ones); "*": every tenant.
+  std::vector<std::string> tenants;
+  // A tenant's own templates together (unpacked bytes, count).
+  int64_t max_bytes_per_tenant = 8LL << 30;
+  int max_per_tenant = 16;
+  // One image as it is sent (the archive), and one image unpacked.
+  int64_t max_archive_bytes = 16LL << 30;
+  int64_t max_image_bytes = 32LL << 30;
+  // BuildTemplate (buildah on this host; RUN without network, in a cgroup
+  // of wardend's with these limits).
+  bool build = true;
+  int64_t build_timeout_ms = 1'800'000;
+  int64_t build_memory_mb = 4096;
+  int64_t build_pids = 1024;
+};
+
+// Volumes (docs/templates.md, "Volumes"): tenants' directory trees that
+// outlive sessions, each a file system image of its own.
+struct VolumesOptions {
+  // Empty: /var/lib/warden/volumes, or in a fleet <fleet.shared_dir>/volumes.
+  std::string dir;
+  int64_t default_bytes = 1LL << 30;  // a volume's quota when the request names none
+  int64_t max_bytes = 64LL << 30;     // the most one volume may hold
+  int64_t default_files = 65'536;
+  int64_t max_files = 4'000'000;
+  // A tenant's volumes together: the quotas they reserve, and how many.
+  int64_t max_bytes_per_tenant = 256LL << 30;
+  int max_per_tenant = 32;
+  // Volumes one session may mount.
+  int max_mounts = 8;
 };
 
 // Requests wait in lines (admission/), each until its own deadline, with
@@ -268,6 +315,8 @@ struct DaemonOptions {
   LimitsOptions limits;
   SessionsOptions sessions;
   SnapshotsOptions snapshots;
+  TemplatesOptions templates;
+  VolumesOptions volumes;
   std::vector<PoolOptions> pools = {{"python", 2, {"numpy", "pandas"}}, {"javascript", 1, {}},
                                     {"bash", 1, {}}};
   QueueOptions queue;
@@ -304,6 +353,9 @@ struct DaemonOptions {
   std::string StateDirectory() const;
   // snapshots.dir, or what it defaults to (in a fleet: in the shared storage).
   std::string SnapshotDirectory() const;
+  // templates.dir and volumes.dir, or what they default to, the same way.
+  std::string TemplateDirectory() const;
+  std::string VolumeDirectory() const;
 };
 
 // True for a TCP listen address ("HOST:PORT") whose host is loopback, by the

@@ -91,6 +91,13 @@ std::string SessionRecord::Encode() const {
   if (public_ports) line("public_ports", 1);
   if (!port_host_header.empty()) line("port_host", absl::BytesToHexString(port_host_header));
   if (!traffic_token.empty()) line("traffic_token", absl::BytesToHexString(traffic_token));
+  if (!template_digest.empty()) {
+    line("template", absl::StrCat(absl::BytesToHexString(template_name), " ", template_digest));
+  }
+  for (const VolumeMountRecord& v : volumes) {
+    line("volume", absl::StrCat(absl::BytesToHexString(v.volume), " ", absl::BytesToHexString(v.path), " ",
+                                v.read_only ? 1 : 0));
+  }
   return out;
 }
 
@@ -132,6 +139,21 @@ absl::StatusOr<SessionRecord> SessionRecord::Decode(const std::string& text) {
         const std::string bytes = absl::HexStringToBytes(value);
         (key == "network" ? r.network : key == "port_host" ? r.port_host_header : r.traffic_token) = bytes;
       }
+    } else if (key == "template") {
+      std::pair<std::string, std::string> t = absl::StrSplit(value, absl::MaxSplits(' ', 1));
+      ok = !t.second.empty() && t.first.size() % 2 == 0 &&
+           std::all_of(t.first.begin(), t.first.end(), [](char c) { return isxdigit(c); });
+      if (ok) {
+        r.template_name = absl::HexStringToBytes(t.first);
+        r.template_digest = t.second;
+      }
+    } else if (key == "volume") {
+      std::vector<std::string> f = absl::StrSplit(value, ' ');
+      auto hex = [](const std::string& h) {
+        return h.size() % 2 == 0 && std::all_of(h.begin(), h.end(), [](char c) { return isxdigit(c); });
+      };
+      ok = f.size() == 3 && hex(f[0]) && hex(f[1]) && (f[2] == "0" || f[2] == "1");
+      if (ok) r.volumes.push_back({absl::HexStringToBytes(f[0]), absl::HexStringToBytes(f[1]), f[2] == "1"});
     } else if (key == "cgroup") {
       std::vector<std::string> f = absl::StrSplit(value, ' ');
       ok = f.size() == 2;
@@ -315,14 +337,22 @@ AdoptReport SessionKeeper::AdoptInto(Engine& engine, Executor& executor) {
         entry->public_ports = record.public_ports;
         entry->port_host_header = record.port_host_header;
         entry->traffic_token = record.traffic_token;
+        entry->volumes = record.volumes;
+        if (!record.template_digest.empty()) {
+          auto t = engine.TemplateWithDigest(record.tenant, record.template_name, record.template_digest);
+          if (t.ok()) entry->sandbox_template = *std::move(t);
+          else adopted = t.status();
+        }
         Session::Handover snapshot = record.snapshot;
         snapshot.busy = record.busy;
         snapshot.pending_stdout = std::move(r.held.buffered[keeper::kStreamStdout]);
         snapshot.pending_stderr = std::move(r.held.buffered[keeper::kStreamStderr]);
         snapshot.pending_channel = std::move(r.held.buffered[keeper::kStreamChannel]);
-        absl::StatusOr<std::shared_ptr<ManagedSession>> session =
-            engine.AdoptSession(std::move(entry), *std::move(worker), snapshot, record.last_used);
-        adopted = session.status();
+        if (adopted.ok()) {
+          absl::StatusOr<std::shared_ptr<ManagedSession>> session =
+              engine.AdoptSession(std::move(entry), *std::move(worker), snapshot, record.last_used);
+          adopted = session.status();
+        }
       } else {
         adopted = worker.status();
       }
@@ -382,6 +412,11 @@ absl::Status SessionKeeper::Persist(const ManagedSession& entry) {
   record.public_ports = entry.public_ports;
   record.port_host_header = entry.port_host_header;
   record.traffic_token = entry.traffic_token;
+  if (entry.sandbox_template != nullptr) {
+    record.template_name = entry.sandbox_template->name;
+    record.template_digest = entry.sandbox_template->digest;
+  }
+  record.volumes = entry.volumes;
   if (!record.snapshot.cgroup_paths.empty()) {
     // .../<subtree>/<group>
     const std::string& path = record.snapshot.cgroup_paths.front();

@@ -47,6 +47,8 @@ struct SessionRecord {
   bool public_ports = false;
   std::string port_host_header;
   std::string traffic_token;
+  std::string template_name, template_digest;  // empty: the host's runtime
+  std::vector<VolumeMountRecord> volumes;
 
   std::string Encode() const;
   static absl::StatusOr<SessionRecord> Decode(const std::string& text);

@@ -209,7 +209,11 @@ int SessionLedger::Sweep(absl::Time before) {
 }
 
 std::string EncodeSessionMeta(const ManagedSession& entry) {
+  const SandboxTemplate* t = entry.sandbox_template.get();
   return json{{"labels", entry.labels},
+              {"template", t ? t->name : ""},
+              {"template_digest", t ? t->digest : ""},
+              {"volumes", VolumesToJson(entry.volumes)},
               {"created_unix_ms", absl::ToUnixMillis(entry.created)},
               {"expires_unix_ms", absl::ToUnixMillis(entry.expires())},
               {"idle_timeout_seconds", absl::ToInt64Seconds(entry.idle_timeout)},
@@ -222,11 +226,16 @@ std::string EncodeSessionMeta(const ManagedSession& entry) {
       .dump();
 }
 
-absl::Status DecodeSessionMeta(const std::string& text, ManagedSession* entry) {
+absl::Status DecodeSessionMeta(const std::string& text, ManagedSession* entry, SessionMetaRefs* refs) {
   if (text.empty()) return absl::OkStatus();
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return absl::DataLossError("a session's metadata is not JSON");
   entry->labels = j.value("labels", entry->labels);
+  if (refs != nullptr) {
+    refs->template_name = j.value("template", "");
+    refs->template_digest = j.value("template_digest", "");
+    if (j.contains("volumes")) refs->volumes = VolumesFromJson(j["volumes"]);
+  }
   if (j.contains("created_unix_ms")) entry->created = absl::FromUnixMillis(j.value("created_unix_ms", int64_t{0}));
   if (j.contains("expires_unix_ms")) entry->set_expires(absl::FromUnixMillis(j.value("expires_unix_ms", int64_t{0})));
   if (j.contains("idle_timeout_seconds")) entry->idle_timeout = absl::Seconds(j.value("idle_timeout_seconds", int64_t{0}));

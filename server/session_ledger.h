@@ -67,8 +67,14 @@ class SessionLedger {
 // another node: its tenant-visible settings, as JSON kept with its snapshot
 // (SnapshotRecord::session_meta).
 std::string EncodeSessionMeta(const ManagedSession& entry);
+// What a session's metadata names that the engine resolves itself: the
+// template it ran in and the volumes it had mounted.
+struct SessionMetaRefs {
+  std::string template_name, template_digest;
+  std::vector<VolumeMountRecord> volumes;
+};
 // Fills `entry` (tenant, language and memory come from the snapshot record)
 // from EncodeSessionMeta's text; missing fields keep `entry`'s defaults.
-absl::Status DecodeSessionMeta(const std::string& text, ManagedSession* entry);
+absl::Status DecodeSessionMeta(const std::string& text, ManagedSession* entry, SessionMetaRefs* refs = nullptr);
 
 }  // namespace warden

@@ -26,6 +26,7 @@
 #include "sandbox/machine.h"
 #include "egress/policy.h"
 #include "server/options.h"
+#include "server/snapshot_store.h"
 
 namespace warden {
 
@@ -67,6 +68,16 @@ struct ManagedSession {
   std::string id;
   std::string tenant;
   Language language = Language::kPython;
+  // The template it runs in (pinned in the store while the session lives);
+  // null: the host's runtime.
+  std::shared_ptr<const SandboxTemplate> sandbox_template;
+  // The volumes mounted into its sandbox, as asked for (the mounts
+  // themselves are the sandbox's; a machine's for a shared workspace).
+  std::vector<VolumeMountRecord> volumes;
+  // Their binds (the mounts' fds stay valid while `volume_holds` keep the
+  // volumes mounted: server/volume_catalog.h).
+  std::vector<BindMount> volume_binds;
+  std::vector<std::shared_ptr<void>> volume_holds;
   std::map<std::string, std::string> labels;
   absl::Time created;
   absl::Duration idle_timeout;

@@ -143,6 +143,26 @@ absl::Status WriteAtomically(const std::string& path, absl::string_view doing,
   return absl::OkStatus();
 }
 
+}  // namespace
+
+json VolumesToJson(const std::vector<VolumeMountRecord>& volumes) {
+  json out = json::array();
+  for (const VolumeMountRecord& v : volumes) out.push_back({{"volume", v.volume}, {"path", v.path}, {"read_only", v.read_only}});
+  return out;
+}
+
+std::vector<VolumeMountRecord> VolumesFromJson(const json& j) {
+  std::vector<VolumeMountRecord> out;
+  if (!j.is_array()) return out;
+  for (const json& v : j) {
+    if (!v.is_object()) continue;
+    out.push_back({v.value("volume", ""), v.value("path", ""), v.value("read_only", false)});
+  }
+  return out;
+}
+
+namespace {
+
 json ToJson(const SnapshotRecord& r) {
   return json{{"id", r.id},
               {"session_id", r.session_id},
@@ -158,7 +178,10 @@ json ToJson(const SnapshotRecord& r) {
               {"shared_workspace", r.shared_workspace},
               {"workspace_aliases", r.workspace_aliases},
               {"workspace_path", r.workspace_path},
-              {"env", r.env}};
+              {"env", r.env},
+              {"template", r.template_name},
+              {"template_digest", r.template_digest},
+              {"volumes", VolumesToJson(r.volumes)}};
 }
 
 // The fields of a record read from disk, each checked for its type and
@@ -255,6 +278,8 @@ absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::stri
   f.Strings("workspace_aliases", &r.workspace_aliases);
   f.String("workspace_path", &r.workspace_path, 4096);
   f.Strings("env", &r.env);
+  f.String("template", &r.template_name, 256);
+  f.String("template_digest", &r.template_digest, 128);
   if (!f.problem().empty()) return damaged(f.problem());
   if (r.id != id) return damaged(absl::StrCat("it names another snapshot, '", r.id.substr(0, 64), "'"));
   auto parsed = ParseLanguage(language);
@@ -271,6 +296,18 @@ absl::StatusOr<SnapshotRecord> FromJson(const std::string& text, const std::stri
   for (const std::string& e : r.env) {
     if (e.find('=') == std::string::npos || e.front() == '=' || e.find('\0') != std::string::npos) {
       return damaged("'env' must hold KEY=value entries");
+    }
+  }
+  if (auto volumes = j.find("volumes"); volumes != j.end() && !volumes->is_null()) {
+    if (!volumes->is_array() || volumes->size() > 256) return damaged("'volumes' must be a list of mounts");
+    for (const json& v : *volumes) {
+      if (!v.is_object() || !v.contains("volume") || !v["volume"].is_string() || !v.contains("path") ||
+          !v["path"].is_string() || !absolute(v["path"].get<std::string>()) ||
+          (v.contains("read_only") && !v["read_only"].is_boolean())) {
+        return damaged("'volumes' must hold {volume, path, read_only} mounts at absolute paths");
+      }
+      r.volumes.push_back({v["volume"].get<std::string>(), v["path"].get<std::string>(),
+                           v.contains("read_only") && v["read_only"].get<bool>()});
     }
   }
   return r;

@@ -21,8 +21,20 @@
 #include "absl/time/time.h"
 #include "kernel/language.h"
 #include "kernel/snapshot_archive.h"
+#include "nlohmann/json.hpp"
 
 namespace warden {
+
+// A volume a session has mounted (CreateSessionRequest.volumes): recorded
+// with its snapshots, mounted again where they are restored.
+struct VolumeMountRecord {
+  std::string volume;
+  std::string path;  // absolute, inside the sandbox
+  bool read_only = false;
+  bool operator==(const VolumeMountRecord& o) const {
+    return volume == o.volume && path == o.path && read_only == o.read_only;
+  }
+};
 
 struct SnapshotRecord {
   std::string id;  // "snap-" + 24 hex digits
@@ -48,7 +60,16 @@ struct SnapshotRecord {
   std::vector<std::string> workspace_aliases;
   std::string workspace_path;
   std::vector<std::string> env;
+  // The template the session ran in (empty: the host's runtime): restored
+  // only into a template with this digest.
+  std::string template_name, template_digest;
+  std::vector<VolumeMountRecord> volumes;
 };
+
+// The JSON form of a session's volume mounts (snapshot records, session
+// metadata).
+nlohmann::json VolumesToJson(const std::vector<VolumeMountRecord>& volumes);
+std::vector<VolumeMountRecord> VolumesFromJson(const nlohmann::json& j);
 
 class SnapshotStore {
  public:

@@ -493,11 +493,8 @@ class Front {
     ASSIGN_OR_RETURN(json body, JsonBody(request, /*allow_empty=*/true));
     ASSIGN_OR_RETURN(std::string template_id, Field(body, "templateID", options_.template_id));
     if (absl::StartsWith(template_id, "snap-")) return CreateFromSnapshot(request, exchange, body, template_id);
-    if (!IsServedTemplate(template_id)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "template '", template_id, "' does not exist here: Warden serves the template '",
-          options_.template_id, "' (Python, JavaScript and bash; numpy, pandas and matplotlib) only"));
-    }
+    // Another template: one imported into Warden (warden template import,
+    // docs/templates.md), by its name, as E2B's template ids and aliases.
     // The network (E2B's default: the internet, which the tenant's ceiling
     // narrows; none at all until the operator enables egress, every
     // connection attempt inside then saying so at once).
@@ -521,6 +518,9 @@ class Front {
     create.set_workspace_path(kHome);
     create.add_workspace_aliases("/workspace");
     create.mutable_env()->insert(env.begin(), env.end());
+    if (!IsServedTemplate(template_id)) create.set_template_(template_id);
+    ASSIGN_OR_RETURN(std::vector<v1::VolumeMount> mounts, VolumeMounts(body));
+    for (v1::VolumeMount& mount : mounts) *create.add_volumes() = std::move(mount);
     create.set_ttl_seconds(timeout);
     create.set_idle_timeout_seconds(timeout);  // E2B has only the TTL
     ASSIGN_OR_RETURN(*create.mutable_labels(), Labels(template_id, body));
@@ -1231,6 +1231,25 @@ class Front {
     if (absl::IsFailedPrecondition(resumed)) return false;
     RETURN_IF_ERROR(resumed);
     return true;
+  }
+
+  // volumeMounts: [{name, path}], the volumes (by name) mounted at paths.
+  static absl::StatusOr<std::vector<v1::VolumeMount>> VolumeMounts(const json& body) {
+    std::vector<v1::VolumeMount> out;
+    auto it = body.find("volumeMounts");
+    if (it == body.end() || it->is_null()) return out;
+    if (!it->is_array()) return absl::InvalidArgumentError("volumeMounts must be a list of {name, path}");
+    for (const json& m : *it) {
+      if (!m.is_object() || !m.contains("name") || !m["name"].is_string() || !m.contains("path") ||
+          !m["path"].is_string()) {
+        return absl::InvalidArgumentError("each of volumeMounts is {\"name\": volume, \"path\": where}");
+      }
+      v1::VolumeMount mount;
+      mount.set_volume(m["name"].get<std::string>());
+      mount.set_path(m["path"].get<std::string>());
+      out.push_back(std::move(mount));
+    }
+    return out;
   }
 
   // The labels that carry what the front must know of a sandbox (InfoOf),

@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "fronts/e2b/access_token.h"
 #include "fronts/e2b/e2b_front.h"
+#include "fronts/e2b/volumes.h"
 #include "fronts/jupyter/kernel_gateway_http.h"
 #include "fronts/mcp/mcp_http.h"
 #include "fronts/ports/ports_front.h"
@@ -58,6 +59,9 @@ absl::StatusOr<std::unique_ptr<HttpFronts>> HttpFronts::Start(const HttpFrontsOp
     ports_options.sandbox_domain = options.http.sandbox_domain;
     ports_options.open_e2b_token = std::move(e2b_tokens);
     ports::AddPortRoutes(*router, fronts->executor_.get(), ports_options);
+    e2b::AddE2bRoutes(*router, fronts->executor_.get(), e2b_options);
+    fronts->volumes_ = v1::Volumes::NewStub(channel);
+    e2b::AddE2bVolumeRoutes(*router, fronts->volumes_.get(), e2b_options);
     fronts->kernel_gateway_ = std::make_shared<jupyter::KernelGateway>(
         std::shared_ptr<v1::Executor::StubInterface>(v1::Executor::NewStub(channel)));
     jupyter::AddKernelGatewayRoutes(*router, fronts->kernel_gateway_);

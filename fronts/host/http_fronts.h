@@ -23,6 +23,7 @@
 #include "fronts/mcp/mcp_server.h"
 #include "grpcpp/server.h"
 #include "warden/v1/executor.grpc.pb.h"
+#include "warden/v1/images.grpc.pb.h"
 
 namespace warden::fronts {
 
@@ -75,6 +76,7 @@ class HttpFronts {
 
   TokenAuthenticator authenticate_;
   std::unique_ptr<v1::Executor::Stub> executor_;  // over the in-process channel
+  std::unique_ptr<v1::Volumes::Stub> volumes_;    // the same channel
   std::unique_ptr<mcp::McpTools> mcp_tools_;
   std::unique_ptr<mcp::McpServer> mcp_;
   std::shared_ptr<jupyter::KernelGateway> kernel_gateway_;

@@ -1,5 +1,10 @@
-#!/usr/bin/python3
+#!/bin/sh
+''''exec "${WARDEN_PYTHON:-/usr/bin/python3}" "$0" "$@" # '''
 """`pip` inside Warden's sandboxes: installs from the pool's wheelhouse, fast.
+
+(The first two lines are for sh and for Python both: sh runs this file with
+the sandbox's Python - a template's own, $WARDEN_PYTHON, or Debian's - and
+to Python the second line is a string.)
 
 Sandboxes have no network. An operator can give a pool a wheelhouse, a host
 directory of wheels bound read-only into its sandboxes and named by
