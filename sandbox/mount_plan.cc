@@ -163,6 +163,13 @@ class TemplateTree {
         return absl::OkStatus();
       }
       const bool last = i + 1 == parts.size();
+      if (last && !exists_ok && rel.empty()) {
+        // A top-level entry (the store's /workspace mount point, when E2B
+        // names /home/user the workspace and /workspace its alias): left
+        // out of the root, which has room for the link itself.
+        shadowed_.insert(next);
+        return absl::OkStatus();
+      }
       if (last && !exists_ok) {
         return absl::InvalidArgumentError(
             absl::StrCat("cannot make ", target, ": the template has something there already"));
@@ -223,7 +230,7 @@ class TemplateTree {
           " entries (Warden would bind each): choose a path outside it"));
     }
     for (const std::string& name : names) {
-      if (rel.empty() && kManaged.count(name)) continue;
+      if (rel.empty() && (kManaged.count(name) || shadowed_.count(name))) continue;
       const std::string path = rel.empty() ? name : absl::StrCat(rel, "/", name);
       const std::string host = absl::StrCat(root_, "/", path);
       struct stat st;
@@ -251,6 +258,7 @@ class TemplateTree {
 
   std::string root_;
   std::set<std::string> split_;  // relative paths of the directories to split
+  std::set<std::string> shadowed_;  // top-level entries a link of the plan's takes the place of
 };
 
 }  // namespace

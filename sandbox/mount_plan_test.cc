@@ -293,6 +293,27 @@ TEST_F(TemplateRootTest, ADirectoryDeeperThanTheTopIsSplitUnderItsBoundParent) {
   EXPECT_LT(app - plan->ops.data(), Find(*plan, "opt/app/data") - plan->ops.data());
 }
 
+TEST_F(TemplateRootTest, ALinkTakesTheTemplatesTopLevelEntryOfItsNameButNothingDeeper) {
+  // E2B's sandboxes: the workspace at /home/user and /workspace a link to
+  // it, where the store made /workspace a mount point of every root.
+  mkdir((root_ + "/workspace").c_str(), 0755);
+  FilesystemSpec spec = Spec();
+  spec.workspace = "/home/user";
+  spec.links = {{"/workspace", "/home/user"}};
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MountOp* link = Find(*plan, "workspace");
+  ASSERT_NE(link, nullptr);
+  EXPECT_EQ(link->kind, MountOp::Kind::kSymlink);
+  int at_workspace = 0;
+  for (const MountOp& op : plan->ops) at_workspace += op.target == "workspace";
+  EXPECT_EQ(at_workspace, 1);  // the template's /workspace is not bound under it
+  spec.links = {{"/usr/bin", "/home/user"}};
+  plan = BuildMountPlan(spec);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("the template has something there already"), std::string::npos);
+}
+
 TEST_F(TemplateRootTest, AMountThroughATemplatesSymlinkIsRefused) {
   FilesystemSpec spec = Spec();
   spec.binds = {{"/usr", "/linked-home/data", false}};
