@@ -150,6 +150,10 @@ absl::StatusOr<Command> BuildExec(const ParsedArgs& args, const CliEnvironment&)
   if (*wall_ms > 0) request.mutable_limits()->set_wall_ms(*wall_ms);
   if (*memory_mb > 0) request.mutable_limits()->set_memory_mb(*memory_mb);
   if (*cpu_ms > 0) request.mutable_limits()->set_cpu_ms(*cpu_ms);
+  request.set_template_(args.Value("--template"));
+  if (!request.template_().empty() && !request.session_id().empty()) {
+    return absl::InvalidArgumentError("--template is for a one-shot: a session runs in the template it was created in");
+  }
   return command;
 }
 
@@ -208,6 +212,7 @@ absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvi
   // that without these flags it gets its pool's, as before.
   if (std::optional<v1::NetworkPolicy> network = NetworkFlags(args)) *request.mutable_network() = *network;
   if (args.Has("--public-ports")) request.mutable_ports()->set_public_(true);
+  request.set_template_(args.Value("--template"));
   return command;
 }
 
@@ -325,6 +330,38 @@ absl::StatusOr<Command> BuildFilesLs(const ParsedArgs& args, const CliEnvironmen
   return command;
 }
 
+absl::StatusOr<Command> BuildTemplateImport(const ParsedArgs& args, const CliEnvironment&) {
+  TemplateImportCommand command;
+  command.archive = args.operands[0];
+  command.json = args.Has("--json");
+  if (!args.Has("--name") || args.Value("--name").empty()) {
+    return absl::InvalidArgumentError("warden template import needs --name NAME: what sessions will ask for");
+  }
+  command.header.set_name(args.Value("--name"));
+  command.header.set_ref(args.Value("--ref"));
+  command.header.set_private_(args.Has("--private"));
+  return command;
+}
+
+absl::StatusOr<Command> BuildTemplateList(const ParsedArgs& args, const CliEnvironment&) {
+  TemplateListCommand command;
+  command.json = args.Has("--json");
+  return command;
+}
+
+absl::StatusOr<Command> BuildTemplateShow(const ParsedArgs& args, const CliEnvironment&) {
+  TemplateShowCommand command;
+  command.json = args.Has("--json");
+  command.request.set_name(args.operands[0]);
+  return command;
+}
+
+absl::StatusOr<Command> BuildTemplateRm(const ParsedArgs& args, const CliEnvironment&) {
+  TemplateRmCommand command;
+  command.name = args.operands[0];
+  return command;
+}
+
 // ---- The command table ----
 
 struct CommandSpec {
@@ -416,6 +453,7 @@ const std::vector<CommandSpec>& Commands() {
         {"--timeout-ms", "N", "wall-clock limit in milliseconds (default: the server's)"},
         {"--cpu-ms", "N", "CPU-time limit in milliseconds (default: the server's)"},
         {"--memory-mb", "N", "memory limit in MiB, one-shot only (default: the server's)"},
+        {"--template", "NAME", "one-shot only: run in this template (default: the host's runtime)"},
         kJsonFlag},
        BuildExec},
       {"session create", "", 0, 0, "Start a session; prints its ID.",
@@ -433,6 +471,7 @@ const std::vector<CommandSpec>& Commands() {
         {"--deny", "DEST", "refused unless an --allow entry names it; repeat for more"},
         {"--allow-all", "", "everything not denied may be reached (the operator's ceiling still narrows it)"},
         {"--public-ports", "", "its exposed ports need no token (if the operator allows public ports)"},
+        {"--template", "NAME", "run in this template's image (default: the host's runtime)"},
         {"--json", "", "print the session as JSON instead of its ID"}},
        BuildSessionCreate},
       {"session list", "", 0, 0, "List sessions: id, language, state, age, idle, memory, ...",
@@ -488,6 +527,33 @@ const std::vector<CommandSpec>& Commands() {
       {"files ls", "[PATH]", 0, 1, "List a session's workspace (all of it without PATH).", "",
        {kFilesSessionFlag, kJsonFlag},
        BuildFilesLs},
+      {"template import", "ARCHIVE|-", 1, 1, "Import an OCI image as a template sessions can ask for.",
+       "ARCHIVE is an OCI image layout as a tar, or what `docker save` or\n"
+       "`podman save` writes (gzip'd or not); \"-\" reads stdin. Its layers are\n"
+       "unpacked on the server into a store shared by templates with the same\n"
+       "layers (device files are left out, paths out of the root refused). The\n"
+       "server then finds python3, node and bash on the image's PATH and says\n"
+       "which languages its sessions can run. Progress prints on stderr; the\n"
+       "template's name on stdout (with --json, the template).\n"
+       "Operators import public templates; a tenant its own where the server's\n"
+       "templates.tenants allows it (docs/templates.md).\n",
+       {{"--name", "NAME", "the template's name ([A-Za-z0-9._-], at most 63)"},
+        {"--ref", "REF", "which image of an archive holding several (its tag or ref name)"},
+        {"--private", "", "an operator's own template rather than a public one"},
+        kJsonFlag},
+       BuildTemplateImport},
+      {"template list", "", 0, 0, "List the templates: your own, then the public ones.", "",
+       {kJsonFlag},
+       BuildTemplateList},
+      {"template show", "NAME", 1, 1, "Show one template: digest, size, languages, layers.", "",
+       {kJsonFlag},
+       BuildTemplateShow},
+      {"template rm", "NAME", 1, 1, "Delete a template.",
+       "NAME is your own template of that name, else the public one (operators\n"
+       "only). Sessions running in it keep running; snapshots taken in it\n"
+       "restore only once an image with its digest is imported again.\n",
+       {},
+       BuildTemplateRm},
       {"agent", "TASK", 0, 1, "Give a task to the code agent; print its steps as they stream.",
        "The daemon's agent drives its configured LLM through generate -> execute ->\n"
        "analyze -> fix in a fresh session until the task is verifiably done or a\n"

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "warden/v1/agent.pb.h"
 #include "warden/v1/executor.pb.h"
+#include "warden/v1/images.pb.h"
 
 namespace warden::cli {
 
@@ -109,6 +110,30 @@ struct AgentCommand {
   bool json = false;
 };
 
+// `warden template import ARCHIVE --name NAME`: an OCI image layout (a tar)
+// or a `docker save` archive, streamed to ImportTemplate
+// (client/template_command.cc).
+struct TemplateImportCommand {
+  v1::ImportTemplateHeader header;  // size is filled in when the archive is opened
+  std::string archive;              // a path, or "-" for stdin
+  bool json = false;
+};
+
+struct TemplateListCommand {
+  bool json = false;
+};
+
+struct TemplateShowCommand {
+  v1::GetTemplateRequest request;
+  bool json = false;
+};
+
+// `warden template rm NAME`: the template NAME means for the caller (its
+// own, else the public one).
+struct TemplateRmCommand {
+  std::string name;
+};
+
 // `warden mcp`: serve MCP on stdin/stdout for a desktop host (docs/integrations.md).
 struct McpCommand {};
 
@@ -116,8 +141,8 @@ using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand, SessionNetworkCommand,
                  SessionRestartCommand, SessionForkCommand, SessionShellCommand, FilesPutCommand,
-                 FilesGetCommand, FilesLsCommand,
-                 AgentCommand, McpCommand>;
+                 FilesGetCommand, FilesLsCommand, TemplateImportCommand, TemplateListCommand,
+                 TemplateShowCommand, TemplateRmCommand, AgentCommand, McpCommand>;
 
 struct Invocation {
   std::string address;  // --addr, else WARDEN_ADDR, else the default socket

@@ -57,6 +57,30 @@ TEST(ParseCommandLineTest, ExecTakesEveryFlag) {
   EXPECT_TRUE(exec.request.code().empty());  // read when it runs
 }
 
+TEST(ParseCommandLineTest, TemplatesAreAskedForByName) {
+  EXPECT_EQ(Get<ExecCommand>(Parse({"exec", "--template", "myimage", "a.py"})).request.template_(), "myimage");
+  EXPECT_EQ(Get<SessionCreateCommand>(Parse({"session", "create", "--template=myimage"})).request.template_(),
+            "myimage");
+  auto session_exec = Parse({"exec", "--template", "myimage", "--session", "s-1", "a.py"});
+  ASSERT_FALSE(session_exec.ok());
+  EXPECT_NE(session_exec.status().message().find("a session runs in the template it was created in"),
+            std::string::npos);
+  auto import = Get<TemplateImportCommand>(
+      Parse({"template", "import", "image.tar", "--name", "myimage", "--ref", "app:1.0", "--private", "--json"}));
+  EXPECT_EQ(import.archive, "image.tar");
+  EXPECT_EQ(import.header.name(), "myimage");
+  EXPECT_EQ(import.header.ref(), "app:1.0");
+  EXPECT_TRUE(import.header.private_());
+  EXPECT_TRUE(import.json);
+  auto unnamed = Parse({"template", "import", "image.tar"});
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_NE(unnamed.status().message().find("needs --name NAME"), std::string::npos);
+  EXPECT_TRUE(Get<TemplateListCommand>(Parse({"template", "list", "--json"})).json);
+  EXPECT_EQ(Get<TemplateShowCommand>(Parse({"template", "show", "myimage"})).request.name(), "myimage");
+  EXPECT_EQ(Get<TemplateRmCommand>(Parse({"template", "rm", "myimage"})).name, "myimage");
+  EXPECT_FALSE(Parse({"template", "rm"}).ok());
+}
+
 TEST(ParseCommandLineTest, ExecReadsStdinForDash) {
   auto exec = Get<ExecCommand>(Parse({"exec", "-"}));
   EXPECT_EQ(exec.source, "-");

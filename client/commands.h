@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "warden/v1/agent.grpc.pb.h"
 #include "warden/v1/executor.grpc.pb.h"
+#include "warden/v1/images.grpc.pb.h"
 
 namespace warden::cli {
 
@@ -66,11 +67,17 @@ class CommandRunner {
   int operator()(const FilesPutCommand& command);
   int operator()(const FilesGetCommand& command);
   int operator()(const FilesLsCommand& command);
+  int operator()(const TemplateImportCommand& command);  // client/template_command.cc
+  int operator()(const TemplateListCommand& command);
+  int operator()(const TemplateShowCommand& command);
+  int operator()(const TemplateRmCommand& command);
   int operator()(const AgentCommand& command);  // client/agent_command.cc
   int operator()(const McpCommand& command);    // client/mcp_command.cc
 
   // The Agent service's stub (not owned); `warden agent` needs it.
   void set_agent_stub(v1::Agent::StubInterface* stub) { agent_stub_ = stub; }
+  // The Templates service's stub (not owned); `warden template` needs it.
+  void set_templates_stub(v1::Templates::StubInterface* stub) { templates_stub_ = stub; }
 
  private:
   // A unary call with the token and kUnaryDeadline.
@@ -90,6 +97,7 @@ class CommandRunner {
 
   v1::Executor::StubInterface* stub_;
   v1::Agent::StubInterface* agent_stub_ = nullptr;
+  v1::Templates::StubInterface* templates_stub_ = nullptr;
   std::string token_;
   std::string address_;
   CliStreams io_;

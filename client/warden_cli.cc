@@ -42,5 +42,7 @@ int main(int argc, char** argv) {
   CommandRunner runner(stub.get(), env.token, invocation->address, {std::cin, std::cout, std::cerr},
                        /*cancel_on_signals=*/true);
   runner.set_agent_stub(agent_stub.get());
+  auto templates_stub = warden::v1::Templates::NewStub(*channel);
+  runner.set_templates_stub(templates_stub.get());
   return runner.Run(invocation->command);
 }
