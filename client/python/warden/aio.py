@@ -130,11 +130,12 @@ class AsyncClient:
                   cpu_timeout: Optional[float] = None, memory_mb: Optional[int] = None,
                   output_bytes: Optional[int] = None, files: Optional[Mapping[str, FileData]] = None,
                   on_stdout: Callback = None, on_stderr: Callback = None, on_result: Callback = None,
-                  on_error: Callback = None) -> Execution:
+                  on_error: Callback = None, template: Optional[str] = None) -> Execution:
         """Runs code one-shot in a fresh sandbox; see warden.Client.run."""
         request = _common.execute_request(code, language=language, session_id="", timeout=timeout,
                                           cpu_timeout=cpu_timeout, memory_mb=memory_mb,
                                           output_bytes=output_bytes, files=files)
+        request.template = template or ""
         return await self._execute(request, _common.StreamCallbacks(on_stdout, on_stderr, on_result, on_error),
                                    timeout)
 
@@ -143,7 +144,7 @@ class AsyncClient:
                 output_bytes: Optional[int] = None, ttl: Optional[float] = None,
                 idle_timeout: Optional[float] = None,
                 labels: Optional[Mapping[str, str]] = None, network: Optional[Network] = None,
-                public_ports: bool = False) -> "_SessionOpener":
+                public_ports: bool = False, template: Optional[str] = None) -> "_SessionOpener":
         """Creates a session; see warden.Client.session.
 
         Either `session = await client.session()` (close it yourself) or
@@ -152,7 +153,8 @@ class AsyncClient:
         request = pb.CreateSessionRequest(
             language=_common.language_enum(language),
             limits=_common.limits(timeout, cpu_timeout, memory_mb, output_bytes),
-            ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}))
+            ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}),
+            template=template or "")
         if network is not None:
             request.network.CopyFrom(network.to_proto())
         setattr(request.ports, "public", public_ports)

@@ -121,7 +121,7 @@ class Client:
             cpu_timeout: Optional[float] = None, memory_mb: Optional[int] = None,
             output_bytes: Optional[int] = None, files: Optional[Mapping[str, FileData]] = None,
             on_stdout: Callback = None, on_stderr: Callback = None, on_result: Callback = None,
-            on_error: Callback = None) -> Execution:
+            on_error: Callback = None, template: Optional[str] = None) -> Execution:
         """Runs code one-shot in a fresh sandbox and returns its `Execution`.
 
         language: "python", "javascript", "bash", "typescript", "r" or "java".
@@ -130,11 +130,14 @@ class Client:
         server's defaults). files: {path: bytes | str | file object},
         written to /workspace first. on_stdout/on_stderr get text and
         on_result each warden.Result (plots, then the value), on_error the
-        ErrorInfo, in order as the code produces them.
+        ErrorInfo, in order as the code produces them. template: run in
+        this template (an imported image, docs/templates.md) instead of the
+        host's runtime.
         """
         request = _common.execute_request(code, language=language, session_id="", timeout=timeout,
                                           cpu_timeout=cpu_timeout, memory_mb=memory_mb,
                                           output_bytes=output_bytes, files=files)
+        request.template = template or ""
         callbacks = _common.StreamCallbacks(on_stdout, on_stderr, on_result, on_error)
         return self._execute(request, callbacks, timeout)
 
@@ -143,7 +146,7 @@ class Client:
                 output_bytes: Optional[int] = None, ttl: Optional[float] = None,
                 idle_timeout: Optional[float] = None,
                 labels: Optional[Mapping[str, str]] = None, network: Optional[Network] = None,
-                public_ports: bool = False) -> "Session":
+                public_ports: bool = False, template: Optional[str] = None) -> "Session":
         """Creates a session: a live interpreter whose state persists between runs.
 
         memory_mb is the whole session's; timeout, cpu_timeout and
@@ -151,13 +154,15 @@ class Client:
         seconds (None: the server's 1 h and 10 min). network is where its
         code may connect (warden.Network; None: its pool's policy, or no
         network at all); public_ports lets anyone reach its exposed ports
-        (if the operator allows it). Use it in a `with` block to close it at
-        the end.
+        (if the operator allows it). template: run in this template
+        (docs/templates.md) instead of the host's runtime. Use it in a `with`
+        block to close it at the end.
         """
         request = pb.CreateSessionRequest(
             language=_common.language_enum(language),
             limits=_common.limits(timeout, cpu_timeout, memory_mb, output_bytes),
-            ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}))
+            ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}),
+            template=template or "")
         if network is not None:
             request.network.CopyFrom(network.to_proto())
         setattr(request.ports, "public", public_ports)

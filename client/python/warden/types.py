@@ -305,6 +305,7 @@ class SessionInfo:
     network_usage: Dict[str, int] = field(default_factory=dict)
     public_ports: bool = False
     traffic_token: str = ""
+    template: str = ""   # the template it runs in (docs/templates.md); "": the host's runtime
 
     @classmethod
     def from_proto(cls, message: pb.Session) -> "SessionInfo":
@@ -318,7 +319,8 @@ class SessionInfo:
                    network=Network.from_proto(message.network) if message.HasField("network") else None,
                    network_usage={"bytes_out": usage.bytes_out, "bytes_in": usage.bytes_in,
                                   "connections": usage.connections, "refused": usage.refused, "open": usage.open},
-                   public_ports=getattr(message.ports, "public"), traffic_token=message.traffic_token)
+                   public_ports=getattr(message.ports, "public"), traffic_token=message.traffic_token,
+                   template=message.template)
 
 
 class AgentEvent:
