@@ -39,7 +39,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "images/archive_input.h"
+#include "images/fs_util.h"
+#include "images/template_store.h"
 #include "sandbox/unique_fd.h"
 #include "tests/test_util.h"
 
@@ -611,6 +616,77 @@ INSTANTIATE_TEST_SUITE_P(Attacks, EscapeCaseTest, ::testing::ValuesIn(SimpleCase
                          [](const ::testing::TestParamInfo<EscapeCase>& info) {
                            return info.param.name;
                          });
+
+// ---------------------------------------------------------------------------
+// The same attacks inside a template's sandbox (docs/templates.md): the
+// Debian 12 image tests/images/debian_image.sh makes (the ctest fixture
+// template_debian_image builds it, cached), imported into a store of this
+// test's kept beside the image's cache (a later run, the sanitizers', finds
+// its layer unpacked). Every case must end exactly as on the host's
+// runtime: the template's root changes what the program sees, never what
+// it may do. One test, so that one process imports the image once.
+
+// The Debian image's root in this test's store, imported on first use.
+absl::StatusOr<images::TemplateInfo> DebianTemplate() {
+  FILE* p = popen(WARDEN_SOURCE_DIR "/tests/images/debian_image.sh", "r");
+  if (p == nullptr) return absl::ErrnoToStatus(errno, "popen");
+  char path[4096] = {};
+  const bool read = fgets(path, sizeof(path), p) != nullptr;
+  if (pclose(p) != 0 || !read) return absl::FailedPreconditionError("tests/images/debian_image.sh failed");
+  const std::string archive(absl::StripTrailingAsciiWhitespace(path));
+  images::TemplateStore::Options options;
+  options.dir = "/var/cache/warden-tests/escape-template-store";
+  options.mount_point_dirs = {"proc", "dev", "tmp", "workspace", "testcases", "testbin"};
+  options.mount_point_files = {"etc/passwd", "etc/group", "etc/hosts", "etc/hostname", "etc/resolv.conf"};
+  auto store = images::TemplateStore::Open(options);
+  if (!store.ok()) return store.status();
+  // debian-<key>.tar, keyed by the image's package list: a new image is a
+  // new template.
+  std::string name = archive.substr(archive.rfind('/') + 1);
+  name = name.substr(0, name.rfind('.'));
+  if (auto kept = (*store)->Get("", name); kept.ok()) return kept;
+  char work[] = "/var/cache/warden-tests/escape-layout-XXXXXX";
+  if (mkdtemp(work) == nullptr) return absl::ErrnoToStatus(errno, "mkdtemp");
+  UniqueFd fd(open(archive.c_str(), O_RDONLY | O_CLOEXEC));
+  absl::Status extracted = fd ? images::ExtractImageArchive(fd.get(), work, int64_t{4} << 30)
+                              : absl::ErrnoToStatus(errno, "open " + archive);
+  absl::StatusOr<images::TemplateInfo> info = absl::UnknownError("not imported");
+  if (!extracted.ok()) {
+    info = extracted;
+  } else {
+    images::ImportRequest request;
+    request.layout_dir = work;
+    request.ref = "debian";
+    request.name = name;
+    info = (*store)->Import(request);
+  }
+  images::RemoveTree(work).IgnoreError();
+  return info;
+}
+
+TEST_F(EscapeTest, EveryAttackEndsTheSameInsideATemplate) {
+  absl::StatusOr<images::TemplateInfo> debian = DebianTemplate();
+  ASSERT_TRUE(debian.ok()) << debian.status();
+  // What tells the image from the host's runtime: no pandas, Debian 12.
+  SandboxSpec probe = SpecFor({"/bin/sh", "-c", "cat /etc/debian_version; ls /usr/lib/python3/dist-packages | grep -c pandas; true"});
+  probe.filesystem.root = debian->root_path;
+  probe.filesystem.passwd_base = debian->passwd;
+  probe.filesystem.group_base = debian->group;
+  const Result seen = RunSandbox(probe);
+  ASSERT_EQ(seen.outcome, Outcome::kOk) << Describe(seen);
+  EXPECT_THAT(seen.stdout_data, ::testing::MatchesRegex("12\\.[0-9]+\n0\n")) << "not the image's root";
+  for (const EscapeCase& c : SimpleCases()) {
+    SandboxSpec spec = SpecFor(c.argv, c.limits);
+    spec.filesystem.root = debian->root_path;
+    spec.filesystem.passwd_base = debian->passwd;
+    spec.filesystem.group_base = debian->group;
+    const Result r = RunSandbox(spec);
+    EXPECT_EQ(OutcomeName(r.outcome), std::string(OutcomeName(c.outcome))) << c.name << ": " << Describe(r);
+    EXPECT_EQ(r.violation.value_or(""), c.violation) << c.name << ": " << Describe(r);
+    EXPECT_EQ(r.signal, c.signal) << c.name << ": " << Describe(r);
+    EXPECT_EQ(r.stdout_data, c.stdout_data) << c.name << ": " << Describe(r);
+  }
+}
 
 // ---------------------------------------------------------------------------
 // i386 system calls. Whether int 0x80 reaches the kernel's syscall entry is
