@@ -2,7 +2,7 @@
 // would: a tokens file with one E2B-shaped key, and the HTTP front on a
 // loopback port. startWardend() sets E2B_API_URL, E2B_SANDBOX_URL and
 // E2B_API_KEY (the whole configuration an SDK user gives) and returns
-// {base, key, log(), stop()}.
+// {base, key, socket (warden.v1's, for the CLI), log(), stop()}.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,8 +45,9 @@ export async function startWardend({ idBase, config: extra = {} }) {
     executor: { host_id_base: idBase + (process.pid % 4096) * 1024, host_id_count: 1024 },
     ...extra,
   }));
+  const socket = join(tmp, 'w.sock');
   const daemon = spawn(join(binDir, 'wardend'),
-    ['--config', config, '--listen', `unix:${join(tmp, 'w.sock')}`, '--http-listen', '127.0.0.1:0'],
+    ['--config', config, '--listen', `unix:${socket}`, '--http-listen', '127.0.0.1:0'],
     { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   daemon.stdout.on('data', (d) => { log += d; });
@@ -64,7 +65,7 @@ export async function startWardend({ idBase, config: extra = {} }) {
     }
     rmSync(tmp, { recursive: true, force: true });
   };
-  return { base, key: KEY, log: () => log, stop };
+  return { base, key: KEY, socket, log: () => log, stop };
 }
 
 // The SDK (`e2b` itself with `base`), imported after the variables are set.
