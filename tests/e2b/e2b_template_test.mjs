@@ -34,18 +34,26 @@ function warden(...args) {
   });
 }
 
+let volumes;
+
 before(async () => {
+  volumes = mkdtempSync(join(tmpdir(), 'warden-e2b-volumes-'));
   const image = execFileSync(join(source, 'tests/images/debian_image.sh'), { encoding: 'utf8' }).trim();
   wardend = await startWardend({
     idBase: 16_000_000,
     // The store the template tests keep beside the image's cache: the
     // image's layer is unpacked there already after the first run.
-    config: { templates: { dir: '/var/cache/warden-tests/template-store', operators: ['e2b-test'] } },
+    config: {
+      templates: { dir: '/var/cache/warden-tests/template-store', operators: ['e2b-test'] },
+      volumes: { dir: join(volumes, 'store'), default_bytes: 16 << 20, default_files: 1024 },
+    },
   });
   const imported = warden('template', 'import', image, '--name', 'e2b-debian', '--ref', 'debian-venv');
   assert.equal(imported.status, 0, `warden template import failed:\n${imported.stderr}\n${wardend.log()}`);
   assert.equal(imported.stdout, 'e2b-debian\n');
   assert.match(imported.stderr, /layer 1\/1/);
+  // The SDK's volume content API has an address of its own.
+  process.env.E2B_VOLUME_API_URL = wardend.base;
   ({ Sandbox } = await importSdk());
   ({ CommandExitError } = await importSdk({ base: true }));
 });
@@ -53,6 +61,7 @@ before(async () => {
 after(async () => {
   if (wardend) warden('template', 'rm', 'e2b-debian');
   await wardend?.stop();
+  if (volumes) rmSync(volumes, { recursive: true, force: true });
 });
 
 describe('Sandbox.create(NAME) runs in the template NAME', () => {
@@ -133,6 +142,30 @@ describe('Sandbox.create(NAME) runs in the template NAME', () => {
     rmSync(site, { recursive: true, force: true });
     assert.equal(run.status, 0, run.stderr);
     assert.equal(run.stdout, 'e2b-debian /opt/venv/bin/python3\n/opt/venv\n/usr\n');
+  });
+
+  test("a volume is shared by two sandboxes at once and outlives them (E2B's volume API)", async () => {
+    const { Volume } = await importSdk({ base: true });
+    const vol = await Volume.create('e2b-data');
+    const a = await Sandbox.create('e2b-debian', { volumeMounts: { '/mnt/data': vol } });
+    const b = await Sandbox.create({ volumeMounts: { '/data': vol } });  // the host's runtime
+    try {
+      await a.commands.run('echo from a > /mnt/data/note.txt');
+      assert.equal((await b.commands.run('cat /data/note.txt')).stdout, 'from a\n');
+      // Full is ENOSPC to the writer, at the volume's quota (16 MiB; a
+      // sandbox's files may each grow to 64 MiB).
+      await assert.rejects(() => b.commands.run('head -c 32M /dev/zero > /data/big'),
+        (e) => e instanceof CommandExitError && /No space left on device/.test(e.stderr));
+      await b.commands.run('rm /data/big');
+    } finally {
+      await a.kill();
+      await b.kill();
+    }
+    assert.deepEqual((await Volume.list()).map((v) => v.name), ['e2b-data']);
+    assert.equal(await vol.readFile('/note.txt', { format: 'text' }), 'from a\n');
+    assert.equal(await vol.exists('/big'), false);
+    await Volume.destroy(vol.volumeId);
+    assert.deepEqual(await Volume.list(), []);
   });
 
   test('a template that is not here is refused, naming the ones that are', async () => {
