@@ -108,7 +108,10 @@ describe('E2B SDK against Warden', () => {
   });
 
   test('what Warden does not do is refused with a clear error', async () => {
-    await assert.rejects(() => Sandbox.create('my-template'), /Warden serves the template 'code-interpreter-v1'/);
+    // A template Warden has not imported (docs/templates.md): the error
+    // says how to make one.
+    await assert.rejects(() => Sandbox.create('my-template'),
+      /there is no template 'my-template' \(there are none yet: warden template import\)/);
   });
 
   test('bad input gets E2B\'s error shape and the daemon keeps serving', async () => {
