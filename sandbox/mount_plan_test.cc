@@ -253,6 +253,31 @@ TEST_F(TemplateRootTest, EtcIsTheTemplatesWithWardensFilesBoundOverItsOwn) {
   for (const std::string& path : plan->Describe()) EXPECT_EQ(path.find(".warden-etc-"), std::string::npos) << path;
 }
 
+TEST_F(TemplateRootTest, TheEgressCaBundleGoesOverTheImagesOwnAndNowhereElse) {
+  FilesystemSpec spec = Spec();
+  spec.ca_bundle_source = "/etc/hostname";
+  // The template has no CA bundle: none is bound (its /etc is read-only).
+  auto plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Find(*plan, "etc/ssl/certs/ca-certificates.crt"), nullptr);
+  EXPECT_EQ(Find(*plan, "etc/ssl"), nullptr);
+  // It has one: Warden's is bound over it, read-only.
+  std::filesystem::create_directories(root_ + "/etc/ssl/certs");
+  close(open((root_ + "/etc/ssl/certs/ca-certificates.crt").c_str(), O_CREAT | O_WRONLY, 0644));
+  plan = BuildMountPlan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MountOp* bundle = Find(*plan, "etc/ssl/certs/ca-certificates.crt");
+  ASSERT_NE(bundle, nullptr);
+  EXPECT_EQ(bundle->kind, MountOp::Kind::kBind);
+  EXPECT_EQ(bundle->source, "/etc/hostname");
+  EXPECT_TRUE(bundle->target_is_file);
+  EXPECT_EQ(bundle->attrs & MOUNT_ATTR_RDONLY, MOUNT_ATTR_RDONLY);
+  EXPECT_LT(Find(*plan, "etc") - plan->ops.data(), bundle - plan->ops.data());
+  EXPECT_EQ(Find(*plan, "etc/ssl"), nullptr);  // the image's own directories, not made
+  spec.ca_bundle_source = "relative.crt";
+  EXPECT_FALSE(BuildMountPlan(spec).ok());
+}
+
 TEST_F(TemplateRootTest, AMountPointTheTemplateLacksSplitsItsDirectory) {
   FilesystemSpec spec = Spec();
   spec.binds = {{"/usr", "/mnt/data", false}, {"/usr", "/home/user/data", false}, {"/usr", "/data", false}};
