@@ -160,6 +160,32 @@ class NetworkTest(unittest.TestCase):
         self.assertIn("node: hello from one.test", out)
         self.assertIn("requests: hello from one.test", out)
 
+    def test_a_templates_sandbox_has_the_same_way_out_and_ca_bundle(self):
+        # A session in a template (an OCI image, docs/templates.md): the
+        # Debian image the template tests use (cached; the ctest fixture
+        # template_debian_image builds it), imported with the CLI.
+        archive = subprocess.run([str(REPO / "tests/images/debian_image.sh")], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+        env = dict(os.environ, WARDEN_ADDR="unix:%s" % WORLD.socket, WARDEN_TOKEN=WORLD.tokens["main"])
+        imported = subprocess.run([str(BIN / "warden"), "template", "import", archive, "--name", "net-debian",
+                                   "--ref", "debian"], env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(imported.returncode, 0, imported.stderr)
+        # A line of the test CA's certificate: the sandbox's bundle holds it.
+        ca_line = pathlib.Path(WORLD.ca_file).read_text().splitlines()[3]
+        session = self.create(network=self.policy(allow=["one.test"]), template="net-debian")
+        self.assertEqual(session.template, "net-debian")
+        code, out, err = self.run_in(session, (
+            "test -d /opt/venv/lib && echo the image; "
+            "python3 -c \"import urllib.request; print('urllib:', urllib.request.urlopen('https://one.test/')"
+            ".read().decode().strip())\"; "
+            "python3 -c \"import urllib.request; urllib.request.urlopen('https://other.test/')\" 2>&1 | tail -1; "
+            "grep -cF '%s' /etc/ssl/certs/ca-certificates.crt" % ca_line))
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("the image\n", out)  # the image's own root, not the host's runtime
+        self.assertIn("urllib: hello from one.test", out)  # TLS to the proxy, trusted through the bundle
+        self.assertIn("403", out)  # a host the policy does not allow
+        self.assertTrue(out.endswith("\n1\n"), out)  # Warden's bundle over the image's own
+
     def test_ipv6_hosts_are_reached_and_checked(self):
         session = self.create(network=self.policy(allow=["v6.test"]))
         code, out, err = self.run_in(session, "curl -sS https://v6.test/")

@@ -228,6 +228,10 @@ class World:
                              "tenants": ["main"]}],
             },
         }
+        # Templates (docs/templates.md): "main" imports its own, into a store
+        # kept beside the test image's cache (a second import of the same
+        # layers is quick).
+        config["templates"] = {"dir": "/var/cache/warden-tests/network-template-store", "tenants": ["main"]}
         for key, value in self.extra_config.items():
             config[key] = value
         (tmp / "state").mkdir()
