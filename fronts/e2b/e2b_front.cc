@@ -530,8 +530,12 @@ class Front {
     create.mutable_ports()->set_public_(public_traffic && options_.allow_public_ports);
     create.mutable_ports()->set_host_header(mask_host);
     v1::Session session;
-    RETURN_IF_ERROR(FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(),
-                                                  create, &session)));
+    absl::Status created =
+        FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(), create, &session));
+    // A template that does not exist is a bad request in E2B's spec (which
+    // names no 404 for POST /sandboxes).
+    if (absl::IsNotFound(created) && !create.template_().empty()) created = absl::InvalidArgumentError(created.message());
+    RETURN_IF_ERROR(created);
     return exchange.Send(http::Response::Json(201, Created(session, request, /*contexts_known=*/true)));
   }
 
