@@ -368,7 +368,7 @@ TEST(FromFileTest, UnknownTopLevelKeyIsNamedWithTheKnownKeys) {
   EXPECT_THAT(std::string(options.status().message()),
               AllOf(HasSubstr("unknown key 'limts' at the top level of " + file +
                               "; known keys: listen, allow_insecure_loopback, admin_listen, http_listen, http, tls, "
-                              "auth, limits, sessions, snapshots, pools, queue, max_concurrent_per_tenant, "
+                              "auth, limits, sessions, snapshots, pools, templates, volumes, queue, max_concurrent_per_tenant, "
                               "shutdown_grace_ms, keep_sessions, log, executor, kernels_dir"),
                     HasSubstr("Did you mean 'limits'?")));
 }

@@ -386,12 +386,25 @@ TEST_F(HttpFrontTest, EveryE2bSandboxPlaneAndEnvdRouteRefusesAMissingOrWrongAcce
   ASSERT_THAT(refusal, HasSubstr("not known here with this access token"));
 
   int walked = 0;
+  int volume_routes = 0;
   for (const http::Route& route : daemon_->http_router()->routes()) {
     const std::string& protocol = route.protocol->name;
     if ((protocol != "e2b" && protocol != "envd") || route.options.authenticate) continue;  // the API key's routes
-    ++walked;
     const std::string target = TargetOf(route, "x");
     const std::string what = absl::StrCat(route.method, " ", target);
+    if (!route.segments.empty() && route.segments.front() == "volumecontent") {
+      // A volume's content takes the volume's own token, never a sandbox's.
+      for (const std::string& token : {std::string(), std::string("wrong-volume-token-0123"), access}) {
+        Headers headers = {{"Content-Type", "application/json"}, {"E2b-Sandbox-Id", sandbox}};
+        if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
+        Reply r = Send(route.method, target, headers, "{}");
+        EXPECT_EQ(r.status, 401u) << what << ": " << r.body;
+        EXPECT_THAT(MessageIn(protocol, r), HasSubstr("the volume's token")) << what;
+      }
+      ++volume_routes;
+      continue;
+    }
+    ++walked;
     for (const std::string& token : {std::string(), std::string("wrong-access-token-0123"), other_access}) {
       for (const char* header : {"X-Access-Token", "E2B-Traffic-Access-Token"}) {
         Headers headers = {{"Content-Type", "application/json"}, {"E2b-Sandbox-Id", sandbox}};
@@ -406,6 +419,7 @@ TEST_F(HttpFrontTest, EveryE2bSandboxPlaneAndEnvdRouteRefusesAMissingOrWrongAcce
     EXPECT_THAT(with.body, Not(HasSubstr("not known here with this access token"))) << what << ": " << with.body;
   }
   EXPECT_GE(walked, 8 + 15);  // the plane's 8 routes and envd's 15 at least
+  EXPECT_EQ(volume_routes, 7);
   // The code interpreter SDK's contexts calls carry the traffic token alone.
   Reply contexts = Send("GET", "/contexts", {{"E2b-Sandbox-Id", sandbox}, {"E2B-Traffic-Access-Token", access}});
   EXPECT_EQ(contexts.status, 200u) << contexts.body;
