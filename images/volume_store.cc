@@ -405,7 +405,8 @@ absl::Status VolumeStore::Delete(const std::string& tenant, const std::string& n
     struct stat st;
     if (fstat(fd.get(), &st) == 0 && (MountedHere(tenant, name) || ExistingLoop(st))) {
       return absl::FailedPreconditionError(
-          absl::StrCat("volume '", name, "' is mounted by a session: close the sessions that use it first"));
+          absl::StrCat("volume '", name, "' is in use: a session has it mounted, or a file of it is being read or ",
+                       "written; close the sessions that use it first"));
     }
   }
   unlink(RecordPath(tenant, name).c_str());

@@ -55,18 +55,7 @@ class WriteReactor : public grpc::ServerReadReactor<v1::WriteVolumeFileRequest> 
         return;
       }
       tasks_.Run([this] {
-        absl::Status status = CheckIds(AttributesOf(header_));
-        absl::StatusOr<std::shared_ptr<images::VolumeStore::Mounted>> volume =
-            status.ok() ? catalog_.Mount(tenant_, header_.volume()) : status;
-        absl::StatusOr<images::VolumeEntry> written = absl::UnknownError("not written");
-        if (volume.ok()) {
-          auto data = std::make_shared<std::string>(std::move(data_));
-          written = (*volume)->Write(header_.path(), [data]() -> absl::StatusOr<std::string> {
-            return std::exchange(*data, std::string());
-          }, header_.make_parents(), AttributesOf(header_));
-        } else {
-          written = volume.status();
-        }
+        absl::StatusOr<images::VolumeEntry> written = WriteFile();
         if (written.ok()) FillEntry(*written, response_);
         Finish(ToGrpc(written.status()));
       });
@@ -98,6 +87,20 @@ class WriteReactor : public grpc::ServerReadReactor<v1::WriteVolumeFileRequest> 
   void OnDone() override { delete this; }
 
  private:
+  // On a task thread. The volume stays mounted for the write alone: its hold
+  // is let go before Finish, so a client that saw the write end may delete
+  // the volume at once (DeleteVolume refuses a volume mounted here).
+  absl::StatusOr<images::VolumeEntry> WriteFile() {
+    images::EntryAttributes attrs = AttributesOf(header_);
+    if (absl::Status s = CheckIds(attrs); !s.ok()) return s;
+    absl::StatusOr<std::shared_ptr<images::VolumeStore::Mounted>> volume = catalog_.Mount(tenant_, header_.volume());
+    if (!volume.ok()) return volume.status();
+    auto data = std::make_shared<std::string>(std::move(data_));
+    return (*volume)->Write(header_.path(), [data]() -> absl::StatusOr<std::string> {
+      return std::exchange(*data, std::string());
+    }, header_.make_parents(), attrs);
+  }
+
   VolumeCatalog& catalog_;
   Tasks& tasks_;
   const std::string tenant_;
@@ -114,21 +117,7 @@ class ReadReactor : public grpc::ServerWriteReactor<v1::FileChunk> {
  public:
   explicit ReadReactor(std::string tenant) : tenant_(std::move(tenant)) {}
   void Start(VolumeCatalog& catalog, Tasks& tasks, const v1::ReadVolumeFileRequest& request, int64_t max) {
-    tasks.Run([this, &catalog, request, max] {
-      auto volume = catalog.Mount(tenant_, request.volume());
-      absl::Status status = volume.status();
-      if (volume.ok()) {
-        bool first = true;
-        status = (*volume)->Read(request.path(), max, [&](const std::string& chunk, int64_t total) {
-          v1::FileChunk c;
-          c.set_data(chunk);
-          if (first) c.set_total_size(total);
-          first = false;
-          return Push(std::move(c));
-        });
-      }
-      Close(ToGrpc(status));
-    });
+    tasks.Run([this, &catalog, request, max] { Close(ToGrpc(SendFile(catalog, request, max))); });
   }
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
@@ -146,6 +135,23 @@ class ReadReactor : public grpc::ServerWriteReactor<v1::FileChunk> {
   }
 
  private:
+  // On a task thread. The volume stays mounted while the stream is live and
+  // no longer: its hold is let go before Close finishes the call, so a
+  // client that saw the read end may delete the volume at once, while one
+  // still reading keeps DeleteVolume refused.
+  absl::Status SendFile(VolumeCatalog& catalog, const v1::ReadVolumeFileRequest& request, int64_t max) {
+    absl::StatusOr<std::shared_ptr<images::VolumeStore::Mounted>> volume = catalog.Mount(tenant_, request.volume());
+    if (!volume.ok()) return volume.status();
+    bool first = true;
+    return (*volume)->Read(request.path(), max, [&](const std::string& chunk, int64_t total) {
+      v1::FileChunk c;
+      c.set_data(chunk);
+      if (first) c.set_total_size(total);
+      first = false;
+      return Push(std::move(c));
+    });
+  }
+
   // One write at a time: waits for the previous one (the file is read as
   // fast as the client takes it).
   bool Push(v1::FileChunk chunk) {

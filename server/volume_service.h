@@ -1,7 +1,9 @@
 // VolumeService: warden.v1.Volumes (proto/warden/v1/images.proto) over the
 // gRPC callback API: thin calls into the VolumeCatalog, the file calls on
 // the service's own threads (a volume is mounted for them as for a
-// session), uploads collected up to limits.max_file_bytes.
+// session, and let go before the call finishes: a volume no call and no
+// session holds may be deleted), uploads collected up to
+// limits.max_file_bytes.
 #pragma once
 
 #include <memory>

@@ -276,5 +276,47 @@ TEST_F(VolumeTest, SnapshotsRecordTheMountsAndRestoreMountsThemAgain) {
   EXPECT_EQ(r.stdout(), "7 ['after.txt', 'model.bin']\n") << r.DebugString();
 }
 
+// A transfer holds its volume mounted while its stream is live and no
+// longer: DeleteVolume refuses a volume that is being read, and the client
+// that saw a read or a write end may delete the volume at once (the hold
+// used to outlive Finish: the unmount raced the next call).
+TEST_F(VolumeTest, ALiveReadHoldsTheVolumeAndAFinishedTransferDoesNot) {
+  ASSERT_TRUE(CreateVolume("held").ok());
+  const std::string big(3 << 20, 'x');  // three of the server's 1 MiB chunks
+  ASSERT_TRUE(Write("held", "big", big).ok());
+  // A reader that takes one chunk and waits: with no BDP probing its window
+  // stays small, so the server is still sending.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+  auto slow = v1::Volumes::NewStub(
+      grpc::CreateCustomChannel(daemon_->listening().front(), grpc::InsecureChannelCredentials(), args));
+  v1::ReadVolumeFileRequest read;
+  read.set_volume("held");
+  read.set_path("big");
+  auto ctx = Context();
+  auto reader = slow->ReadVolumeFile(ctx.get(), read);
+  v1::FileChunk chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  v1::DeleteVolumeRequest del;
+  del.set_name("held");
+  v1::DeleteVolumeResponse deleted;
+  grpc::Status refused = volumes_->DeleteVolume(Context().get(), del, &deleted);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("in use"));
+  size_t got = chunk.data().size();
+  while (reader->Read(&chunk)) got += chunk.data().size();
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(got, big.size());
+  grpc::Status after_read = volumes_->DeleteVolume(Context().get(), del, &deleted);
+  EXPECT_TRUE(after_read.ok()) << after_read.error_message();
+
+  ASSERT_TRUE(CreateVolume("written").ok());
+  ASSERT_TRUE(Write("written", "a.txt", "a").ok());
+  del.set_name("written");
+  grpc::Status after_write = volumes_->DeleteVolume(Context().get(), del, &deleted);
+  EXPECT_TRUE(after_write.ok()) << after_write.error_message();
+}
+
 }  // namespace
 }  // namespace warden
