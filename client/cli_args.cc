@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -113,6 +114,23 @@ absl::StatusOr<v1::Language> LanguageFlag(const ParsedArgs& args) {
   return ParseLanguage(args.Value("--language"));
 }
 
+// --volume NAME:PATH[:ro|:rw], as docker run -v names a volume's mount.
+absl::StatusOr<v1::VolumeMount> VolumeFlag(const std::string& flag) {
+  std::vector<std::string> parts = absl::StrSplit(flag, ':');
+  v1::VolumeMount mount;
+  if (parts.size() == 3 && (parts[2] == "ro" || parts[2] == "rw")) {
+    mount.set_read_only(parts[2] == "ro");
+    parts.pop_back();
+  }
+  if (parts.size() != 2 || parts[0].empty() || !absl::StartsWith(parts[1], "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--volume needs NAME:PATH or NAME:PATH:ro with PATH absolute, like data:/mnt/data; not '", flag, "'"));
+  }
+  mount.set_volume(parts[0]);
+  mount.set_path(parts[1]);
+  return mount;
+}
+
 // Files live in a session's workspace, so `files` always needs one.
 absl::StatusOr<std::string> FilesSession(const ParsedArgs& args, const CliEnvironment& env) {
   std::string session = args.Has("--session") ? args.Value("--session") : env.session;
@@ -213,6 +231,11 @@ absl::StatusOr<Command> BuildSessionCreate(const ParsedArgs& args, const CliEnvi
   if (std::optional<v1::NetworkPolicy> network = NetworkFlags(args)) *request.mutable_network() = *network;
   if (args.Has("--public-ports")) request.mutable_ports()->set_public_(true);
   request.set_template_(args.Value("--template"));
+  for (const std::string& flag : args.Values("--volume")) {
+    auto mount = VolumeFlag(flag);
+    if (!mount.ok()) return mount.status();
+    *request.add_volumes() = *std::move(mount);
+  }
   return command;
 }
 
@@ -362,6 +385,72 @@ absl::StatusOr<Command> BuildTemplateRm(const ParsedArgs& args, const CliEnviron
   return command;
 }
 
+absl::StatusOr<Command> BuildVolumeCreate(const ParsedArgs& args, const CliEnvironment&) {
+  VolumeCreateCommand command;
+  command.request.set_name(args.operands[0]);
+  auto mib = PositiveNumber(args, "--max-mb");
+  if (!mib.ok()) return mib.status();
+  if (*mib > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-mb is in MiB: ", *mib, " is past what any volume may hold"));
+  }
+  command.request.set_max_bytes(*mib << 20);
+  auto files = PositiveNumber(args, "--max-files");
+  if (!files.ok()) return files.status();
+  command.request.set_max_files(*files);
+  command.json = args.Has("--json");
+  return command;
+}
+
+absl::StatusOr<Command> BuildVolumeLs(const ParsedArgs& args, const CliEnvironment&) {
+  VolumeLsCommand command;
+  command.json = args.Has("--json");
+  if (args.operands.empty()) {
+    if (args.Has("--depth")) return absl::InvalidArgumentError("--depth lists a volume's files: name the VOLUME");
+    return command;
+  }
+  command.files.set_volume(args.operands[0]);
+  if (args.operands.size() > 1) command.files.set_path(std::string(absl::StripSuffix(args.operands[1], "/")));
+  auto depth = PositiveNumber(args, "--depth");
+  if (!depth.ok()) return depth.status();
+  command.files.set_depth(static_cast<int32_t>(std::min<int64_t>(*depth, std::numeric_limits<int32_t>::max())));
+  return command;
+}
+
+absl::StatusOr<Command> BuildVolumeRm(const ParsedArgs& args, const CliEnvironment&) {
+  VolumeRmCommand command;
+  command.request.set_name(args.operands[0]);
+  return command;
+}
+
+absl::StatusOr<Command> BuildVolumePut(const ParsedArgs& args, const CliEnvironment&) {
+  VolumePutCommand command;
+  command.header.set_volume(args.operands[0]);
+  command.local = args.operands[1];
+  command.header.set_path(args.operands[2]);
+  command.header.set_make_parents(true);
+  if (args.Has("--mode")) {
+    const std::string text = args.Value("--mode");
+    uint32_t mode = 0;
+    bool octal = !text.empty() && text.size() <= 5 &&
+                 std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '7'; });
+    if (octal) mode = static_cast<uint32_t>(std::stoul(text, nullptr, 8));
+    if (!octal || mode > 07777) {
+      return absl::InvalidArgumentError(absl::StrCat("--mode needs octal permission bits like 644 or 755, not '", text, "'"));
+    }
+    command.header.set_mode(mode);
+  }
+  command.json = args.Has("--json");
+  return command;
+}
+
+absl::StatusOr<Command> BuildVolumeGet(const ParsedArgs& args, const CliEnvironment&) {
+  VolumeGetCommand command;
+  command.request.set_volume(args.operands[0]);
+  command.request.set_path(args.operands[1]);
+  command.local = args.operands[2];
+  return command;
+}
+
 // ---- The command table ----
 
 struct CommandSpec {
@@ -472,6 +561,7 @@ const std::vector<CommandSpec>& Commands() {
         {"--allow-all", "", "everything not denied may be reached (the operator's ceiling still narrows it)"},
         {"--public-ports", "", "its exposed ports need no token (if the operator allows public ports)"},
         {"--template", "NAME", "run in this template's image (default: the host's runtime)"},
+        {"--volume", "NAME:PATH[:ro]", "mount your volume NAME at PATH (read-only with :ro); repeat for more"},
         {"--json", "", "print the session as JSON instead of its ID"}},
        BuildSessionCreate},
       {"session list", "", 0, 0, "List sessions: id, language, state, age, idle, memory, ...",
@@ -554,6 +644,37 @@ const std::vector<CommandSpec>& Commands() {
        "restore only once an image with its digest is imported again.\n",
        {},
        BuildTemplateRm},
+      {"volume create", "NAME", 1, 1, "Create a volume: files that outlive sessions.",
+       "A volume is a directory tree of your own on the server, mounted into\n"
+       "sessions at a path (session create --volume NAME:PATH), several at once,\n"
+       "and kept when they end. Its quota is in bytes and files; a write past it\n"
+       "fails with ENOSPC (docs/templates.md, \"Volumes\"). Prints its name.\n",
+       {{"--max-mb", "N", "its quota in MiB (default: the server's, volumes.default_bytes)"},
+        {"--max-files", "N", "the most files and directories it may hold (default: the server's)"},
+        {"--json", "", "print the volume as JSON instead of its name"}},
+       BuildVolumeCreate},
+      {"volume ls", "[VOLUME [PATH]]", 0, 2, "List your volumes, or the files of one.",
+       "Without VOLUME: your volumes, what they use of their quotas and how many\n"
+       "sessions have each mounted now. With it: the entries under PATH (the\n"
+       "volume's root without), --depth levels down.\n",
+       {{"--depth", "N", "with VOLUME: levels below PATH to list (default 1)"}, kJsonFlag},
+       BuildVolumeLs},
+      {"volume rm", "NAME", 1, 1, "Delete a volume and everything in it.",
+       "Refused while a session has it mounted (close those sessions first), or\n"
+       "while a put or get of one of its files is under way.\n",
+       {},
+       BuildVolumeRm},
+      {"volume put", "VOLUME LOCAL|- PATH", 3, 3, "Write a file into a volume, without a session.",
+       "PATH is relative to the volume's root; missing directories are made, an\n"
+       "existing file is replaced. \"-\" reads stdin.\n",
+       {{"--mode", "OCTAL", "its permission bits (default 644)"},
+        {"--json", "", "print the written file's entry as JSON"}},
+       BuildVolumePut},
+      {"volume get", "VOLUME PATH LOCAL|-", 3, 3, "Read a file out of a volume, without a session.",
+       "\"-\" writes to stdout; a directory gets the file under its own name. LOCAL\n"
+       "is replaced only once the whole file arrived.\n",
+       {},
+       BuildVolumeGet},
       {"agent", "TASK", 0, 1, "Give a task to the code agent; print its steps as they stream.",
        "The daemon's agent drives its configured LLM through generate -> execute ->\n"
        "analyze -> fix in a fresh session until the task is verifiably done or a\n"

@@ -134,6 +134,36 @@ struct TemplateRmCommand {
   std::string name;
 };
 
+// `warden volume create NAME`: a volume of the caller's (docs/templates.md).
+struct VolumeCreateCommand {
+  v1::CreateVolumeRequest request;
+  bool json = false;
+};
+
+// `warden volume ls [VOLUME [PATH]]`: the caller's volumes, or one's files.
+struct VolumeLsCommand {
+  v1::ListVolumeFilesRequest files;  // volume empty: list the volumes themselves
+  bool json = false;
+};
+
+// `warden volume rm NAME`.
+struct VolumeRmCommand {
+  v1::DeleteVolumeRequest request;
+};
+
+// `warden volume put VOLUME LOCAL|- PATH`, streamed to WriteVolumeFile.
+struct VolumePutCommand {
+  v1::WriteVolumeFileHeader header;  // size is filled in when the local file is opened
+  std::string local;                 // a path, or "-" for stdin
+  bool json = false;
+};
+
+// `warden volume get VOLUME PATH LOCAL|-`, from ReadVolumeFile.
+struct VolumeGetCommand {
+  v1::ReadVolumeFileRequest request;
+  std::string local;  // a file or a directory to put it in, or "-" for stdout
+};
+
 // `warden mcp`: serve MCP on stdin/stdout for a desktop host (docs/integrations.md).
 struct McpCommand {};
 
@@ -142,7 +172,8 @@ using Command =
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand, SessionNetworkCommand,
                  SessionRestartCommand, SessionForkCommand, SessionShellCommand, FilesPutCommand,
                  FilesGetCommand, FilesLsCommand, TemplateImportCommand, TemplateListCommand,
-                 TemplateShowCommand, TemplateRmCommand, AgentCommand, McpCommand>;
+                 TemplateShowCommand, TemplateRmCommand, VolumeCreateCommand, VolumeLsCommand,
+                 VolumeRmCommand, VolumePutCommand, VolumeGetCommand, AgentCommand, McpCommand>;
 
 struct Invocation {
   std::string address;  // --addr, else WARDEN_ADDR, else the default socket

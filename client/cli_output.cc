@@ -32,7 +32,8 @@ std::string LabelsText(const v1::Session& session) {
   return absl::StrJoin(SortedLabels(session), ",", absl::PairFormatter("="));
 }
 
-// Columns padded to their widest cell; the last column is not padded.
+}  // namespace
+
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   for (const auto& row : rows) {
@@ -49,8 +50,6 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   }
   return text;
 }
-
-}  // namespace
 
 std::string OutcomeName(v1::Outcome outcome) {
   return WithoutPrefix(v1::Outcome_Name(outcome), "OUTCOME_");
@@ -145,6 +144,14 @@ std::string NetworkText(const v1::Session& s) {
   return absl::StrJoin(parts, "; ");
 }
 
+nlohmann::json VolumesToJson(const v1::Session& session) {
+  nlohmann::json volumes = nlohmann::json::array();
+  for (const v1::VolumeMount& m : session.volumes()) {
+    volumes.push_back({{"volume", m.volume()}, {"path", m.path()}, {"read_only", m.read_only()}});
+  }
+  return volumes;
+}
+
 nlohmann::json SessionToJson(const v1::Session& session) {
   const v1::Limits& limits = session.limits();
   return {
@@ -173,6 +180,7 @@ nlohmann::json SessionToJson(const v1::Session& session) {
         {"cpu_ms", limits.cpu_ms()},
         {"memory_mb", limits.memory_mb()},
         {"output_bytes", limits.output_bytes()}}},
+      {"volumes", VolumesToJson(session)},
   };
 }
 
@@ -296,6 +304,9 @@ std::string RenderSessionDetails(const v1::Session& s) {
                                                    FormatBytes(u.bytes_in()))});
   }
   if (s.ports().public_()) rows.push_back({"ports:", "public (no token needed)"});
+  for (const v1::VolumeMount& m : s.volumes()) {
+    rows.push_back({"volume:", absl::StrCat(m.volume(), " at ", m.path(), m.read_only() ? " (read-only)" : "")});
+  }
   if (!s.lost_reason().empty()) rows.push_back({"lost reason:", s.lost_reason()});
   return RenderTable(rows);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "google/protobuf/repeated_field.h"
@@ -44,6 +45,9 @@ std::string RenderErrorText(const v1::Error& error);
 // program's own output does not (empty for OK, ERROR and NONZERO_EXIT).
 std::string RenderOutcomeNotes(const v1::ExecuteResponse& response);
 
+// Rows as columns padded to their widest cell, two spaces apart; the last
+// column is not padded.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
 std::string RenderSessionTable(const google::protobuf::RepeatedPtrField<v1::Session>& sessions);
 std::string RenderSessionDetails(const v1::Session& session);
 // A session's own network policy in one line ("allow a, b; deny c"), or

@@ -81,6 +81,62 @@ TEST(ParseCommandLineTest, TemplatesAreAskedForByName) {
   EXPECT_FALSE(Parse({"template", "rm"}).ok());
 }
 
+TEST(ParseCommandLineTest, VolumeCommandsBuildTheirRequests) {
+  auto create = Get<VolumeCreateCommand>(Parse({"volume", "create", "data", "--max-mb", "64", "--max-files", "100"}));
+  EXPECT_EQ(create.request.name(), "data");
+  EXPECT_EQ(create.request.max_bytes(), 64 << 20);
+  EXPECT_EQ(create.request.max_files(), 100);
+  EXPECT_EQ(Get<VolumeCreateCommand>(Parse({"volume", "create", "data"})).request.max_bytes(), 0);  // the server's
+  EXPECT_FALSE(Parse({"volume", "create", "data", "--max-mb", "0"}).ok());
+
+  auto volumes = Get<VolumeLsCommand>(Parse({"volume", "ls", "--json"}));
+  EXPECT_TRUE(volumes.files.volume().empty());
+  EXPECT_TRUE(volumes.json);
+  auto files = Get<VolumeLsCommand>(Parse({"volume", "ls", "data", "repo/", "--depth", "3"}));
+  EXPECT_EQ(files.files.volume(), "data");
+  EXPECT_EQ(files.files.path(), "repo");
+  EXPECT_EQ(files.files.depth(), 3);
+  auto stray_depth = Parse({"volume", "ls", "--depth", "2"});
+  ASSERT_FALSE(stray_depth.ok());
+  EXPECT_THAT(stray_depth.status().message(), HasSubstr("name the VOLUME"));
+
+  EXPECT_EQ(Get<VolumeRmCommand>(Parse({"volume", "rm", "data"})).request.name(), "data");
+  EXPECT_FALSE(Parse({"volume", "rm"}).ok());
+
+  auto put = Get<VolumePutCommand>(Parse({"volume", "put", "data", "-", "bin/run.sh", "--mode", "755"}));
+  EXPECT_EQ(put.header.volume(), "data");
+  EXPECT_EQ(put.local, "-");
+  EXPECT_EQ(put.header.path(), "bin/run.sh");
+  EXPECT_TRUE(put.header.make_parents());
+  EXPECT_EQ(put.header.mode(), 0755u);
+  EXPECT_FALSE(Get<VolumePutCommand>(Parse({"volume", "put", "data", "a", "b"})).header.has_mode());
+  auto bad_mode = Parse({"volume", "put", "data", "a", "b", "--mode", "u+x"});
+  ASSERT_FALSE(bad_mode.ok());
+  EXPECT_THAT(bad_mode.status().message(), HasSubstr("octal permission bits"));
+
+  auto get = Get<VolumeGetCommand>(Parse({"volume", "get", "data", "out.csv", "-"}));
+  EXPECT_EQ(get.request.volume(), "data");
+  EXPECT_EQ(get.request.path(), "out.csv");
+  EXPECT_EQ(get.local, "-");
+  EXPECT_FALSE(Parse({"volume", "get", "data", "out.csv"}).ok());
+}
+
+TEST(ParseCommandLineTest, SessionCreateMountsVolumesAsDockerNamesThem) {
+  auto create = Get<SessionCreateCommand>(
+      Parse({"session", "create", "--volume", "data:/mnt/data", "--volume=cache:/cache:ro"}));
+  ASSERT_EQ(create.request.volumes_size(), 2);
+  EXPECT_EQ(create.request.volumes(0).volume(), "data");
+  EXPECT_EQ(create.request.volumes(0).path(), "/mnt/data");
+  EXPECT_FALSE(create.request.volumes(0).read_only());
+  EXPECT_EQ(create.request.volumes(1).volume(), "cache");
+  EXPECT_TRUE(create.request.volumes(1).read_only());
+  for (const char* bad : {"data", "data:mnt", ":/mnt", "data:/mnt:rx", "a:/b:ro:x"}) {
+    auto parsed = Parse({"session", "create", "--volume", bad});
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("--volume needs NAME:PATH")) << bad;
+  }
+}
+
 TEST(ParseCommandLineTest, ExecReadsStdinForDash) {
   auto exec = Get<ExecCommand>(Parse({"exec", "-"}));
   EXPECT_EQ(exec.source, "-");

@@ -15,27 +15,6 @@
 #include "client/local_file.h"
 
 namespace warden::cli {
-namespace {
-
-enum class UploadEnd { kSent, kStreamBroken, kReadFailed };
-
-// The content of `in` as chunks after the header, kUploadChunkBytes each.
-UploadEnd SendChunks(std::istream& in, grpc::ClientWriterInterface<v1::UploadFileRequest>& stream) {
-  std::string buffer(kUploadChunkBytes, '\0');
-  v1::UploadFileRequest message;
-  while (true) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    if (in.bad()) return UploadEnd::kReadFailed;
-    size_t n = static_cast<size_t>(in.gcount());
-    if (n > 0) {
-      message.set_chunk(buffer.data(), n);
-      if (!stream.Write(message)) return UploadEnd::kStreamBroken;
-    }
-    if (in.eof()) return UploadEnd::kSent;
-  }
-}
-
-}  // namespace
 
 absl::Duration ExecDeadline(int64_t wall_ms) {
   return wall_ms > 0 ? absl::Milliseconds(wall_ms) + kExecMargin : kExecDefaultDeadline;
@@ -217,7 +196,7 @@ int CommandRunner::operator()(const FilesPutCommand& command) {
   auto context = NewCallContext(kTransferDeadline);
   v1::FileInfo info;
   auto stream = stub_->UploadFile(context.get(), &info);
-  UploadEnd end = stream->Write(header) ? SendChunks(*in, *stream) : UploadEnd::kStreamBroken;
+  UploadEnd end = stream->Write(header) ? SendChunks<v1::UploadFileRequest>(*in, *stream) : UploadEnd::kStreamBroken;
   if (end == UploadEnd::kReadFailed) context->TryCancel();
   if (end == UploadEnd::kSent) stream->WritesDone();
   grpc::Status status = stream->Finish();  // after a broken stream: why it broke
@@ -231,15 +210,19 @@ int CommandRunner::operator()(const FilesPutCommand& command) {
 }
 
 int CommandRunner::operator()(const FilesGetCommand& command) {
+  return Download(command.local, [&](grpc::ClientContext* context) { return stub_->DownloadFile(context, command.request); });
+}
+
+int CommandRunner::Download(const std::string& local, const OpenDownload& open) {
   std::optional<AtomicFileWriter> file;  // none: stdout
-  if (command.local != "-") {
-    auto created = AtomicFileWriter::Create(command.local);
+  if (local != "-") {
+    auto created = AtomicFileWriter::Create(local);
     if (!created.ok()) return LocalFailed(created.status());
     file.emplace(*std::move(created));
   }
 
   auto context = NewCallContext(kTransferDeadline);
-  auto stream = stub_->DownloadFile(context.get(), command.request);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::FileChunk>> stream = open(context.get());
   v1::FileChunk chunk;
   absl::Status written;
   while (written.ok() && stream->Read(&chunk)) {

@@ -3,6 +3,7 @@
 // not owned.
 #pragma once
 
+#include <functional>
 #include <istream>
 #include <memory>
 #include <ostream>
@@ -32,6 +33,28 @@ inline constexpr absl::Duration kExecDefaultDeadline = absl::Minutes(10);
 inline constexpr size_t kUploadChunkBytes = 64 * 1024;
 
 absl::Duration ExecDeadline(int64_t wall_ms);
+
+// How an upload's chunks ended: all sent, refused by the server (Finish
+// says why), or the local file could not be read.
+enum class UploadEnd { kSent, kStreamBroken, kReadFailed };
+
+// The content of `in` as chunk messages after the header, kUploadChunkBytes
+// each: `files put` (UploadFileRequest) and `volume put` (WriteVolumeFileRequest).
+template <typename Request, typename Stream>
+UploadEnd SendChunks(std::istream& in, Stream& stream) {
+  std::string buffer(kUploadChunkBytes, '\0');
+  Request message;
+  while (true) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (in.bad()) return UploadEnd::kReadFailed;
+    size_t n = static_cast<size_t>(in.gcount());
+    if (n > 0) {
+      message.set_chunk(buffer.data(), n);
+      if (!stream.Write(message)) return UploadEnd::kStreamBroken;
+    }
+    if (in.eof()) return UploadEnd::kSent;
+  }
+}
 
 struct CliStreams {
   std::istream& in;
@@ -71,6 +94,11 @@ class CommandRunner {
   int operator()(const TemplateListCommand& command);
   int operator()(const TemplateShowCommand& command);
   int operator()(const TemplateRmCommand& command);
+  int operator()(const VolumeCreateCommand& command);  // client/volume_command.cc
+  int operator()(const VolumeLsCommand& command);
+  int operator()(const VolumeRmCommand& command);
+  int operator()(const VolumePutCommand& command);
+  int operator()(const VolumeGetCommand& command);
   int operator()(const AgentCommand& command);  // client/agent_command.cc
   int operator()(const McpCommand& command);    // client/mcp_command.cc
 
@@ -78,6 +106,8 @@ class CommandRunner {
   void set_agent_stub(v1::Agent::StubInterface* stub) { agent_stub_ = stub; }
   // The Templates service's stub (not owned); `warden template` needs it.
   void set_templates_stub(v1::Templates::StubInterface* stub) { templates_stub_ = stub; }
+  // The Volumes service's stub (not owned); `warden volume` needs it.
+  void set_volumes_stub(v1::Volumes::StubInterface* stub) { volumes_stub_ = stub; }
 
  private:
   // A unary call with the token and kUnaryDeadline.
@@ -91,6 +121,12 @@ class CommandRunner {
 
   std::unique_ptr<grpc::ClientContext> NewCallContext(absl::Duration timeout) const;
   int PrintSessionId(const grpc::Status& status, const v1::Session& session, bool json);
+  // A download (`files get`, `volume get`): the chunks of the stream `open`
+  // starts, into `local` (replaced only once all of it arrived) or stdout
+  // ("-"); the exit status.
+  using OpenDownload =
+      std::function<std::unique_ptr<grpc::ClientReaderInterface<v1::FileChunk>>(grpc::ClientContext* context)>;
+  int Download(const std::string& local, const OpenDownload& open);
   int RpcFailed(const grpc::Status& status);    // prints the one-line error; 125
   int LocalFailed(const absl::Status& status);  // a local file; 2
   void PrintJson(const nlohmann::json& json);
@@ -98,6 +134,7 @@ class CommandRunner {
   v1::Executor::StubInterface* stub_;
   v1::Agent::StubInterface* agent_stub_ = nullptr;
   v1::Templates::StubInterface* templates_stub_ = nullptr;
+  v1::Volumes::StubInterface* volumes_stub_ = nullptr;
   std::string token_;
   std::string address_;
   CliStreams io_;

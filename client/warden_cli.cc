@@ -44,5 +44,7 @@ int main(int argc, char** argv) {
   runner.set_agent_stub(agent_stub.get());
   auto templates_stub = warden::v1::Templates::NewStub(*channel);
   runner.set_templates_stub(templates_stub.get());
+  auto volumes_stub = warden::v1::Volumes::NewStub(*channel);
+  runner.set_volumes_stub(volumes_stub.get());
   return runner.Run(invocation->command);
 }

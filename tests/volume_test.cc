@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -316,6 +317,62 @@ TEST_F(VolumeTest, ALiveReadHoldsTheVolumeAndAFinishedTransferDoesNot) {
   del.set_name("written");
   grpc::Status after_write = volumes_->DeleteVolume(Context().get(), del, &deleted);
   EXPECT_TRUE(after_write.ok()) << after_write.error_message();
+}
+
+// `warden volume` and `warden session create --volume` through the real
+// CLI against this wardend.
+TEST_F(VolumeTest, TheCliCreatesFillsMountsListsReadsAndRemovesAVolume) {
+  const std::string bin = WARDEN_BIN_DIR "/warden";
+  const std::string env = absl::StrCat("WARDEN_ADDR=", daemon_->listening().front(), " WARDEN_TOKEN=", kAlice, " ");
+  // Its exit status and what it printed (stdout, then stderr).
+  auto run = [&](const std::string& args) {
+    std::string out;
+    FILE* p = popen(absl::StrCat(env, bin, " ", args, " 2>&1").c_str(), "r");
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+    const int status = pclose(p);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  using Result = std::pair<int, std::string>;
+  EXPECT_EQ(run("volume create cli-vol --max-mb 16 --max-files 16"), Result(0, "cli-vol\n"));
+  std::ofstream(dir_ + "/a.txt") << "from the cli\n";
+  EXPECT_EQ(run(absl::StrCat("volume put cli-vol ", dir_, "/a.txt dir/a.txt")), Result(0, ""));
+  std::ofstream(dir_ + "/run.sh") << "echo ran\n";
+  EXPECT_EQ(run(absl::StrCat("volume put cli-vol - dir/run.sh --mode 755 < ", dir_, "/run.sh")), Result(0, ""));
+
+  Result listed = run("volume ls");
+  EXPECT_EQ(listed.first, 0) << listed.second;
+  EXPECT_THAT(listed.second, HasSubstr("NAME     USED"));
+  EXPECT_THAT(listed.second, ::testing::ContainsRegex("cli-vol +[0-9.]+ [KM]iB +16.0 MiB +3/16 +0 "));
+  EXPECT_EQ(run("volume ls cli-vol --depth 2"), Result(0, "TYPE       SIZE  PATH\n"
+                                                           "directory  -     dir/\n"
+                                                           "file       13    dir/a.txt\n"
+                                                           "file       9     dir/run.sh\n"));
+  EXPECT_EQ(run("volume get cli-vol dir/a.txt -"), Result(0, "from the cli\n"));
+  std::filesystem::create_directory(dir_ + "/out");
+  EXPECT_EQ(run(absl::StrCat("volume get cli-vol dir/a.txt ", dir_, "/out")), Result(0, ""));
+  std::ifstream got(dir_ + "/out/a.txt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(got), {}), "from the cli\n");
+  Result missing = run("volume get cli-vol nothing.txt -");
+  EXPECT_EQ(missing.first, 125);
+  EXPECT_THAT(missing.second, HasSubstr("NOT_FOUND"));
+
+  // Mounted by a session, it is refused with what to do, then removed.
+  Result session = run("session create --language bash --volume cli-vol:/data:ro");
+  ASSERT_EQ(session.first, 0) << session.second;
+  const std::string id = session.second.substr(0, session.second.find('\n'));
+  std::ofstream(dir_ + "/cell.sh") << "stat -c %a /data/dir/run.sh; touch /data/x\n";
+  Result cell = run(absl::StrCat("exec --session ", id, " ", dir_, "/cell.sh"));
+  EXPECT_THAT(cell.second, HasSubstr("755\n"));
+  EXPECT_THAT(cell.second, HasSubstr("Read-only file system"));
+  EXPECT_THAT(run("session show " + id).second, HasSubstr("cli-vol at /data (read-only)"));
+  EXPECT_THAT(run("volume ls").second, ::testing::ContainsRegex("cli-vol .* 1 "));
+  Result refused = run("volume rm cli-vol");
+  EXPECT_EQ(refused.first, 125);
+  EXPECT_THAT(refused.second, HasSubstr("close the sessions"));
+  EXPECT_EQ(run("session close " + id), Result(0, ""));
+  EXPECT_EQ(run("volume rm cli-vol"), Result(0, ""));
+  EXPECT_EQ(run("volume ls"), Result(0, "NAME  USED  QUOTA  FILES  MOUNTS  CREATED\n"));
 }
 
 }  // namespace
