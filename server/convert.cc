@@ -191,6 +191,7 @@ void FillSession(const ManagedSession& entry, v1::Session* out) {
   }
   out->mutable_ports()->set_public_(entry.public_ports);
   out->mutable_ports()->set_host_header(entry.port_host_header);
+  out->mutable_ports()->set_resume_on_request(entry.resume_on_port_request);
   out->set_traffic_token(entry.traffic_token);
 }
 

@@ -882,6 +882,7 @@ absl::StatusOr<std::shared_ptr<Engine::Creation>> Engine::PrepareCreate(CreateSe
   }
   entry->public_ports = call.public_ports;
   entry->port_host_header = call.port_host_header;
+  entry->resume_on_port_request = call.resume_on_port_request;
   entry->traffic_token = SessionManager::RandomHex() + SessionManager::RandomHex();
   entry->sandbox_template = sandbox_template;
   entry->tenant = call.tenant;
@@ -1446,6 +1447,12 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::ResumeSession(const std:
   ASSIGN_OR_RETURN(auto entry, Find(tenant, id));
   absl::MutexLock lock(&entry->pause_mu);
   if (!entry->paused()) return absl::FailedPreconditionError(absl::StrCat("session ", id, " is not paused"));
+  RETURN_IF_ERROR(Resume(entry));
+  spdlog::info("session {} of tenant {} resumed", id, tenant);
+  return entry;
+}
+
+absl::Status Engine::Resume(const std::shared_ptr<ManagedSession>& entry) {
   if (entry->pause.load() == ManagedSession::Pause::kFrozen) RETURN_IF_ERROR(entry->cgroup->SetFrozen(false));
   if (entry->pause.load() == ManagedSession::Pause::kFilesystemOnly) {
     // A cold boot: a new boot id, and each interpreter starts afresh (their
@@ -1461,8 +1468,7 @@ absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::ResumeSession(const std:
   entry->pause = ManagedSession::Pause::kRunning;
   entry->set_expires(absl::Now() + std::max(entry->paused_remaining, absl::Seconds(1)));
   entry->Touch();
-  spdlog::info("session {} of tenant {} resumed", id, tenant);
-  return entry;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<ManagedSession>> Engine::RestartContext(const std::string& tenant,
@@ -1664,7 +1670,26 @@ absl::StatusOr<Engine::PortConnection> Engine::ConnectPort(const std::optional<s
           "session ", id, "'s ports need the tenant's token or the session's traffic token"));
     }
   }
-  RETURN_IF_ERROR(entry->CheckRunning());
+  if (entry->paused()) {
+    // E2B's autoResume: a request to a port resumes the session that asked
+    // for it, when its servers are there, frozen. A filesystem-only pause
+    // ended them: E2B too resumes that one only when asked to.
+    absl::MutexLock lock(&entry->pause_mu);
+    if (entry->paused() && !entry->resume_on_port_request) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session ", id, " is paused: resume it first (ResumeSession; E2B: connect), or create it with "
+          "ports.resume_on_request (E2B: lifecycle.autoResume) so that a request to its ports resumes it"));
+    }
+    if (entry->paused() && entry->pause.load() != ManagedSession::Pause::kFrozen) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session ", id, " was paused without its memory, which ended its servers, so a request does not "
+          "resume it: resume it (ResumeSession; E2B: connect) and start them again"));
+    }
+    if (entry->paused()) {
+      RETURN_IF_ERROR(Resume(entry));
+      spdlog::info("session {} of tenant {} resumed by a request to its port {}", id, entry->tenant, port);
+    }
+  }
   // A hibernated session wakes for its port, as for any call.
   RETURN_IF_ERROR(WakeForFiles(*entry));
   entry->Touch();

@@ -108,13 +108,15 @@ struct CreateSessionCall {
   // Where its connections may go (server/network.h); unset: its pool's.
   std::optional<egress::PolicySpec> network;
   // Its exposed ports: reached without a token (needs http.allow_public_ports),
-  // and the Host header its servers see ("${PORT}" replaced).
+  // the Host header its servers see ("${PORT}" replaced), and whether a
+  // request to one resumes the session when it is paused with its memory.
   bool public_ports = false;
   std::string port_host_header;
   // The template the session runs in (its own or a public one); empty: the
   // host's runtime.
   std::string template_name;
   std::vector<VolumeMountRecord> volumes;  // mounted into its sandbox
+  bool resume_on_port_request = false;
 };
 
 // Puts work that may block on a thread of the caller's (the service's
@@ -285,7 +287,9 @@ class Engine {
   // A connection to `port` on session `id`'s loopback (an exposed port):
   // for its tenant's call (`tenant` set), or else for whoever holds its
   // traffic token, or anyone when its ports are public. A hibernated
-  // session wakes first; a paused one is FAILED_PRECONDITION.
+  // session wakes first; a paused one resumes first when it asked for that
+  // (resume_on_port_request) and was paused with its memory, else it is
+  // FAILED_PRECONDITION.
   struct PortConnection {
     UniqueFd fd;
     std::string host_header;  // the Host its server should see ("" as sent)
@@ -451,6 +455,8 @@ class Engine {
   void MakeRoomForALiveSession(const ManagedSession* keep);
   absl::Status Wake(ManagedSession& entry);
   absl::Status WakeForFiles(ManagedSession& entry);
+  // Resumes a paused session (ResumeSession's work, whoever asked).
+  absl::Status Resume(const std::shared_ptr<ManagedSession>& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry->pause_mu);
   void DropHibernation(ManagedSession& entry);
   // The session's state, its turn held: from its kernel, or from disk if
   // it hibernates.

@@ -220,6 +220,7 @@ absl::StatusOr<Engine::Fork> Engine::ForkSession(const std::string& tenant, cons
   entry->port_host_header = source->port_host_header;
   entry->sandbox_template = source->sandbox_template;
   entry->volumes = source->volumes;
+  entry->resume_on_port_request = source->resume_on_port_request;
   Fork fork{nullptr, snapshot->left_out};
   NoteUncaptured(*source, &fork.left_out);
   auto started =

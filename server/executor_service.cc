@@ -414,6 +414,7 @@ grpc::ServerUnaryReactor* ExecutorService::CreateSession(grpc::CallbackServerCon
   for (const v1::VolumeMount& mount : request->volumes()) {
     call.volumes.push_back({mount.volume(), mount.path(), mount.read_only()});
   }
+  call.resume_on_port_request = request->ports().resume_on_request();
   auto* reactor = ctx->DefaultReactor();
   engine_.CreateSessionAsync(std::move(call), Run(),
                              [reactor, response](absl::StatusOr<std::shared_ptr<ManagedSession>> entry) {

@@ -61,6 +61,7 @@ struct ManagedSession {
   std::vector<std::string> secret_env ABSL_GUARDED_BY(network_mu);
   bool public_ports = false;
   std::string port_host_header;
+  bool resume_on_port_request = false;  // PortAccess.resume_on_request
   std::string traffic_token;
   // The gate of the session's way out: its machine's, or its interpreter's.
   std::shared_ptr<EgressGate> egress_gate;

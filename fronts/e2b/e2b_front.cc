@@ -529,6 +529,9 @@ class Front {
     // token (E2B's allowPublicTraffic: false) or the API key is needed.
     create.mutable_ports()->set_public_(public_traffic && options_.allow_public_ports);
     create.mutable_ports()->set_host_header(mask_host);
+    // autoResume: a request to a port of the paused sandbox resumes it too
+    // (E2B's proxy), whoever sends it, so the daemon does it (ConnectPort).
+    create.mutable_ports()->set_resume_on_request(create.labels().contains(kAutoResumeLabel));
     v1::Session session;
     absl::Status created =
         FromGrpc(executor_->CreateSession(http::UpstreamContext(request.token, kCallTimeout).get(), create, &session));

@@ -1,12 +1,13 @@
 // The E2B SDK's network calls, unmodified, against a wardend with egress on
 // (issue #30): allowInternetAccess, network.allowOut/denyOut, rules with
-// header transforms, updateNetwork, getHost, allowPublicTraffic and
-// maskRequestHost. Run by tests/network/network_test.py, inside its network
-// namespaces, against its wardend and its internet (E2B_API_URL,
-// E2B_SANDBOX_URL, E2B_API_KEY set; WARDEN_HTTP_PORT the HTTP front's port,
-// WARDEN_RECORDER the header-recording server's address). The hosts are the
-// test's: one.test and connectivitycheck.gstatic.com at 1.1.1.1, dns.test at
-// 8.8.8.8, api.test records headers.
+// header transforms, updateNetwork, getHost, allowPublicTraffic,
+// maskRequestHost, and autoResume on a request to a port. Run by
+// tests/network/network_test.py, inside its network namespaces, against its
+// wardend and its internet (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY set;
+// WARDEN_HTTP_PORT the HTTP front's port, WARDEN_RECORDER the
+// header-recording server's address). The hosts are the test's: one.test
+// and connectivitycheck.gstatic.com at 1.1.1.1, dns.test at 8.8.8.8,
+// api.test records headers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -34,9 +35,9 @@ async function refused(sandbox, url) {
 }
 
 // A request to the HTTP front for `host` (an exposed port's name).
-function get(host, headers = {}) {
+function get(host, headers = {}, path = '/') {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: '/', headers: { host, ...headers } }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port, path, headers: { host, ...headers } }, (res) => {
       let body = '';
       res.on('data', (d) => { body += d; });
       res.on('end', () => resolve({ status: res.statusCode, body }));
@@ -159,4 +160,34 @@ test('a sandbox that ended answers 502 "The sandbox was not found"', async () =>
   assert.equal(body.message, 'The sandbox was not found');
   assert.equal(body.code, 502);
   assert.ok(sandbox.sandboxId.startsWith(body.sandboxId));
+});
+
+test('autoResume: a request to a paused sandbox\'s port resumes it; without autoResume it stays paused', async () => {
+  const [resumable, plain] = await Promise.all([
+    Sandbox.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true },
+                     network: { allowPublicTraffic: false } }),
+    Sandbox.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause' } }),
+  ]);
+  try {
+    await Promise.all([serve(resumable, 8000), serve(plain, 8000)]);
+    assert.deepEqual(await Promise.all([resumable.pause(), plain.pause()]), [true, true]);
+    const token = { 'e2b-traffic-access-token': resumable.trafficAccessToken };
+    // Who may not reach its ports does not resume it either.
+    assert.equal((await get(resumable.getHost(8000))).status, 403);
+    assert.equal((await Sandbox.getInfo(resumable.sandboxId)).state, 'paused');
+    // The path form and the name form both resume it, then relay.
+    const r = await get('127.0.0.1', token, `/ports/${resumable.sandboxId}/8000/`);
+    assert.equal(r.status, 200, r.body);
+    assert.match(r.body, /Directory listing/);
+    assert.equal((await Sandbox.getInfo(resumable.sandboxId)).state, 'running');
+    assert.equal((await get(resumable.getHost(8000), token)).status, 200);
+    // Without autoResume the request is refused as E2B refuses it (502), and
+    // the sandbox stays paused.
+    const p = await get(plain.getHost(8000));
+    assert.equal(p.status, 502, p.body);
+    assert.match(JSON.parse(p.body).message, /is paused: resume it first .*autoResume/);
+    assert.equal((await Sandbox.getInfo(plain.sandboxId)).state, 'paused');
+  } finally {
+    await Promise.all([resumable.kill().catch(() => {}), plain.kill().catch(() => {})]);
+  }
 });
