@@ -1,13 +1,15 @@
 """warden-gateway in front of three wardend nodes on loopback, over real
 gRPC and mutual TLS, with real sandboxes (docs/fleet.md): placement,
-routing by the node in the session id, drain with handover through the
-shared storage, node loss (a stopped node) with fencing when it returns,
+routing by the node in the session id (exposed ports through the
+gateway's HTTP front among it), drain with handover through the shared
+storage, node loss (a stopped node) with fencing when it returns,
 the trust between gateway and nodes, and fairness between tenants.
 
 The same behaviour on a real engine (three dockerd in a swarm) is
 swarm_fleet_test.py; this one runs in seconds, in `make test`. Needs root.
 """
 import concurrent.futures
+import http.client
 import json
 import os
 import pathlib
@@ -300,6 +302,53 @@ class FleetTest(unittest.TestCase):
         events = list(call)
         self.assertEqual(b"".join(e.stdout for e in events if e.HasField("stdout")), b"went\n")
         self.assertEqual(events[-1].summary.outcome, pb.OUTCOME_OK)
+
+    def test_b_an_exposed_port_is_reached_through_the_gateway(self):
+        # The gateway's HTTP front relays a request to a session's port over
+        # ConnectPort to the session's node (gateway/proxy_call.cc), with the
+        # tenant's token or with the session's traffic token alone (then no
+        # tenant goes to the node, which decides); the bytes go both ways,
+        # in more than one message each way.
+        s = self.create(shared_workspace=True)
+        server = ("import http.server\n"
+                  "class H(http.server.BaseHTTPRequestHandler):\n"
+                  "    def do_POST(self):\n"
+                  "        body = self.rfile.read(int(self.headers['Content-Length']))\n"
+                  "        out = self.path.encode() + b' ' + body[::-1]\n"
+                  "        self.send_response(200); self.send_header('Content-Length', str(len(out)))\n"
+                  "        self.end_headers(); self.wfile.write(out)\n"
+                  "    def log_message(self, *a): pass\n"
+                  "http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()\n")
+        auth = Fleet.auth(fh.ALICE)
+        next(self.stub.RunCommand(pb.RunCommandRequest(session_id=s.id, argv=["python3", "-c", server],
+                                                       background=True), metadata=auth, timeout=TIMEOUT))
+        wait = "for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && exit 0; sleep 0.1; done; exit 1"
+        ends = [e for e in self.stub.RunCommand(pb.RunCommandRequest(session_id=s.id, argv=["/bin/bash", "-c", wait]),
+                                                metadata=auth, timeout=TIMEOUT) if e.HasField("end")]
+        self.assertEqual(ends[-1].end.exit_code, 0, "nothing listened on port 8000")
+        body = os.urandom(200_000)
+
+        def post(headers):
+            conn = http.client.HTTPConnection("127.0.0.1", self.fleet.http_port, timeout=TIMEOUT)
+            try:
+                conn.request("POST", "/ports/%s/8000/echo?n=1" % s.id, body=body, headers=headers)
+                r = conn.getresponse()
+                return r.status, r.read()
+            finally:
+                conn.close()
+        echoed = b"/echo?n=1 " + body[::-1]
+        self.assertEqual(post({"X-Warden-Traffic-Token": s.traffic_token}), (200, echoed))
+        self.assertEqual(post({"Authorization": "Bearer " + fh.ALICE}), (200, echoed))
+        # Refused: no credential, a wrong traffic token, a token the gateway
+        # does not know, another tenant's token (its session is not theirs).
+        status, text = post({})
+        self.assertEqual(status, 403, text)
+        self.assertIn(b"need a token", text)
+        self.assertEqual(post({"X-Warden-Traffic-Token": "x" * len(s.traffic_token)})[0], 403)
+        self.assertEqual(post({"Authorization": "Bearer not-a-token"})[0], 401)
+        status, text = post({"Authorization": "Bearer " + fh.BOB})
+        self.assertEqual((status, json.loads(text)["message"]), (502, "The sandbox was not found"))
+        self.stub.CloseSession(pb.CloseSessionRequest(session_id=s.id), metadata=auth, timeout=TIMEOUT)
 
     def test_b_an_e2b_sandbox_outlives_a_gateway_restart(self):
         # The unmodified E2B SDK keeps one Sandbox object across a restart of
