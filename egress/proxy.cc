@@ -416,7 +416,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         }
       } else if (LooksLikeHttpRequest(data)) {
         record_.mode = "http";
-        co_await Requests(client_, upstream_, buffer, host, port, /*transform=*/false);
+        co_await Requests(client_, upstream_, buffer, host, port, /*transform=*/false, "CONNECT");
         co_await Join();
         co_return;
       } else if (!data.empty() && !CouldBecomeHttpRequest(data)) {
@@ -478,7 +478,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       Fail(absl::StrCat("the sandbox's TLS handshake: ", ec.message()));
       co_return;
     }
-    if (const char* sni = SSL_get_servername(client.native_handle(), TLSEXT_NAMETYPE_host_name)) {
+    const char* sni = SSL_get_servername(client.native_handle(), TLSEXT_NAMETYPE_host_name);
+    if (sni != nullptr) {
       if (absl::Status s = CheckServerName(host, port, std::string(sni)); !s.ok()) {
         Fail(std::string(s.message()));
         co_return;
@@ -506,15 +507,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
       co_return;
     }
     Spawn(PumpDownTls(shared_from_this(), upstream, client));
-    co_await Requests(client, upstream, buffer, host, port, /*transform=*/true);
+    co_await Requests(client, upstream, buffer, host, port, /*transform=*/true,
+                      sni != nullptr ? "CONNECT and the TLS server name" : "CONNECT");
     co_await Join();
   }
 
   // ---- Requests: parsed one by one (Host checked, headers transformed),
   // the answers flowing back raw beside them (PumpUp / PumpDownTls).
+  // `named_by`: what named the target (for the refusal of another Host).
   template <class Client, class Upstream>
   net::awaitable<void> Requests(Client& client, Upstream& upstream, beast::flat_buffer& buffer, const Host& host,
-                                uint16_t port, bool transform) {
+                                uint16_t port, bool transform, const char* named_by) {
     std::vector<char> chunk(kChunk);
     for (;;) {
       http::request_parser<http::buffer_body> parser;
@@ -532,8 +535,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
         co_return;
       }
       auto& req = parser.get();
-      if (absl::Status s = CheckHost(req, host, port); !s.ok()) {
-        Fail(std::string(s.message()));
+      if (absl::Status s = CheckHost(req, host, port, named_by); !s.ok()) {
+        // Never sent on. The client is told why unless an answer of the
+        // upstream's has begun to come down (this one would cut into it):
+        // then the connection just ends, the reason in the audit line.
+        const std::string message(s.message());
+        if (record_.reason.empty()) record_.reason = message;
+        if (!down_started_) {
+          refusing_ = true;
+          co_await Answer(client, 403, message);
+        }
+        Fail(message);
         co_return;
       }
       if (transform) Transform(req, host.name, port);
@@ -590,9 +602,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     co_return true;
   }
 
-  // The Host header must name the CONNECT target (or the URL's authority).
+  // The Host header must name the target, as `named_by` named it (CONNECT,
+  // the TLS server name, the URL's authority).
   template <class Message>
-  absl::Status CheckHost(const Message& req, const Host& host, uint16_t port) {
+  absl::Status CheckHost(const Message& req, const Host& host, uint16_t port, absl::string_view named_by) {
     const auto it = req.find(http::field::host);
     if (it == req.end()) {
       if (req.version() < 11) return absl::OkStatus();
@@ -604,8 +617,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const bool same_host = named->first.address ? host.address && *named->first.address == *host.address
                                                 : !host.address && named->first.name == host.name;
     if (!same_host || named->second != port) {
-      return absl::PermissionDeniedError(absl::StrCat("the Host header ", value, " is not the target ",
-                                                      host.ToString(), ":", port, " (domain fronting is refused)"));
+      return absl::PermissionDeniedError(absl::StrCat("the Host header names ", value, " but ", named_by, " named ",
+                                                      host.ToString(), ":", port,
+                                                      ": domain fronting is refused (ask for ", value, " itself)"));
     }
     return absl::OkStatus();
   }
@@ -679,7 +693,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const Host host = where->first;
       const uint16_t port = where->second;
       if (req.find(http::field::host) != req.end()) {
-        if (absl::Status s = CheckHost(req, host, port); !s.ok()) {
+        if (absl::Status s = CheckHost(req, host, port, "the request's URL"); !s.ok()) {
           const std::string message = std::string(s.message());
           co_await Refuse(403, message);
           co_return;
@@ -755,8 +769,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                           ssl::stream<tcp::socket&>& client) {
     co_await self->Pump(upstream, client, nullptr, /*outbound=*/false);
     // The upstream is done: so is the connection (a TLS close without
-    // close_notify to the client is the end of its last answer).
-    self->CloseSockets();
+    // close_notify to the client is the end of its last answer), once a
+    // refusal being written has gone.
+    if (!self->refusing_) self->CloseSockets();
   }
 
   // Copies `from` to `to` until `from` ends (then `to`'s sending side is
@@ -777,6 +792,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (;;) {
       Activity();
       const size_t n = co_await from.async_read_some(net::buffer(chunk), net::redirect_error(net::use_awaitable, ec));
+      if (!outbound) {
+        // The client is being told why its request was refused: nothing
+        // more goes to it (Requests ends the connection after).
+        if (refusing_) co_return;
+        down_started_ = down_started_ || !ec;
+      }
       if (ec) {
         if (ec == net::error::eof || ec == ssl::error::stream_truncated) {
           ShutdownSend(to);
@@ -948,6 +969,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool connect_timed_out_ = false;
   bool finished_ = false;
   bool tenant_open_ = false;
+  // The upstream's bytes have begun to come down to the client; the proxy
+  // is answering the client itself instead (a refused request).
+  bool down_started_ = false;
+  bool refusing_ = false;
 };
 
 // ---- Channel

@@ -347,11 +347,15 @@ TEST_F(ProxyTest, AHostHeaderOtherThanTheTargetIsRefused) {
   channel_->SetRules(Allow({"plain.test", "other.test"}));
   Client tunnel(proxy_port_);
   ASSERT_EQ(tunnel.Connect(absl::StrCat("plain.test:", plain_->port())), "200 Connection established");
-  EXPECT_EQ(tunnel.Plain("/", "other.test").result_int(), 599u);  // the connection is closed
+  auto tunnelled = tunnel.Plain("/", "other.test");
+  EXPECT_EQ(tunnelled.result_int(), 403u);
+  EXPECT_THAT(tunnelled.body(), HasSubstr(absl::StrCat("the Host header names other.test but CONNECT named plain.test:",
+                                                       plain_->port(), ": domain fronting is refused")));
   Client forward(proxy_port_);
   auto res = forward.Plain(absl::StrCat("http://plain.test:", plain_->port(), "/"), "other.test");
   EXPECT_EQ(res.result_int(), 403u);
-  EXPECT_THAT(res.body(), HasSubstr("domain fronting"));
+  EXPECT_THAT(res.body(), HasSubstr(absl::StrCat("the Host header names other.test but the request's URL named "
+                                                 "plain.test:", plain_->port(), ": domain fronting is refused")));
   EXPECT_TRUE(plain_->heads().empty());
   // The same Host as the target passes, in both forms.
   Client ok(proxy_port_);
@@ -405,6 +409,45 @@ TEST_F(ProxyTest, InterceptedHostsGetTheirSecretsAndHeadersOverVerifiedTls) {
   EXPECT_EQ(audits[0].mode, "intercept");
   EXPECT_TRUE(audits[0].secrets_used);
   EXPECT_THAT(audits[0].reason, ::testing::Not(HasSubstr("sk-real")));
+}
+
+// TLS terminated for a host with a secret: a request inside it for another
+// host (here one at the same address, as a CDN's) is refused, saying why,
+// and never goes on, its secret least of all.
+TEST_F(ProxyTest, InsideInterceptedTlsAHostHeaderOtherThanTheTargetIsRefusedSayingWhy) {
+  PolicySpec more;
+  more.secrets = {{"API_KEY", "sk-real-value", {"api.test"}}};
+  channel_->SetRules(Allow({"api.test", "other.test"}, more));
+  const std::string target = absl::StrCat("api.test:", api_->port());
+  const std::string other = absl::StrCat("other.test:", api_->port());
+  const std::vector<std::pair<std::string, std::string>> secret = {{"Authorization", Placeholder("API_KEY")}};
+  Client c(proxy_port_);
+  ASSERT_EQ(c.Connect(target), "200 Connection established");
+  ASSERT_TRUE(c.StartTls(daemon_ca_->certificate_pem(), "api.test"));
+  auto res = c.Https("/", other, secret);
+  EXPECT_EQ(res.result_int(), 403u);
+  EXPECT_THAT(res.body(), HasSubstr(absl::StrCat("the Host header names ", other,
+                                                 " but CONNECT and the TLS server name named ", target,
+                                                 ": domain fronting is refused")));
+  EXPECT_TRUE(api_->heads().empty());
+  auto audits = Audits(1);
+  ASSERT_EQ(audits.size(), 1u);
+  EXPECT_EQ(audits[0].mode, "intercept");
+  EXPECT_THAT(audits[0].reason, HasSubstr("domain fronting"));
+  EXPECT_FALSE(audits[0].secrets_used);
+  // After an answer of the upstream's, another Host on the same connection
+  // ends it (a refusal would cut into that answer), and goes nowhere.
+  Client k(proxy_port_);
+  ASSERT_EQ(k.Connect(target), "200 Connection established");
+  ASSERT_TRUE(k.StartTls(daemon_ca_->certificate_pem(), "api.test"));
+  EXPECT_EQ(k.Https("/first", target, secret).result_int(), 200u);
+  EXPECT_EQ(k.Https("/second", other, secret).result_int(), 599u);
+  const std::vector<std::string> heads = api_->heads();
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_THAT(heads[0], HasSubstr("GET /first"));
+  audits = Audits(2);
+  ASSERT_EQ(audits.size(), 2u);
+  EXPECT_THAT(audits[1].reason, HasSubstr("domain fronting"));
 }
 
 TEST_F(ProxyTest, AnInterceptedUpstreamWhoseCertificateFailsIsNotSpokenTo) {
