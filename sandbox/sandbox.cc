@@ -37,27 +37,30 @@
 namespace warden {
 namespace {
 
-// Whether this process holds the capabilities root has on a host (as the
-// systemd unit runs wardend), read once. A sandbox's user namespace owned
-// by another id than wardend's own gives wardend no capability inside it
-// beyond those it holds on the host: with only a few (a container's
-// SYS_ADMIN, SYS_PTRACE, SETUID and SETGID) it could not set its sandboxes
-// up (fleet_swarm: no node became ready), so there root keeps owning them
-// (CloneSandboxInit), as before. What a host's root may be denied by
-// configuration (CAP_SYS_RESOURCE in this machine's sessions) is not asked.
-bool HoldsHostRootsCapabilities() {
-  static const bool held = [] {
-    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2] = {};
-    if (syscall(SYS_capget, &header, data) != 0) return false;
-    for (const int cap : {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID, CAP_KILL,
-                          CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_NET_ADMIN, CAP_SYS_CHROOT, CAP_SYS_PTRACE,
-                          CAP_SYS_ADMIN, CAP_MKNOD}) {
-      if ((data[cap / 32].effective & (1u << (cap % 32))) == 0) return false;
+// The capabilities this process lacks (of those it takes) for giving each
+// sandbox's user namespace an owner of its own, "" if none. Such an owner,
+// not being wardend's effective uid, gives wardend no capability inside the
+// namespace beyond those it holds on the host; root as the owner gave it
+// every one. Setting a sandbox up takes the same either way (SYS_ADMIN,
+// SETUID - also for CloneSandboxInit's setresuid - and SETGID); ending it
+// takes CAP_KILL too: the kernel lets a process signal another whose uid
+// and saved uid are not its own only with CAP_KILL in that process's user
+// namespace (kernel/signal.c, kill_ok_by_cred). With the four capabilities
+// the container manifests used to grant, every SIGKILL to a sandbox's init
+// failed with EPERM and its teardown waited for it forever (fleet_swarm: no
+// node became ready; tests/container_capabilities.sh reproduces it).
+std::string MissingForOwnOwners() {
+  __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return absl::StrCat("capget: ", strerror(errno));
+  std::string missing;
+  for (const auto& [cap, name] : {std::pair{CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}, std::pair{CAP_SETUID, "CAP_SETUID"},
+                                  std::pair{CAP_SETGID, "CAP_SETGID"}, std::pair{CAP_KILL, "CAP_KILL"}}) {
+    if ((data[cap / 32].effective & (1u << (cap % 32))) == 0) {
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
     }
-    return true;
-  }();
-  return held;
+  }
+  return missing;
 }
 
 absl::Status WriteFile(const std::string& path, absl::string_view data) {
@@ -181,6 +184,25 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const ExecutorOptions
   auto executor = std::unique_ptr<Executor>(new Executor());
   executor->options_ = options;
   executor->rootless_ = geteuid() != 0;
+  if (executor->rootless_) {
+    executor->namespace_owners_ = absl::StrCat(
+        "sandboxes' user namespaces are owned by wardend's own uid ", geteuid(),
+        " (not root: no other owner can be given): their per-user kernel counts (inotify instances and "
+        "watches, queued signals, locked memory) add up in that uid's");
+  } else if (const std::string missing = MissingForOwnOwners(); missing.empty()) {
+    executor->own_owners_ = true;
+    executor->namespace_owners_ =
+        "each sandbox's user namespace is owned by a host id of its own: the per-user kernel counts made "
+        "inside (inotify instances and watches, queued signals, locked memory) are the sandbox's, bounded "
+        "by the host's per-user limits, never root's";
+  } else {
+    executor->namespace_owners_ = absl::StrCat(
+        "sandboxes' user namespaces are owned by root, so the per-user kernel counts made inside them "
+        "(inotify instances and watches, queued signals, locked memory) all add up in root's and one "
+        "sandbox can take them from the host: wardend lacks ", missing,
+        ", which ending a sandbox owned by another id takes (signals to another user's processes); "
+        "grant it (deploy/'s manifests do) to give each sandbox its own");
+  }
   if (executor->options_.cgroup.subtree_name.empty()) {
     // The pid alone could name a stale subtree of a dead process with a
     // recycled pid; the start time makes the name this process's own.
@@ -261,10 +283,9 @@ absl::StatusOr<std::unique_ptr<Worker>> Executor::Spawn(const SandboxSpec& spec,
   const auto [program_host_uid, program_host_gid] = ProgramHostIds(options.identity_slot.value_or(run));
   // The namespace is owned by the init's own host id, not by root: every
   // per-user kernel count made inside is then this sandbox's alone
-  // (CloneSandboxInit). Rootless, the caller owns it, as it must; with
-  // fewer than every capability (a container), root does, as before
-  // (HoldsHostRootsCapabilities).
-  plan.owner_uid = rootless_ || !HoldsHostRootsCapabilities() ? 0 : program_host_uid - 1;
+  // (CloneSandboxInit). Rootless, the caller owns it, as it must; without
+  // CAP_KILL, root does (MissingForOwnOwners).
+  plan.owner_uid = own_owners_ ? program_host_uid - 1 : 0;
   if (options.egress != nullptr) plan.egress_port = kEgressPort;
 
   const Limits& limits = spec.limits;

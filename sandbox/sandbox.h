@@ -133,6 +133,12 @@ class Executor {
   std::pair<uid_t, gid_t> ProgramHostIds(uint64_t slot) const;
 
   bool degraded() const { return cgroups_ == nullptr; }
+  // Whether each sandbox's user namespace has an owner of its own on the
+  // host (CloneSandboxInit), so that the per-user kernel counts made inside
+  // are the sandbox's alone; and a sentence for the log saying which owner
+  // they have and why.
+  bool own_namespace_owners() const { return own_owners_; }
+  const std::string& namespace_owners() const { return namespace_owners_; }
   const CgroupManager* cgroups() const { return cgroups_.get(); }
   // Null when sandboxes are not recycled (ExecutorOptions::recycle).
   const RecyclePool* recycle_pool() const { return recycle_.get(); }
@@ -147,6 +153,8 @@ class Executor {
   std::shared_ptr<RecyclePool> recycle_;
   SeccompProgram seccomp_;
   bool rootless_ = false;
+  bool own_owners_ = false;
+  std::string namespace_owners_;
   // This process's memory layout, for the inits cloned from it to show
   // their own command line (process_title.h); unset: their name only.
   std::optional<ProcessLayout> layout_;

@@ -92,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonOptions& opti
     RETURN_IF_ERROR(daemon->ClaimState());
   }
   ASSIGN_OR_RETURN(daemon->executor_, Executor::Create(daemon->options_.executor));
+  if (daemon->executor_->own_namespace_owners()) {
+    spdlog::info("{}", daemon->executor_->namespace_owners());
+  } else {
+    spdlog::warn("{}", daemon->executor_->namespace_owners());
+  }
   if (mode == Mode::kServe) RETURN_IF_ERROR(daemon->ConnectKeeper());
   daemon->ReclaimPrevious();
   if (options.zygote.enabled) daemon->StartPythonZygote();
