@@ -178,7 +178,7 @@ class ManifestsTest(unittest.TestCase):
         context = container["securityContext"]
         self.assertFalse(context.get("privileged", False))
         self.assertEqual(context["capabilities"]["drop"], ["ALL"])
-        self.assertEqual(sorted(context["capabilities"]["add"]), ["SETGID", "SETUID", "SYS_ADMIN", "SYS_PTRACE"])
+        self.assertEqual(sorted(context["capabilities"]["add"]), ["KILL", "SETGID", "SETUID", "SYS_ADMIN", "SYS_PTRACE"])
         for forbidden in ("hostNetwork", "hostPID", "hostIPC"):
             self.assertFalse(pod.get(forbidden, False), forbidden)
         self.assertFalse(pod["automountServiceAccountToken"])
