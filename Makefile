@@ -51,7 +51,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libcurl4-openssl-dev libssl-dev libc-ares-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev libcli11-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev busybox-static e2fsprogs mmdebstrap $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
+  openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev busybox-static e2fsprogs mmdebstrap libcap2-bin $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
 .PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 
