@@ -55,6 +55,27 @@ def timed(what):
     return Timer()
 
 
+# The host uid that owns each sandbox init's user namespace
+# (NS_GET_OWNER_UID), run in a wardend container.
+NAMESPACE_OWNERS = r"""
+import fcntl, os, struct
+owners = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/comm" % pid) as comm:
+            if comm.read().strip() != "warden-sandbox":
+                continue
+        fd = os.open("/proc/%s/ns/user" % pid, os.O_RDONLY)
+    except OSError:
+        continue
+    try:
+        owners.append(struct.unpack("I", fcntl.ioctl(fd, 0xb704, bytes(4)))[0])
+    finally:
+        os.close(fd)
+print(" ".join(map(str, owners)))
+"""
+
+
 class SwarmFleetTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -239,6 +260,19 @@ class SwarmFleetTest(unittest.TestCase):
                 s.run("x = %d" % i)
             for i, s in enumerate(sessions):
                 self.assertEqual(s.run("x * 2").result.text, str(i * 2))
+            # With the stack's capabilities, each sandbox's user namespace
+            # has an owner of its own, never the node's root, so that one
+            # cannot take root's inotify instances (docs/security.md,
+            # "Per-user kernel counts"); each wardend says so at start-up.
+            wardends = 0
+            for i in range(self.swarm.count):
+                for cid in self.swarm.docker(i, "ps", "-q", "--filter", "name=%s_wardend" % NAME).split():
+                    wardends += 1
+                    self.assertIn("owned by a host id of its own", self.swarm.docker(i, "logs", cid))
+                    owners = self.swarm.docker(i, "exec", cid, "/usr/bin/python3", "-c", NAMESPACE_OWNERS).split()
+                    self.assertTrue(owners, "node %d shows no sandbox" % (i + 1))
+                    self.assertNotIn("0", owners)
+            self.assertEqual(wardends, self.swarm.count, "one wardend per node")
             for s in sessions:
                 s.close()
 
