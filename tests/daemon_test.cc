@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "server/daemon.h"
 #include "server/executor_service.h"
+#include "server/read_file.h"
 #include "warden/v1/executor.grpc.pb.h"
 
 namespace warden {
@@ -496,29 +497,28 @@ TEST_F(DaemonTest, KernelKilledFromOutsideIsSessionLostAndTheDaemonLivesOn) {
   const std::string id = CreateSession();
   ASSERT_EQ(Execute("import os\nopen('pid', 'w').write(str(os.getpid()))", id).outcome(), v1::OUTCOME_OK);
   // Find the kernel's host pid: the process in our id range running the kernel.
+  // Processes come and go while it looks: a /proc entry read after its
+  // process ended fails (ESRCH), which libstdc++'s stream iterators throw
+  // as std::ios_failure, so every read here reports failure instead.
   std::thread killer([] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const uid_t first = TestOptions().executor.host_id_base;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename();
+    std::error_code walk_error;
+    for (std::filesystem::directory_iterator it("/proc", walk_error), end; !walk_error && it != end;
+         it.increment(walk_error)) {
+      const std::string name = it->path().filename();
       if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream status(entry.path() / "status");
-      std::string line;
-      while (std::getline(status, line)) {
-        if (line.rfind("Uid:", 0) == 0) {
-          long uid = std::stol(line.substr(5));
-          std::ifstream cmd(entry.path() / "cmdline");
-          std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-          // Only this session's kernel: the one whose workspace holds the marker.
-          std::error_code ignored;
-          const bool ours = uid >= first && uid < first + 512 &&
-                            std::filesystem::exists(entry.path() / "root/workspace/pid", ignored);
-          if (ours &&
-              cmdline.find("warden_kernel.py") != std::string::npos) {
-            kill(std::stoi(name), SIGKILL);  // a process this test's daemon started
-          }
-          break;
-        }
+      const absl::StatusOr<std::string> status = ReadWholeFile(it->path() / "status");
+      const size_t uid_at = status.ok() ? status->find("\nUid:") : std::string::npos;
+      if (uid_at == std::string::npos) continue;
+      const long uid = std::strtol(status->c_str() + uid_at + 5, nullptr, 10);
+      const absl::StatusOr<std::string> cmdline = ReadWholeFile(it->path() / "cmdline");
+      // Only this session's kernel: the one whose workspace holds the marker.
+      std::error_code ignored;
+      const bool ours = uid >= first && uid < first + 512 &&
+                        std::filesystem::exists(it->path() / "root/workspace/pid", ignored);
+      if (ours && cmdline.ok() && cmdline->find("warden_kernel.py") != std::string::npos) {
+        kill(std::stoi(name), SIGKILL);  // a process this test's daemon started
       }
     }
   });
