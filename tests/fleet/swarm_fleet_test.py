@@ -376,7 +376,13 @@ class SwarmFleetTest(unittest.TestCase):
                 self.assertEqual(s.run("1 + 1").result.text, "2")
             # The node returns: its engine restarts, Swarm starts a new task.
             self.swarm.restart_engine(victim, PROFILE)
-            fh.wait_until(lambda: self.nodes_up() == 3, TIMEOUT, "the node back", interval=0.5)
+            try:
+                fh.wait_until(lambda: self.nodes_up() == 3, TIMEOUT, "the node back", interval=0.5)
+            except AssertionError as error:
+                # Why: whether Swarm gave the node a task and what its wardend
+                # said (build/fleet/logs has every container's whole log).
+                raise AssertionError("%s\nwardend tasks:\n%s\nload: %s" % (
+                    error, self.tasks("wardend"), os.getloadavg())) from None
             TIMINGS["kill -9: back"] = round(time.monotonic() - start, 1)
             listed = [x.id for x in client.sessions()]
             self.assertEqual(len(listed), len(set(listed)), "no session exists twice")
