@@ -155,7 +155,11 @@ test-sandbox: build
 # collects every report into <build dir>/sanitizer-logs and fails on any
 # (for TSan, on any but gRPC's own hand-offs: scripts/tsan_reports.py).
 # test-sanitize: AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer,
-# the whole suite (it needs `make test-deps` like `make test`).
+# the whole suite (it needs `make test-deps` like `make test`) but the Swarm
+# fleet, the benchmarks and deb_package: the package test packs, installs and
+# purges 220 MB of ASan binaries, alone on the machine (RUN_SERIAL), for 92 s
+# of CI's time, and its daemon's one-shot is what the daemon tests run under
+# ASan already; the package that ships is tested by make test and test-host.
 # test-tsan: ThreadSanitizer, the tests labelled daemon and kernel (the
 # engine, pools, reactors, sessions, the keeper, the agent over gRPC), less
 # the kernels' own protocol and pip tests, which run only Debian's python3.
@@ -174,7 +178,7 @@ TSAN_TARGETS := warden_proto_python wardend warden-keeper warden-python-zygote w
 test-sanitize: deps test-deps
 	cmake -S . -B $(ASAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
-	scripts/run_sanitized_tests.sh asan $(ASAN_BUILD_DIR) -j 2 --timeout 1200 -LE 'swarm|bench'
+	scripts/run_sanitized_tests.sh asan $(ASAN_BUILD_DIR) -j 2 --timeout 1200 -LE 'swarm|bench|package'
 
 test-tsan: deps test-deps
 	cmake -S . -B $(TSAN_BUILD_DIR) $(SANITIZE_CMAKE_FLAGS) -DWARDEN_SANITIZE=thread
