@@ -53,7 +53,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
   openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev busybox-static e2fsprogs mmdebstrap libcap2-bin $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
 
-.PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
+.PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host host-test-deps run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -206,8 +206,10 @@ eval: build test-deps
 # both cores for a few minutes (docs/operations.md, "Tested on a stock host").
 HOST_TEST_PACKAGES := qemu-system-x86 qemu-utils mmdebstrap e2fsprogs
 
-test-host: build
+host-test-deps:
 	@$(call install_missing,$(HOST_TEST_PACKAGES))
+
+test-host: build host-test-deps
 	$(SUDO) tests/host/run.sh $(BUILD_DIR)
 
 # Starts wardend in the foreground on its built-in defaults (listening on

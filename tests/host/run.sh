@@ -13,13 +13,19 @@
 # and the run directory (with qemu's temporary overlay) removed.
 #
 #   tests/host/run.sh BUILD_DIR          HOST_TEST_TIMEOUT=seconds (default 1800)
+#   tests/host/run.sh --image-only BUILD_DIR
+#                                        builds (or finds) the image and stops:
+#                                        .ci/run has it made, download-bound,
+#                                        while make test's suite runs
 #
 # The VM gets HOST_TEST_TIMEOUT to finish: 1800 s, about 2.7 times the 660-675 s
 # it took on this 2-core machine at load 7-8, so that a hung guest costs CI
 # (.ci/run) half an hour at most, not its whole budget.
 set -uo pipefail
 
-build_dir=$(realpath "${1:?usage: run.sh BUILD_DIR}")
+image_only=false
+if [ "${1:-}" = --image-only ]; then image_only=true; shift; fi
+build_dir=$(realpath "${1:?usage: run.sh [--image-only] BUILD_DIR}")
 source_dir=$(realpath "$(dirname "$0")/../..")
 timeout_s=${HOST_TEST_TIMEOUT:-1800}
 began=$SECONDS
@@ -41,6 +47,7 @@ if [ ! -f "$image/disk.img" ]; then
 else
   echo "reusing the image $image"
 fi
+$image_only && exit 0
 
 run=$(mktemp -d "$build_dir/host-run.XXXXXX")
 qemu_pid=""
