@@ -15,7 +15,8 @@ from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
 STUBS = ["executor_pb2.py", "executor_pb2.pyi", "executor_pb2_grpc.py",
-         "agent_pb2.py", "agent_pb2.pyi", "agent_pb2_grpc.py"]
+         "agent_pb2.py", "agent_pb2.pyi", "agent_pb2_grpc.py",
+         "images_pb2.py", "images_pb2.pyi", "images_pb2_grpc.py"]
 
 
 def stubs_dir():

@@ -1,6 +1,7 @@
 """Fixtures: one real wardend for the whole run, on a UNIX socket in a
 temporary directory, with two tenants (tokens) and a small session quota,
-its HTTP front (MCP, E2B, Kernel Gateway) on a free loopback port, and the
+its HTTP front (MCP, E2B, Kernel Gateway) on a free loopback port, its own
+template store and volumes (the tenant "main" may import), and the
 agent's model played by tests/fake_openai_server.py in-process.
 
 WARDEN_ADDR and WARDEN_TOKEN are set for the run, so `warden.Client()`
@@ -11,7 +12,9 @@ For frameworks/ (run in build/pyenv, with tests/pypi/requirements.txt):
 open_wardend, a second daemon without tokens; e2b_env, E2B's three
 variables pointing at the daemon's E2B front.
 """
+import hashlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -19,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -78,6 +82,57 @@ def text_step(content):
     return {"content": content}
 
 
+def bash_image(path):
+    """An OCI image layout, as a tar at `path`, laid out from the host's files:
+    bash with the libraries it loads, an /etc file of its own and an ENV."""
+    libs = [line.split()[-2] if "=>" in line else line.split()[0]
+            for line in subprocess.run(["ldd", "/bin/bash"], capture_output=True, text=True, check=True)
+            .stdout.splitlines() if "/" in line]
+    files = {"bin/bash": ("/bin/bash", 0o755)}
+    files.update({lib.lstrip("/"): (lib, 0o755) for lib in libs})
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({"/".join(name.split("/")[:i]) for name in list(files) + ["etc/x"]
+                       for i in range(1, name.count("/") + 1)})
+        for d in dirs:
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for name, (source, mode) in sorted(files.items()):
+            data = open(source, "rb").read()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        release = b"made by test_client\n"
+        info = tarfile.TarInfo("etc/image-release")
+        info.size, info.mode = len(release), 0o644
+        tar.addfile(info, io.BytesIO(release))
+    blobs = {}
+
+    def put(data):
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    layer_blob = put(layer.getvalue())
+    config = put(json.dumps({"architecture": "amd64", "os": "linux",
+                             "config": {"Env": ["PATH=/bin", "GREETING=hello from the image"]},
+                             "rootfs": {"type": "layers", "diff_ids": [layer_blob["digest"]]}}).encode())
+    manifest = put(json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
+        "layers": [dict(layer_blob, mediaType="application/vnd.oci.image.layer.v1.tar")]}).encode())
+    index = {"schemaVersion": 2, "manifests": [dict(manifest, mediaType="application/vnd.oci.image.manifest.v1+json",
+                                                    annotations={"org.opencontainers.image.ref.name": "tiny"})]}
+    with tarfile.open(path, "w") as tar:
+        for name, data in [("oci-layout", b'{"imageLayoutVersion": "1.0.0"}'),
+                           ("index.json", json.dumps(index).encode())] + \
+                [("blobs/sha256/" + d.split(":")[1], b) for d, b in blobs.items()]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
 class Wardend:
     """A wardend subprocess. `listen` defaults to a UNIX socket in tmp;
     "127.0.0.1:0" picks a port, read back from the log into `address`.
@@ -102,6 +157,9 @@ class Wardend:
             "auth": {"tokens_file": str(tokens)},
             "sessions": {"max_per_tenant": QUOTA_SESSIONS},
             "snapshots": {"dir": str(tmp / "snapshots")},
+            # Its own image store and volumes; "main" imports templates of its own.
+            "templates": {"dir": str(tmp / "templates"), "tenants": ["main"]},
+            "volumes": {"dir": str(tmp / "volumes")},
             "shutdown_grace_ms": 2000,
             "http_listen": "127.0.0.1:0",
         }

@@ -7,7 +7,7 @@ import io
 import pytest
 
 import warden
-from conftest import text_step, tool_step
+from conftest import bash_image, text_step, tool_step
 
 WAIT_S = 60
 
@@ -114,3 +114,39 @@ def test_agent_events_as_an_async_iterator_with_async_functions(wardend, model):
     assert kinds[-1] == "final" and "function_call" in kinds and "execution" in kinds, kinds
     assert events[-1].answer == "42"
     assert model.requests()[1]["body"]["messages"][-1]["content"] == "42"
+
+
+def test_a_volume_and_templates_as_coroutines(wardend, tmp_path):
+    bash_image(tmp_path / "tiny.tar")
+
+    async def main():
+        async with warden.AsyncClient() as client:
+            progress = []
+
+            async def on_progress(line):
+                progress.append(line)
+            with open(tmp_path / "tiny.tar", "rb") as archive:  # a file object, read as it is sent
+                imported = await client.import_template(archive, "pyasync", on_progress=on_progress)
+            assert progress and imported.language("bash").available
+            assert (await client.template("pyasync")).digest == imported.digest
+            ex = await client.run("echo $GREETING", language="bash", template="pyasync")
+            assert ex.stdout == "hello from the image\n", ex
+            await client.delete_template("pyasync")
+
+            volume = await client.create_volume("pyasync", max_bytes=16 << 20)
+            try:
+                await volume.write("a/b.txt", io.BytesIO(b"from a file object"))
+                assert await volume.read("a/b.txt") == b"from a file object"
+                assert sorted(e.path for e in await volume.list(depth=2)) == ["a", "a/b.txt"]
+                assert (await volume.stat("a")).type == "directory" and not await volume.exists("c")
+                async with client.session("bash", volumes={"/mnt/v": volume}) as s:
+                    assert (await s.run("cat /mnt/v/a/b.txt")).stdout == "from a file object"
+                assert [v.mounts for v in await client.volumes() if v.name == "pyasync"] == [0]
+            finally:
+                await volume.delete()
+            with pytest.raises(warden.NotFound):
+                await client.volume("pyasync")
+            assert "pyasync" not in [t.name for t in await client.templates()]
+            with pytest.raises(warden.NotFound, match="pyasync"):
+                await client.template("pyasync")
+    run(main())

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import warden
-from conftest import QUOTA_SESSIONS, TOKEN_QUOTA, text_step, tool_step
+from conftest import QUOTA_SESSIONS, TOKEN_QUOTA, bash_image, text_step, tool_step
 
 WAIT_S = 60  # every wait on a condition; a hang fails the test
 
@@ -319,3 +319,76 @@ def test_a_sessions_network_policy_is_kept_and_shown_without_secrets(client):
         assert s.update_network(None).network is None
     with pytest.raises(warden.InvalidArgument, match=r"network.allow\[0\]"):
         client.session(network=warden.Network(allow=["not a host"]))
+
+
+# ---- templates and volumes (docs/templates.md)
+
+def test_a_template_is_imported_used_by_name_and_removed(client, tmp_path):
+    bash_image(tmp_path / "tiny.tar")
+    progress = []
+    imported = client.import_template(tmp_path / "tiny.tar", "pytiny", on_progress=progress.append)
+    assert progress and all(isinstance(line, str) and line for line in progress)
+    assert (imported.name, imported.public, imported.source_ref) == ("pytiny", False, "tiny")
+    assert imported.digest.startswith("sha256:") and len(imported.layers) == 1
+    assert "GREETING=hello from the image" in imported.env
+    assert imported.language("bash").available and imported.language("bash").interpreter == "/bin/bash"
+    assert not imported.language("python").available
+    assert "has no python3" in imported.language("python").note
+    assert [t.name for t in client.templates() if t.name == "pytiny"] == ["pytiny"]
+    assert client.template("pytiny") == imported
+
+    ex = client.run('echo $GREETING; echo "$(</etc/image-release)"', language="bash", template="pytiny")
+    assert (ex.outcome, ex.stdout) == ("OK", "hello from the image\nmade by test_client\n"), ex
+    with client.session("bash", template="pytiny") as s:
+        info = s.info()
+        assert (info.template, info.template_digest) == ("pytiny", imported.digest)
+        assert s.run("test -e /etc/image-release && echo $GREETING").stdout == "hello from the image\n"
+    with pytest.raises(warden.FailedPrecondition, match="'pytiny' has no python3"):
+        client.run("1", template="pytiny")
+    with pytest.raises(warden.NotFound, match="no-such-template"):
+        client.session(template="no-such-template")
+    with pytest.raises(warden.InvalidArgument, match="cannot read the image archive"):
+        client.import_template(tmp_path / "missing.tar", "nothing")
+
+    client.delete_template("pytiny")
+    assert "pytiny" not in [t.name for t in client.templates()]
+    with pytest.raises(warden.NotFound):
+        client.template("pytiny")
+
+
+def test_a_volume_keeps_files_between_sessions_that_share_it(client):
+    volume = client.create_volume("pydata", max_bytes=32 << 20, max_files=1000)
+    try:
+        info = volume.info()
+        assert (info.name, info.max_bytes, info.max_files, info.mounts) == ("pydata", 32 << 20, 1000, 0)
+        entry = volume.write("in/hello.txt", "hello volume")
+        assert (entry.path, entry.type, entry.size, entry.mode, entry.uid) == ("in/hello.txt", "file", 12, 0o644, 1000)
+        big = bytes(range(256)) * 1000
+        assert volume.write("big.bin", io.BytesIO(big), mode=0o600).size == len(big)
+        assert volume.read("big.bin") == big and volume.stat("big.bin").mode == 0o600
+        assert volume.mkdir("out").type == "directory"
+        assert sorted(e.path for e in volume.list(depth=2)) == ["big.bin", "in", "in/hello.txt", "out"]
+
+        with client.session(volumes={"/mnt/data": volume}) as writer, \
+                client.session(volumes=[warden.VolumeMount("pydata", "/mnt/ro", read_only=True)]) as reader:
+            assert writer.info().volumes == [warden.VolumeMount("pydata", "/mnt/data", False)]
+            assert writer.run("open('/mnt/data/in/hello.txt').read()").text == "'hello volume'"
+            assert writer.run("import os; open('/mnt/data/out/r.txt', 'w').write('from a session');"
+                              "os.symlink('/etc/passwd', '/mnt/data/link')").ok
+            assert reader.run("open('/mnt/ro/out/r.txt').read()").text == "'from a session'"
+            refused = reader.run("open('/mnt/ro/x', 'w')")
+            assert refused.error is not None and "Read-only file system" in refused.error.value, refused
+            assert client.get_volume("pydata").mounts == 2
+            with pytest.raises(warden.FailedPrecondition):
+                volume.delete()
+
+        assert volume.read("out/r.txt") == b"from a session"  # kept after both ended
+        with pytest.raises(warden.InvalidArgument, match="is a symlink"):
+            volume.read("link")  # a symlink a sandbox planted is never followed
+        volume.remove("out")
+        assert not volume.exists("out") and volume.exists("in/hello.txt")
+        assert "pydata" in [v.name for v in client.volumes()]
+    finally:
+        volume.delete()
+    with pytest.raises(warden.NotFound):
+        client.volume("pydata")

@@ -13,8 +13,8 @@ from typing import (Any, Callable, Dict, IO, Iterator, List, Mapping, Optional, 
                     Union)
 
 from warden.errors import InvalidArgument, ResourceExhausted, Unavailable, WardenError
-from warden.types import ErrorInfo, Result
-from warden.v1 import agent_pb2, executor_pb2 as pb
+from warden.types import ErrorInfo, Result, VolumeMount
+from warden.v1 import agent_pb2, executor_pb2 as pb, images_pb2
 
 # Text, bytes, or a file object opened for reading (binary or text).
 FileData = Union[bytes, bytearray, memoryview, str, IO[bytes], IO[str]]
@@ -38,6 +38,14 @@ MODES: Dict[str, int] = {
 DEFAULT_CALL_TIMEOUT_S = 330.0
 CALL_MARGIN_S = 30.0
 UPLOAD_CHUNK = 64 << 10
+# An image archive goes in chunks of 1 MiB, as the CLI sends it; an import
+# may take long (hundreds of MB unpacked and checked), a volume's file too.
+IMPORT_CHUNK = 1 << 20
+IMPORT_TIMEOUT_S = 3600.0
+
+# What a session mounts: {path: volume} (a name or a warden.Volume,
+# read-write), or warden.VolumeMount entries (read_only=True for read-only).
+VolumeMounts = Union[Mapping[str, Any], Sequence[VolumeMount]]
 
 
 def language_enum(language: str) -> int:
@@ -123,6 +131,73 @@ def upload_requests(session_id: str, path: str, data: FileData) -> Iterator[pb.U
         if not chunk:
             return
         yield pb.UploadFileRequest(chunk=chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk))
+
+
+def volume_mounts(volumes: Optional[VolumeMounts]) -> List[pb.VolumeMount]:
+    """{path: name or Volume} or [VolumeMount, ...] -> VolumeMount messages."""
+    if not volumes:
+        return []
+    if isinstance(volumes, Mapping):
+        mounts = [VolumeMount(volume=getattr(v, "name", v), path=path) for path, v in volumes.items()]
+    else:
+        mounts = list(volumes)
+    out = []
+    for mount in mounts:
+        if not isinstance(mount, VolumeMount) or not isinstance(mount.volume, str) or not mount.volume:
+            raise InvalidArgument("volumes must be {path: volume name or warden.Volume} or a list of "
+                                  "warden.VolumeMount(volume, path, read_only), not %r" % (mount,))
+        out.append(mount.to_proto())
+    return out
+
+
+def _chunks(data: FileData, size: int) -> Iterator[bytes]:
+    """bytes, str or a readable file object, in chunks; a buffer is sliced, a file read as it goes."""
+    if is_buffer(data):
+        content = read_all(data)
+        for offset in range(0, len(content), size):
+            yield content[offset:offset + size]
+        return
+    if not hasattr(data, "read"):
+        read_all(data)  # raises the clear error
+    while True:
+        chunk = data.read(size)
+        if not chunk:
+            return
+        yield chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+
+
+def import_requests(archive: IO[bytes], header: images_pb2.ImportTemplateHeader
+                    ) -> Iterator[images_pb2.ImportTemplateRequest]:
+    """The header, then the archive in 1 MiB chunks, read as they are sent."""
+    yield images_pb2.ImportTemplateRequest(header=header)
+    for chunk in _chunks(archive, IMPORT_CHUNK):
+        yield images_pb2.ImportTemplateRequest(chunk=chunk)
+
+
+def volume_write_requests(header: images_pb2.WriteVolumeFileHeader, data: FileData
+                          ) -> Iterator[images_pb2.WriteVolumeFileRequest]:
+    if is_buffer(data):
+        data = read_all(data)
+        header.size = len(data)
+    yield images_pb2.WriteVolumeFileRequest(header=header)
+    for chunk in _chunks(data, UPLOAD_CHUNK):
+        yield images_pb2.WriteVolumeFileRequest(chunk=chunk)
+
+
+def progress_text(event: images_pb2.TemplateProgress) -> str:
+    """A progress message as the CLI prints it: "unpacking layer 1/2 (3.0 MiB of 8.0 MiB)"."""
+    if event.bytes_total > 0:
+        return "%s (%s of %s)" % (event.message, human_bytes(event.bytes_done), human_bytes(event.bytes_total))
+    return event.message
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return ("%d %s" % (value, unit)) if unit == "B" else "%.1f %s" % (value, unit)
+        value /= 1024
+    return "%d B" % n
 
 
 Callback = Callable[[Any], Any]

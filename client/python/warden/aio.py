@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import (Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Mapping, Optional,
+import os
+from typing import (IO, Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Mapping, Optional,
                     Sequence, Union)
 
 import grpc
@@ -18,11 +19,12 @@ import grpc.aio
 from warden import _common
 from warden._common import FileData, Function, RetryPolicy
 from warden._connection import Connection, TlsFiles
-from warden.errors import NotFound, WardenError, from_rpc_error
-from warden.types import AgentEvent, Execution, FileInfo, Network, SessionInfo
-from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc
+from warden.errors import InvalidArgument, NotFound, WardenError, from_rpc_error
+from warden.types import (AgentEvent, Execution, FileInfo, Network, SessionInfo, TemplateInfo, VolumeEntry,
+                          VolumeInfo)
+from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc, images_pb2, images_pb2_grpc
 
-__all__ = ["AsyncClient", "AsyncSession", "AsyncFiles"]
+__all__ = ["AsyncClient", "AsyncSession", "AsyncFiles", "AsyncVolume"]
 
 Callback = _common.OptionalCallback
 
@@ -54,6 +56,8 @@ class AsyncClient:
             self._channel = self._connection.aio_channel()
             self._executor = executor_pb2_grpc.ExecutorStub(self._channel)
             self._agent = agent_pb2_grpc.AgentStub(self._channel)
+            self._templates = images_pb2_grpc.TemplatesStub(self._channel)
+            self._volumes = images_pb2_grpc.VolumesStub(self._channel)
         return self._executor, self._agent
 
     @property
@@ -94,8 +98,9 @@ class AsyncClient:
                 await _maybe_await(self._retry.on_retry(error, tries, delay))
             await asyncio.sleep(delay)
 
-    async def _unary(self, name: str, request: Any, timeout: Optional[float] = None) -> Any:
-        method = getattr(self._ex, name)
+    async def _unary(self, name: str, request: Any, timeout: Optional[float] = None, service: str = "_executor") -> Any:
+        self._stubs()
+        method = getattr(getattr(self, service), name)
         return await self._with_retries(lambda: method(request, timeout=timeout or self.timeout,
                                                        metadata=self._connection.metadata))
 
@@ -144,7 +149,8 @@ class AsyncClient:
                 output_bytes: Optional[int] = None, ttl: Optional[float] = None,
                 idle_timeout: Optional[float] = None,
                 labels: Optional[Mapping[str, str]] = None, network: Optional[Network] = None,
-                public_ports: bool = False, template: Optional[str] = None) -> "_SessionOpener":
+                public_ports: bool = False, template: Optional[str] = None,
+                volumes: Optional[_common.VolumeMounts] = None) -> "_SessionOpener":
         """Creates a session; see warden.Client.session.
 
         Either `session = await client.session()` (close it yourself) or
@@ -154,7 +160,7 @@ class AsyncClient:
             language=_common.language_enum(language),
             limits=_common.limits(timeout, cpu_timeout, memory_mb, output_bytes),
             ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}),
-            template=template or "")
+            template=template or "", volumes=_common.volume_mounts(volumes))
         if network is not None:
             request.network.CopyFrom(network.to_proto())
         setattr(request.ports, "public", public_ports)
@@ -171,6 +177,77 @@ class AsyncClient:
         """Your sessions that carry all of `labels`, oldest first."""
         response = await self._unary("ListSessions", pb.ListSessionsRequest(labels=dict(labels or {})))
         return [SessionInfo.from_proto(s) for s in response.sessions]
+
+    # ---- Templates and volumes; see warden.Client
+
+    async def import_template(self, archive: Union[str, "os.PathLike[str]", IO[bytes]], name: str, *,
+                              ref: Optional[str] = None, private: bool = False, on_progress: Callback = None,
+                              timeout: float = _common.IMPORT_TIMEOUT_S) -> TemplateInfo:
+        """Imports an image as the template `name`; see warden.Client.import_template."""
+        header = images_pb2.ImportTemplateHeader(name=name, ref=ref or "", private=private)
+        if not isinstance(archive, (str, os.PathLike)):
+            return await self._import(archive, header, on_progress, timeout)
+        try:
+            file = open(archive, "rb")
+        except OSError as e:
+            raise InvalidArgument("cannot read the image archive %s: %s"
+                                  % (os.fspath(archive), e.strerror)) from None
+        with file:
+            header.size = os.fstat(file.fileno()).st_size
+            return await self._import(file, header, on_progress, timeout)
+
+    async def _import(self, archive: IO[bytes], header: Any, on_progress: Callback, timeout: float) -> TemplateInfo:
+        self._stubs()
+        # The archive is read a chunk at a time as it is sent, as AsyncFiles.write reads a file object.
+        call = self._templates.ImportTemplate(_common.import_requests(archive, header), timeout=timeout,
+                                              metadata=self._connection.metadata)
+        imported = None
+        try:
+            async for event in call:
+                if event.WhichOneof("event") == "template":
+                    imported = TemplateInfo.from_proto(event.template)
+                elif event.message and on_progress:
+                    await _maybe_await(on_progress(_common.progress_text(event)))
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+        finally:
+            call.cancel()
+        if imported is None:
+            raise WardenError("the import ended without its template", code="INTERNAL")
+        return imported
+
+    async def templates(self) -> List[TemplateInfo]:
+        response = await self._unary("ListTemplates", images_pb2.ListTemplatesRequest(), service="_templates")
+        return [TemplateInfo.from_proto(t) for t in response.templates]
+
+    async def template(self, name: str) -> TemplateInfo:
+        return TemplateInfo.from_proto(await self._unary("GetTemplate", images_pb2.GetTemplateRequest(name=name),
+                                                         service="_templates"))
+
+    async def delete_template(self, name: str) -> None:
+        public = (await self.template(name)).public
+        await self._unary("DeleteTemplate", images_pb2.DeleteTemplateRequest(name=name, public=public),
+                          service="_templates")
+
+    async def create_volume(self, name: str, *, max_bytes: Optional[int] = None,
+                            max_files: Optional[int] = None) -> "AsyncVolume":
+        request = images_pb2.CreateVolumeRequest(name=name, max_bytes=int(max_bytes or 0),
+                                                 max_files=int(max_files or 0))
+        return AsyncVolume(self, (await self._unary("CreateVolume", request, service="_volumes")).name)
+
+    async def volume(self, name: str) -> "AsyncVolume":
+        return AsyncVolume(self, (await self.get_volume(name)).name)
+
+    async def get_volume(self, name: str) -> VolumeInfo:
+        return VolumeInfo.from_proto(await self._unary("GetVolume", images_pb2.GetVolumeRequest(name=name),
+                                                       service="_volumes"))
+
+    async def volumes(self) -> List[VolumeInfo]:
+        response = await self._unary("ListVolumes", images_pb2.ListVolumesRequest(), service="_volumes")
+        return [VolumeInfo.from_proto(v) for v in response.volumes]
+
+    async def delete_volume(self, name: str) -> None:
+        await self._unary("DeleteVolume", images_pb2.DeleteVolumeRequest(name=name), service="_volumes")
 
     # ---- Agent
 
@@ -288,6 +365,82 @@ class AsyncFiles:
 
     def __repr__(self) -> str:
         return "warden.AsyncFiles(session=%r)" % self._session.id
+
+
+class AsyncVolume:
+    """A volume's files, as coroutines; see warden.Volume."""
+
+    def __init__(self, client: AsyncClient, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    async def _call(self, method: str, request: Any) -> Any:
+        return await self.client._unary(method, request, service="_volumes")
+
+    async def info(self) -> VolumeInfo:
+        return await self.client.get_volume(self.name)
+
+    async def write(self, path: str, data: FileData, *, mode: Optional[int] = None,
+                    make_parents: bool = True) -> VolumeEntry:
+        client = self.client
+        client._stubs()
+
+        def attempt(content: FileData) -> Any:
+            header = images_pb2.WriteVolumeFileHeader(volume=self.name, path=path, make_parents=make_parents)
+            if mode is not None:
+                header.mode = mode
+            return client._volumes.WriteVolumeFile(_common.volume_write_requests(header, content),
+                                                   timeout=client.timeout, metadata=client._connection.metadata)
+
+        if _common.is_buffer(data):
+            content = _common.read_all(data)
+            return VolumeEntry.from_proto(await client._with_retries(lambda: attempt(content)))
+        try:  # a file object is read once, as it is sent: not retried
+            return VolumeEntry.from_proto(await attempt(data))
+        except grpc.RpcError as e:
+            raise client._error(e) from None
+
+    async def read(self, path: str) -> bytes:
+        client = self.client
+        client._stubs()
+
+        async def attempt() -> bytes:
+            call = client._volumes.ReadVolumeFile(images_pb2.ReadVolumeFileRequest(volume=self.name, path=path),
+                                                  timeout=client.timeout, metadata=client._connection.metadata)
+            return b"".join([chunk.data async for chunk in call])
+
+        return await client._with_retries(attempt)
+
+    async def list(self, path: str = "", depth: int = 1) -> List[VolumeEntry]:
+        response = await self._call("ListVolumeFiles",
+                                    images_pb2.ListVolumeFilesRequest(volume=self.name, path=path, depth=depth))
+        return [VolumeEntry.from_proto(e) for e in response.entries]
+
+    async def stat(self, path: str) -> VolumeEntry:
+        return VolumeEntry.from_proto(await self._call(
+            "StatVolumePath", images_pb2.StatVolumePathRequest(volume=self.name, path=path)))
+
+    async def exists(self, path: str) -> bool:
+        try:
+            await self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    async def mkdir(self, path: str, *, parents: bool = True, mode: Optional[int] = None) -> VolumeEntry:
+        request = images_pb2.MakeVolumeDirectoryRequest(volume=self.name, path=path, make_parents=parents)
+        if mode is not None:
+            request.mode = mode
+        return VolumeEntry.from_proto(await self._call("MakeVolumeDirectory", request))
+
+    async def remove(self, path: str) -> None:
+        await self._call("RemoveVolumePath", images_pb2.RemoveVolumePathRequest(volume=self.name, path=path))
+
+    async def delete(self) -> None:
+        await self.client.delete_volume(self.name)
+
+    def __repr__(self) -> str:
+        return "warden.AsyncVolume(%r)" % self.name
 
 
 class AsyncSession:

@@ -1,25 +1,29 @@
-"""The blocking client: `warden.Client`, its sessions and their files.
+"""The blocking client: `warden.Client`, its sessions and their files,
+templates and volumes.
 
 One Client holds one gRPC channel, which is safe to share between threads.
-Every method maps to the RPCs of warden.v1.Executor and warden.v1.Agent
-(proto/warden/v1); a gRPC error becomes a `warden.WardenError`.
+Every method maps to the RPCs of warden.v1.Executor, warden.v1.Agent,
+warden.v1.Templates and warden.v1.Volumes (proto/warden/v1); a gRPC error
+becomes a `warden.WardenError`.
 """
 from __future__ import annotations
 
+import os
 import queue
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 
 from warden import _common
 from warden._common import FileData, Function, RetryPolicy
 from warden._connection import Connection, TlsFiles
-from warden.errors import NotFound, WardenError, from_rpc_error
-from warden.types import AgentEvent, Execution, FileInfo, Network, SessionInfo
-from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc
+from warden.errors import InvalidArgument, NotFound, WardenError, from_rpc_error
+from warden.types import (AgentEvent, Execution, FileInfo, Network, SessionInfo, TemplateInfo, VolumeEntry,
+                          VolumeInfo)
+from warden.v1 import agent_pb2_grpc, executor_pb2 as pb, executor_pb2_grpc, images_pb2, images_pb2_grpc
 
-__all__ = ["Client", "Session", "Files"]
+__all__ = ["Client", "Session", "Files", "Volume"]
 
 Callback = _common.OptionalCallback
 
@@ -48,6 +52,8 @@ class Client:
         self._channel = self._connection.channel()
         self._executor = executor_pb2_grpc.ExecutorStub(self._channel)
         self._agent = agent_pb2_grpc.AgentStub(self._channel)
+        self._templates = images_pb2_grpc.TemplatesStub(self._channel)
+        self._volumes = images_pb2_grpc.VolumesStub(self._channel)
 
     @property
     def address(self) -> str:
@@ -146,7 +152,8 @@ class Client:
                 output_bytes: Optional[int] = None, ttl: Optional[float] = None,
                 idle_timeout: Optional[float] = None,
                 labels: Optional[Mapping[str, str]] = None, network: Optional[Network] = None,
-                public_ports: bool = False, template: Optional[str] = None) -> "Session":
+                public_ports: bool = False, template: Optional[str] = None,
+                volumes: Optional[_common.VolumeMounts] = None) -> "Session":
         """Creates a session: a live interpreter whose state persists between runs.
 
         memory_mb is the whole session's; timeout, cpu_timeout and
@@ -155,14 +162,16 @@ class Client:
         code may connect (warden.Network; None: its pool's policy, or no
         network at all); public_ports lets anyone reach its exposed ports
         (if the operator allows it). template: run in this template
-        (docs/templates.md) instead of the host's runtime. Use it in a `with`
-        block to close it at the end.
+        (docs/templates.md) instead of the host's runtime. volumes: your
+        volumes to mount, {"/mnt/data": "data"} (a name or a warden.Volume,
+        read-write) or [warden.VolumeMount("data", "/mnt/data", read_only=True)].
+        Use it in a `with` block to close it at the end.
         """
         request = pb.CreateSessionRequest(
             language=_common.language_enum(language),
             limits=_common.limits(timeout, cpu_timeout, memory_mb, output_bytes),
             ttl_seconds=int(ttl or 0), idle_timeout_seconds=int(idle_timeout or 0), labels=dict(labels or {}),
-            template=template or "")
+            template=template or "", volumes=_common.volume_mounts(volumes))
         if network is not None:
             request.network.CopyFrom(network.to_proto())
         setattr(request.ports, "public", public_ports)
@@ -187,6 +196,93 @@ class Client:
         """Your sessions that carry all of `labels` (all of them without), oldest first."""
         response = self._unary(self._executor.ListSessions, pb.ListSessionsRequest(labels=dict(labels or {})))
         return [SessionInfo.from_proto(s) for s in response.sessions]
+
+    # ---- Templates (docs/templates.md)
+
+    def import_template(self, archive: Union[str, "os.PathLike[str]", IO[bytes]], name: str, *,
+                        ref: Optional[str] = None, private: bool = False,
+                        on_progress: Callback = None, timeout: float = _common.IMPORT_TIMEOUT_S) -> TemplateInfo:
+        """Imports an image as the template `name` and returns it.
+
+        archive: the path of (or a binary file object reading) an OCI image
+        layout as a tar, or what `docker save` writes, gzip'd or not. ref
+        picks one image of an archive holding several (its tag or ref name).
+        private: your own template even if you may make public ones.
+        on_progress gets the server's progress lines ("unpacking layer 1/2
+        (3.0 MiB of 8.0 MiB)") as they come. Not retried: the archive is
+        read once, as it is sent.
+        """
+        header = images_pb2.ImportTemplateHeader(name=name, ref=ref or "", private=private)
+        if isinstance(archive, (str, os.PathLike)):
+            try:
+                file = open(archive, "rb")
+            except OSError as e:
+                raise InvalidArgument("cannot read the image archive %s: %s"
+                                      % (os.fspath(archive), e.strerror)) from None
+            with file:
+                header.size = os.fstat(file.fileno()).st_size  # lets the server refuse early
+                return self._import(file, header, on_progress, timeout)
+        return self._import(archive, header, on_progress, timeout)
+
+    def _import(self, archive: IO[bytes], header: Any, on_progress: Callback, timeout: float) -> TemplateInfo:
+        call = self._templates.ImportTemplate(_common.import_requests(archive, header), timeout=timeout,
+                                              metadata=self._connection.metadata)
+        imported = None
+        try:
+            for event in call:
+                if event.WhichOneof("event") == "template":
+                    imported = TemplateInfo.from_proto(event.template)
+                elif event.message and on_progress:
+                    on_progress(_common.progress_text(event))
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+        finally:
+            call.cancel()  # no-op once finished; stops the import if a callback raised
+        if imported is None:
+            raise WardenError("the import ended without its template", code="INTERNAL")
+        return imported
+
+    def templates(self) -> List[TemplateInfo]:
+        """The templates you may use: your own, then the public ones."""
+        response = self._unary(self._templates.ListTemplates, images_pb2.ListTemplatesRequest())
+        return [TemplateInfo.from_proto(t) for t in response.templates]
+
+    def template(self, name: str) -> TemplateInfo:
+        """The template `name` as you see it (yours, else the public one); NotFound if there is none."""
+        return TemplateInfo.from_proto(self._unary(self._templates.GetTemplate,
+                                                   images_pb2.GetTemplateRequest(name=name)))
+
+    def delete_template(self, name: str) -> None:
+        """Removes the template `name` as you see it (yours, else the public one, which only the
+        operator's tenants may remove). Sessions running in it keep running."""
+        public = self.template(name).public
+        self._unary(self._templates.DeleteTemplate, images_pb2.DeleteTemplateRequest(name=name, public=public))
+
+    # ---- Volumes (docs/templates.md, "Volumes")
+
+    def create_volume(self, name: str, *, max_bytes: Optional[int] = None,
+                      max_files: Optional[int] = None) -> "Volume":
+        """Creates your volume `name` ([A-Za-z0-9][A-Za-z0-9._-]{0,62}) with quotas in bytes and files
+        (None: the server's defaults); mount it with session(volumes={path: volume})."""
+        request = images_pb2.CreateVolumeRequest(name=name, max_bytes=int(max_bytes or 0),
+                                                 max_files=int(max_files or 0))
+        return Volume(self, VolumeInfo.from_proto(self._unary(self._volumes.CreateVolume, request)).name)
+
+    def volume(self, name: str) -> "Volume":
+        """Your volume `name` (NotFound if you have none of that name)."""
+        return Volume(self, self.get_volume(name).name)
+
+    def get_volume(self, name: str) -> VolumeInfo:
+        return VolumeInfo.from_proto(self._unary(self._volumes.GetVolume, images_pb2.GetVolumeRequest(name=name)))
+
+    def volumes(self) -> List[VolumeInfo]:
+        """Your volumes."""
+        response = self._unary(self._volumes.ListVolumes, images_pb2.ListVolumesRequest())
+        return [VolumeInfo.from_proto(v) for v in response.volumes]
+
+    def delete_volume(self, name: str) -> None:
+        """Deletes your volume and its files (FailedPrecondition while a session has it mounted)."""
+        self._unary(self._volumes.DeleteVolume, images_pb2.DeleteVolumeRequest(name=name))
 
     # ---- Agent
 
@@ -297,6 +393,90 @@ class Files:
 
     def __repr__(self) -> str:
         return "warden.Files(session=%r)" % self._session.id
+
+
+class Volume:
+    """Your volume's files, without a session: paths are relative to its root,
+    never resolved through "..", a symlink or a mount (InvalidArgument). Files written
+    here are the sandbox user's. Made by Client.create_volume() or
+    Client.volume(); mount it with Client.session(volumes={path: volume})."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def info(self) -> VolumeInfo:
+        """Its quotas and use now."""
+        return self.client.get_volume(self.name)
+
+    def write(self, path: str, data: FileData, *, mode: Optional[int] = None,
+              make_parents: bool = True) -> VolumeEntry:
+        """Writes bytes, str (UTF-8) or a readable file object to `path`, replacing
+        what was there; mode: its permission bits (0o644 if not given)."""
+        client = self.client
+
+        def attempt(content: FileData) -> Any:
+            header = images_pb2.WriteVolumeFileHeader(volume=self.name, path=path, make_parents=make_parents)
+            if mode is not None:
+                header.mode = mode
+            return client._volumes.WriteVolumeFile(_common.volume_write_requests(header, content),
+                                                   timeout=client.timeout, metadata=client._connection.metadata)
+
+        if _common.is_buffer(data):
+            content = _common.read_all(data)
+            return VolumeEntry.from_proto(client._with_retries(lambda: attempt(content)))
+        try:  # a file object is read once, as it is sent: not retried
+            return VolumeEntry.from_proto(attempt(data))
+        except grpc.RpcError as e:
+            raise client._error(e) from None
+
+    def read(self, path: str) -> bytes:
+        """The content of the file `path` (NotFound if there is none)."""
+        client = self.client
+
+        def attempt() -> bytes:
+            chunks = client._volumes.ReadVolumeFile(images_pb2.ReadVolumeFileRequest(volume=self.name, path=path),
+                                                    timeout=client.timeout, metadata=client._connection.metadata)
+            return b"".join(chunk.data for chunk in chunks)
+
+        return client._with_retries(attempt)
+
+    def list(self, path: str = "", depth: int = 1) -> List[VolumeEntry]:
+        """The entries under `path` ("" for the root), `depth` levels down."""
+        response = self.client._unary(self.client._volumes.ListVolumeFiles,
+                                      images_pb2.ListVolumeFilesRequest(volume=self.name, path=path, depth=depth))
+        return [VolumeEntry.from_proto(e) for e in response.entries]
+
+    def stat(self, path: str) -> VolumeEntry:
+        """The entry at `path` (NotFound if there is none)."""
+        return VolumeEntry.from_proto(self.client._unary(
+            self.client._volumes.StatVolumePath, images_pb2.StatVolumePathRequest(volume=self.name, path=path)))
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    def mkdir(self, path: str, *, parents: bool = True, mode: Optional[int] = None) -> VolumeEntry:
+        """Makes the directory `path` (and its missing parents, unless parents is False)."""
+        request = images_pb2.MakeVolumeDirectoryRequest(volume=self.name, path=path, make_parents=parents)
+        if mode is not None:
+            request.mode = mode
+        return VolumeEntry.from_proto(self.client._unary(self.client._volumes.MakeVolumeDirectory, request))
+
+    def remove(self, path: str) -> None:
+        """Removes the file, symlink or directory (with everything in it) at `path`."""
+        self.client._unary(self.client._volumes.RemoveVolumePath,
+                           images_pb2.RemoveVolumePathRequest(volume=self.name, path=path))
+
+    def delete(self) -> None:
+        """Deletes the volume and its files; see Client.delete_volume."""
+        self.client.delete_volume(self.name)
+
+    def __repr__(self) -> str:
+        return "warden.Volume(%r)" % self.name
 
 
 class Session:

@@ -3,8 +3,10 @@
 `Execution` is an execution's result (Jupyter's shape plus what the sandbox
 measured), `Result` one MIME bundle, `ErrorInfo` the traceback of code that
 raised, `FileInfo` a workspace entry, `SessionInfo` a session's state and
-`AgentEvent` one event of an agent run. The proto stays the source of the
-names: outcomes and states are its enum names without the prefix.
+`AgentEvent` one event of an agent run, `TemplateInfo` an imported image
+(docs/templates.md), `VolumeInfo`, `VolumeEntry` and `VolumeMount` a
+volume, one of its files and where a session mounts it. The proto stays the
+source of the names: outcomes and states are its enum names without the prefix.
 """
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from warden.v1 import agent_pb2, executor_pb2 as pb
+from warden.v1 import agent_pb2, executor_pb2 as pb, images_pb2
 
-__all__ = ["Result", "ErrorInfo", "Execution", "FileInfo", "SessionInfo", "AgentEvent", "Network", "Secret"]
+__all__ = ["Result", "ErrorInfo", "Execution", "FileInfo", "SessionInfo", "AgentEvent", "Network", "Secret",
+           "TemplateInfo", "TemplateLanguage", "VolumeInfo", "VolumeEntry", "VolumeMount"]
 
 # MIME types whose bytes are UTF-8 text (docs/api.md, "The result shape");
 # every other type (image/png, application/pdf, ...) stays raw bytes.
@@ -306,6 +309,8 @@ class SessionInfo:
     public_ports: bool = False
     traffic_token: str = ""
     template: str = ""   # the template it runs in (docs/templates.md); "": the host's runtime
+    template_digest: str = ""
+    volumes: List["VolumeMount"] = field(default_factory=list)  # what it has mounted
 
     @classmethod
     def from_proto(cls, message: pb.Session) -> "SessionInfo":
@@ -320,7 +325,122 @@ class SessionInfo:
                    network_usage={"bytes_out": usage.bytes_out, "bytes_in": usage.bytes_in,
                                   "connections": usage.connections, "refused": usage.refused, "open": usage.open},
                    public_ports=getattr(message.ports, "public"), traffic_token=message.traffic_token,
-                   template=message.template)
+                   template=message.template, template_digest=message.template_digest,
+                   volumes=[VolumeMount.from_proto(v) for v in message.volumes])
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A volume mounted into a session at `path` (absolute), read-write unless read_only."""
+
+    volume: str
+    path: str
+    read_only: bool = False
+
+    def to_proto(self) -> pb.VolumeMount:
+        return pb.VolumeMount(volume=self.volume, path=self.path, read_only=self.read_only)
+
+    @classmethod
+    def from_proto(cls, message: pb.VolumeMount) -> "VolumeMount":
+        return cls(volume=message.volume, path=message.path, read_only=message.read_only)
+
+
+@dataclass(frozen=True)
+class TemplateLanguage:
+    """What a template can run: the language, whether its image has an interpreter
+    for it (where, which version), and `note`: why not, or how its sandboxes start."""
+
+    language: str       # "python", "javascript", "bash"
+    available: bool
+    interpreter: str    # inside the template, e.g. "/opt/venv/bin/python3"
+    version: str
+    note: str
+    zygote: bool
+
+    @classmethod
+    def from_proto(cls, message: images_pb2.TemplateLanguage) -> "TemplateLanguage":
+        return cls(language=_enum_name(pb.Language, message.language, "LANGUAGE_").lower(),
+                   available=message.available, interpreter=message.interpreter, version=message.version,
+                   note=message.note, zygote=message.zygote)
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """A template (an imported image, docs/templates.md) as the server reports it.
+
+    public: every tenant may use it (else it is yours). digest: the image's
+    config digest (Docker's IMAGE ID), which snapshots record. env,
+    working_dir and user come from the image's config; left_out maps what
+    of the image was not kept (device files, capabilities) to why.
+    """
+
+    name: str
+    public: bool
+    digest: str
+    size_bytes: int
+    created_unix_ms: int
+    source_ref: str
+    languages: List[TemplateLanguage]
+    env: List[str]
+    working_dir: str
+    user: str
+    left_out: Dict[str, str]
+    layers: List[str]
+
+    def language(self, name: str) -> Optional[TemplateLanguage]:
+        """The entry for "python", "javascript" or "bash", or None."""
+        return next((l for l in self.languages if l.language == name), None)
+
+    @classmethod
+    def from_proto(cls, message: images_pb2.Template) -> "TemplateInfo":
+        return cls(name=message.name, public=getattr(message, "public"), digest=message.digest,
+                   size_bytes=message.size_bytes, created_unix_ms=message.created_unix_ms,
+                   source_ref=message.source_ref,
+                   languages=[TemplateLanguage.from_proto(l) for l in message.languages],
+                   env=list(message.env), working_dir=message.working_dir, user=message.user,
+                   left_out=dict(message.left_out), layers=list(message.layers))
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """A volume as the server reports it: its quotas, what it uses, and how
+    many sessions (on this node) have it mounted now."""
+
+    name: str
+    max_bytes: int
+    max_files: int
+    used_bytes: int
+    used_files: int
+    created_unix_ms: int
+    mounts: int
+
+    @classmethod
+    def from_proto(cls, message: images_pb2.Volume) -> "VolumeInfo":
+        return cls(name=message.name, max_bytes=message.max_bytes, max_files=message.max_files,
+                   used_bytes=message.used_bytes, used_files=message.used_files,
+                   created_unix_ms=message.created_unix_ms, mounts=message.mounts)
+
+
+@dataclass(frozen=True)
+class VolumeEntry:
+    """A file, directory or symlink in a volume; path is relative to its root,
+    uid and gid as sandboxes see them, times in Unix milliseconds."""
+
+    path: str
+    name: str
+    type: str  # "file", "directory", "symlink", "other"
+    size: int
+    mode: int  # permission bits
+    uid: int
+    gid: int
+    modified_unix_ms: int
+    symlink_target: str = ""
+
+    @classmethod
+    def from_proto(cls, message: images_pb2.VolumeEntry) -> "VolumeEntry":
+        return cls(path=message.path, name=message.name, type=message.type, size=message.size,
+                   mode=message.mode, uid=message.uid, gid=message.gid,
+                   modified_unix_ms=message.modified_unix_ms, symlink_target=message.symlink_target)
 
 
 class AgentEvent:
