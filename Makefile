@@ -226,9 +226,10 @@ demo: build
 # installs the anchors: bubblewrap, a Jupyter kernel with its client, nginx
 # (the HTTP front's anchor: bench/run_bench.py runs its own on a free port,
 # and the service the package starts is stopped and disabled again when
-# this installed it), and (test-deps) the real Jupyter Kernel Gateway in
-# $(BUILD_DIR)/pyenv.
-BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client nginx-light
+# this installed it), umoci (the anchor of a template's import: `umoci
+# unpack` of the same image), and (test-deps) the real Jupyter Kernel
+# Gateway in $(BUILD_DIR)/pyenv.
+BENCH_PACKAGES := bubblewrap python3-ipykernel python3-jupyter-client nginx-light umoci
 
 bench-deps: deps test-deps
 	@nginx_before=$$(dpkg-query -W -f='$${Status}' nginx-light 2>/dev/null); \

@@ -234,6 +234,29 @@ def figures(results):
     rows.append(_row("Egress", "`pip install` of 50 packages from an HTTPS index, in a session", "s",
                      _get(eg, "pip", "warden_median_s"), "the host's pip, straight to the index",
                      _get(eg, "pip", "direct_median_s")))
+
+    tpl = s.get("templates", {})
+    image = tpl.get("image") or {}
+    load = "load average %s to %s" % (" ".join(tpl.get("loadavg") or []), " ".join(tpl.get("loadavg_after") or []))
+    size = "%s MB archive, %s MB unpacked" % (_fmt((image.get("archive_bytes") or 0) / 1e6),
+                                             _fmt((image.get("unpacked_bytes") or 0) / 1e6))
+    rows.append(_row("Templates", "`warden template import` of an image (%s)" % size, "s",
+                     tpl.get("import_first_s"), "`umoci unpack` of the same image", tpl.get("umoci_unpack_s"),
+                     note=load))
+    rows.append(_row("Templates", "the same image imported again (its layer in the store)", "s",
+                     tpl.get("import_again_s"), "goal", 1))
+    rows.append(_row("Templates", "one-shot `print(1)` from the template's warm pool, p50", "ms",
+                     _get(tpl, "oneshot_template", "p50_ms"), "the default pool's one-shot, same daemon",
+                     _get(tpl, "oneshot_default", "p50_ms")))
+    pub = tpl.get("published") or {}
+    for name, key in (("CubeSandbox, published", "cubesandbox_ms"), ("E2B template sandbox, published (low end)",
+                                                                      "e2b_low_ms")):
+        rows.append(_row("Templates", "new session in a template without a pool or zygote to its first cell, p50",
+                         "ms", _get(tpl, "session_template", "first_cell", "p50_ms"), name, pub.get(key)))
+    rows.append(_row("Templates", "new session in a template without a pool or zygote to its first cell, p50", "ms",
+                     _get(tpl, "session_template", "first_cell", "p50_ms"),
+                     "a new session in the host's runtime (zygote), same daemon",
+                     _get(tpl, "session_default", "first_cell", "p50_ms")))
     return rows
 
 
@@ -492,6 +515,30 @@ def goals_30(results):
     return out
 
 
+def goals_31(results):
+    """Issue 31's goals (templates: imports, a template's pool, a new session in one)."""
+    t = results.get("sections", {}).get("templates", {})
+    out = []
+
+    def goal(text, value, fmt, ok):
+        out.append({"goal": text, "measured": None if value is None else fmt % value,
+                    "met": None if value is None else bool(ok(value))})
+
+    image = t.get("image") or {}
+    mb = (image.get("archive_bytes") or 0) / 1e6
+    goal("importing a 500 MB image: at most 1.5x `umoci unpack` of it (this run: %s MB)" % _fmt(mb),
+         _ratio(t.get("import_first_s"), t.get("umoci_unpack_s")),
+         "%%.2fx (%s s vs %s s)" % (_fmt(t.get("import_first_s")), _fmt(t.get("umoci_unpack_s"))),
+         lambda v: v <= 1.5)
+    goal("importing it again with the same layers: under 1 s", t.get("import_again_s"), "%.2f s", lambda v: v < 1)
+    tp, dp = _get(t, "oneshot_template", "p50_ms"), _get(t, "oneshot_default", "p50_ms")
+    goal("one-shot in a template pool, pool warm: within 1.5x of the default pool's one-shot", _ratio(tp, dp),
+         "%%.2fx (%s ms vs %s ms)" % (_fmt(tp), _fmt(dp)), lambda v: v <= 1.5)
+    goal("new session to first answered cell in a template without a matching zygote: at most 100 ms p50",
+         _get(t, "session_template", "first_cell", "p50_ms"), "%.1f ms", lambda v: v <= 100)
+    return out
+
+
 def _fmt(v, unit=""):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -724,6 +771,7 @@ def generated(results):
                       goals_table(results, goals_20, 20), "", goals_table(results, goals_22, 22), "",
                       goals_table(results, goals_28, 28), "",
                       goals_table(results, goals_30, 30), "",
+                      goals_table(results, goals_31, 31), "",
                       "### Details\n",
                       details(results), END])
 

@@ -28,7 +28,11 @@ http (bench/http_load against the HTTP front: idle connections held and a
 real client beside them, memory per idle connection, GET /healthz and
 E2B's /execute per second, Kernel Gateway channels open at once each
 answering a cell; beside nginx serving the same, and beside the HTTP
-server before issue 20 when --http-baseline-bin names its wardend).
+server before issue 20 when --http-baseline-bin names its wardend),
+egress, templates (issue 31: `warden template import` of the Debian image
+beside `umoci unpack` of it, importing it again, a one-shot from a
+template's warm pool beside the default pool's, a new session in a
+template without a pool or zygote).
 Each runs against a wardend this script starts on its own socket under
 /tmp and always stops (keeper, snapshots, hibernation and http start their
 own).
@@ -40,6 +44,7 @@ import os
 import pathlib
 import platform
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,7 +69,7 @@ BWRAP = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session"
 NUMPY_CELL = "import numpy as np; print(np.arange(10).sum())"
 PANDAS_CELL = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 SECTIONS = ["cold", "latency", "oneshot", "session", "commands", "throughput", "burst", "humaneval", "noisy", "memory",
-            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway", "http", "egress"]
+            "profile", "stages", "keeper", "snapshots", "hibernation", "fleet", "kernel_gateway", "http", "egress", "templates"]
 NGINX = "/usr/sbin/nginx"
 
 # Sizes of each section: (smoke, quick, full). Quick stays under 4
@@ -127,8 +132,26 @@ SIZES = {
     "egress_requests": (20, 200, 1000),
     "egress_download_mb": (8, 128, 512),
     "egress_pip_runs": (1, 1, 3),
+    # templates: one-shots from the template's warm pool and from the
+    # default one; new sessions in a template without a pool. (The image
+    # is imported once, again once, and unpacked by umoci once.)
+    "template_oneshots": (1, 12, 30),
+    "template_sessions": (1, 8, 20),
 }
 MODES = ("smoke", "quick", "full")
+# New sandboxes from a template (an image of the user's), creation to
+# first answer, as published: E2B's template sandboxes "about 150 ms to
+# 500 ms", CubeSandbox 48 ms (issue 31).
+PUBLISHED_TEMPLATE_START = {"e2b_low_ms": 150, "e2b_high_ms": 500, "cubesandbox_ms": 48}
+# The smoke run's image: the host's python3 and its standard library laid
+# out as an image, without bytecode and without the extension modules
+# that load more than a few small libraries (about 20 MB: the Debian image
+# takes a minute where the smoke run has seconds); the others import
+# tests/images/debian_image.sh's.
+PYTHON_IMAGE_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "pydoc_data", "__pycache__",
+                     "dist-packages", "site-packages", "config-%d.%d-x86_64-linux-gnu" % sys.version_info[:2]}
+PYTHON_IMAGE_LIBS = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libz.so.1", "libexpat.so.1", "libffi.so.8",
+                     "libbz2.so.1.0", "liblzma.so.5", "libmpdec.so.3", "ld-linux-x86-64.so.2"}
 # Bursts of 100 at once, create to first command ("time to interactive"),
 # medians: ComputeSDK's run of 2026-10-09 (docs/benchmarks.md).
 PUBLISHED_BURST = {"burst": 100, "e2b_median_ms": 1333, "daytona_median_ms": 646,
@@ -893,6 +916,135 @@ class Bench:
             out["nginx_missing"] = "%s is not installed (make bench-deps installs nginx-light)" % NGINX
         return out
 
+    def template_image(self):
+        """The image this mode imports: (archive, layout directory, ref, what).
+        Smoke: the host's python3 laid out as an image; else the Debian
+        image of the template tests (cached by tests/images/debian_image.sh)."""
+        layout = self.work / "image-layout"
+        if self.mode == "smoke":
+            archive = self.work / "python-image.tar"
+            write_python_image(layout, archive)
+            return archive, layout, "python", "the host's python3 and its standard library"
+        proc = subprocess.run([str(REPO / "tests" / "images" / "debian_image.sh")], capture_output=True, text=True,
+                              timeout=3600)
+        if proc.returncode != 0:
+            raise RuntimeError("tests/images/debian_image.sh failed: %s" % proc.stderr.strip()[-800:])
+        archive = pathlib.Path(proc.stdout.strip().splitlines()[-1])
+        layout.mkdir()
+        subprocess.run(["tar", "-C", str(layout), "-xf", str(archive)], check=True)
+        return archive, layout, "debian", "tests/images/debian_image.sh's Debian 12 image"
+
+    def warden_cli(self, daemon, *args, timeout=1800):
+        proc = subprocess.run([str(self.bin / "warden"), "--addr", daemon.addr] + [str(a) for a in args],
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError("warden %s failed (%d): %s" % (" ".join(map(str, args[:3])), proc.returncode,
+                                                              proc.stderr.strip()[-800:]))
+        return proc.stdout
+
+    def timed_import(self, daemon, archive, name, ref):
+        subprocess.run(["sync"], check=True)
+        start = time.monotonic()
+        self.warden_cli(daemon, "template", "import", archive, "--name", name, "--ref", ref)
+        return time.monotonic() - start
+
+    def section_templates(self):
+        """Issue 31. A wardend with a template store of its own imports the
+        image (`warden template import`, timed from the CLI's start to its
+        end), then the same image again under another name (its layer is in
+        the store already); `umoci unpack` of the same image (from its OCI
+        layout, extracted beforehand: its reading of a directory is not
+        counted, the import's of the archive is). Then a wardend on that
+        store with a warm Python pool in the template beside the default
+        one: one-shot `print(1)` from each, spaced so that a warm worker is
+        ready; and new sessions in the template imported again, which has
+        no pool (nor a zygote: the image's interpreter starts for each), to
+        their first answered cell."""
+        out = {"loadavg": open("/proc/loadavg").read().split()[:3], "published": PUBLISHED_TEMPLATE_START}
+        archive, layout, ref, what = self.template_image()
+        out["image"] = {"what": what, "archive_bytes": archive.stat().st_size}
+        subprocess.run(["cat", str(archive)], stdout=subprocess.DEVNULL, check=True)  # both read it from memory
+        store = self.work / "template-store"
+        small_pools = [{"language": "python", "size": 1, "warm": []}, {"language": "javascript", "size": 0},
+                       {"language": "bash", "size": 0}]
+        importer = Daemon(self.bin, self.work, "templates-import", pools=small_pools)
+        importer.config["templates"] = {"dir": str(store)}
+        importer.config["volumes"] = {"dir": str(self.work / "volumes")}
+        importer.config["executor"]["host_id_base"] += 40000
+        importer.config_path.write_text(json.dumps(importer.config, indent=2))
+        try:
+            importer.start()
+            log("  templates: importing %s (%d MB)" % (what, archive.stat().st_size >> 20))
+            out["import_first_s"] = self.timed_import(importer, archive, "image", ref)
+            out["import_again_s"] = self.timed_import(importer, archive, "image-again", ref)
+            shown = json.loads(self.warden_cli(importer, "template", "show", "image", "--json"))
+            out["image"]["unpacked_bytes"] = shown.get("size_bytes")
+            out["image"]["languages"] = shown.get("languages")
+            python = (shown.get("languages") or {}).get("python") or {}
+            if not python.get("available"):
+                raise RuntimeError("the image cannot run Python sessions: %s" % python.get("note"))
+        finally:
+            importer.stop()
+        bundle = self.work / "umoci-bundle"
+        subprocess.run(["sync"], check=True)
+        start = time.monotonic()
+        proc = subprocess.run(["umoci", "unpack", "--image", "%s:%s" % (layout, ref), str(bundle)],
+                              capture_output=True, text=True, timeout=1800)
+        out["umoci_unpack_s"] = time.monotonic() - start
+        if proc.returncode != 0:
+            raise RuntimeError("umoci unpack failed: %s" % proc.stderr.strip()[-800:])
+        shutil.rmtree(bundle)
+
+        size = 1 if self.mode == "smoke" else 2
+        pools = [{"language": "python", "size": size, "warm": []},
+                 {"language": "python", "size": size, "warm": [], "template": "image"},
+                 {"language": "javascript", "size": 0}, {"language": "bash", "size": 0}]
+        daemon = Daemon(self.bin, self.work, "templates", pools=pools)
+        daemon.config["templates"] = {"dir": str(store)}
+        daemon.config["volumes"] = {"dir": str(self.work / "volumes")}
+        daemon.config["executor"]["host_id_base"] += 40000
+        daemon.config_path.write_text(json.dumps(daemon.config, indent=2))
+        main, self.daemon = self.daemon, daemon
+        try:
+            daemon.start()
+
+            def pools_full():
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    m = daemon.metrics()
+                    if (m.get('warden_pool_ready{language="python"}', 0) >= size and
+                            m.get('warden_pool_ready{language="python@image"}', 0) >= size):
+                        return
+                    time.sleep(0.01)
+                raise RuntimeError("the pools did not fill in 120 s: %s" % daemon.log_tail())
+
+            n = self.size("template_oneshots")
+            pools_full()
+            # Spaced as section oneshot spaces its warm runs, so that a worker is ready.
+            gap = 100
+            if self.mode != "smoke":
+                probe = self.wb("oneshot", "--n", 2, "--code", "print(1)", "--expect", "1\n", "--template", "image")
+                gap = int(min(3000, max(100, 1.3 * probe.get("p50_ms", 300))))
+                pools_full()
+            out["oneshot_template"] = self.wb("oneshot", "--n", n, "--gap-ms", gap, "--code", "print(1)",
+                                              "--expect", "1\n", "--template", "image")
+            pools_full()
+            out["oneshot_default"] = self.wb("oneshot", "--n", n, "--gap-ms", gap, "--code", "print(1)",
+                                             "--expect", "1\n")
+            out["oneshot_gap_ms"] = gap
+            pools_full()
+            out["session_template"] = self.wb("session-start", "--n", self.size("template_sessions"), "--gap-ms",
+                                              100, "--template", "image-again")
+            out["session_default"] = self.wb("session-start", "--n", self.size("template_sessions"), "--gap-ms", 100)
+        finally:
+            daemon.stop()
+            self.daemon = main
+        out["loadavg_after"] = open("/proc/loadavg").read().split()[:3]
+        for key in ("oneshot_template", "oneshot_default", "session_template", "session_default"):
+            if out[key].get("failures"):
+                raise RuntimeError("%s: %s failed: %s" % (key, out[key]["failures"], out[key].get("last_failure")))
+        return out
+
     # --- driver ---------------------------------------------------------
 
     def run(self, sections):
@@ -920,6 +1072,89 @@ class Bench:
             self.daemon.stop()
             self.tmp.cleanup()
         self.results["total_seconds"] = round(time.monotonic() - started, 1)
+
+
+def write_python_image(layout, archive):
+    """An OCI image layout at `layout`, and its tar at `archive`, of the
+    host's python3: the interpreter, its standard library (no bytecode,
+    tests, tkinter or site packages; extension modules loading only
+    PYTHON_IMAGE_LIBS) and the libraries they load, at their own paths
+    under /usr with merged-/usr links."""
+    import hashlib
+    import io
+    import tarfile
+    python = os.path.realpath("/usr/bin/python3")
+    stdlib = "/usr/lib/python%d.%d" % sys.version_info[:2]
+    files = {python}
+    for root, dirs, names in os.walk(stdlib):
+        dirs[:] = [d for d in dirs if d not in PYTHON_IMAGE_SKIP]
+        files.update(os.path.join(root, n) for n in names)
+    # ldd of them all at once: "FILE:" then its libraries, "NAME => PATH (addr)" or "PATH (addr)".
+    needs, current = {}, None
+    ldd = subprocess.run(["ldd", python] + sorted(f for f in files if f.endswith(".so")), capture_output=True,
+                         text=True).stdout
+    for line in ldd.splitlines():
+        if not line.startswith(("\t", " ")):
+            current = line.rstrip(":")
+            needs[current] = set()
+            continue
+        parts = line.split()
+        target = parts[2] if "=>" in parts and len(parts) > 2 else parts[0]
+        if target.startswith("/"):
+            needs[current].add(target)
+    loaded = set()
+    for path, libs in needs.items():
+        if path != python and any(os.path.basename(lib) not in PYTHON_IMAGE_LIBS for lib in libs):
+            files.discard(path)  # _ssl, _sqlite3, readline, ...: the kernel needs none of them
+        else:
+            loaded |= libs
+    for lib in loaded:  # where merged /usr puts it
+        files.add(os.path.join(os.path.realpath(os.path.dirname(lib)), os.path.basename(lib)))
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({os.path.dirname(f) for f in files} | {"/usr/bin", "/etc", "/tmp"})
+        made = set()
+        for d in dirs:
+            parts = d.strip("/").split("/")
+            for i in range(1, len(parts) + 1):
+                sub = "/".join(parts[:i])
+                if sub not in made:
+                    made.add(sub)
+                    info = tarfile.TarInfo(sub)
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+        for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"),
+                             ("usr/bin/python3", os.path.basename(python))):
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+        for f in sorted(files):
+            st = os.stat(f)
+            info = tarfile.TarInfo(f.lstrip("/"))
+            info.size, info.mode, info.mtime = st.st_size, st.st_mode & 0o7777, int(st.st_mtime)
+            with open(f, "rb") as content:
+                tar.addfile(info, content)
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+
+    def put(data):
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return {"digest": "sha256:" + digest, "size": len(data)}
+
+    diff = put(layer.getvalue())
+    config = put(json.dumps({"architecture": "amd64", "os": "linux",
+                             "config": {"Env": ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"], "WorkingDir": "/"},
+                             "rootfs": {"type": "layers", "diff_ids": [diff["digest"]]}}).encode())
+    manifest = put(json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
+        "layers": [dict(diff, mediaType="application/vnd.oci.image.layer.v1.tar")]}).encode())
+    (layout / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        dict(manifest, mediaType="application/vnd.oci.image.manifest.v1+json",
+             annotations={"org.opencontainers.image.ref.name": "python"})]}))
+    subprocess.run(["tar", "-C", str(layout), "-cf", str(archive), "."], check=True)
 
 
 def host_info():

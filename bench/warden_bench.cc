@@ -5,9 +5,10 @@
 //
 //   warden_bench cells --addr A [--n N] [--warmup W] [--code C]
 //       N trivial cells in one warm session.
-//   warden_bench oneshot --addr A [--n N] [--gap-ms G] [--code C] [--expect OUT]
-//       N one-shot executions, each in a fresh sandbox, G ms apart.
-//   warden_bench session-start --addr A [--n N] [--gap-ms G]
+//   warden_bench oneshot --addr A [--n N] [--gap-ms G] [--code C] [--expect OUT] [--template T]
+//       N one-shot executions, each in a fresh sandbox, G ms apart (in the
+//       template T: docs/templates.md).
+//   warden_bench session-start --addr A [--n N] [--gap-ms G] [--template T]
 //       CreateSession, then the first cell: how soon a new session answers.
 //   warden_bench throughput --addr A --mode oneshot|cells [--clients C] [--seconds S]
 //       [--language python|javascript|bash] [--code CODE]
@@ -214,6 +215,7 @@ int Oneshot(const Flags& flags) {
   pb::ExecuteRequest request;
   request.set_code(flags.Str("code", "print(1)"));
   request.set_language(LanguageOf(flags.Str("language", "python")));
+  request.set_template_(flags.Str("template", ""));
   const bool check_output = flags.Has("expect");
   const std::string expect = flags.Str("expect", "");
   const int gap_ms = flags.Int("gap-ms", 0);
@@ -243,13 +245,15 @@ int Oneshot(const Flags& flags) {
 int SessionStart(const Flags& flags) {
   auto stub = Connect(flags.Str("addr", ""));
   const int gap_ms = flags.Int("gap-ms", 0);
+  pb::CreateSessionRequest create;
+  create.set_template_(flags.Str("template", ""));
   std::vector<double> create_ms, ready_ms;
   int failures = 0;
   std::string last_failure;
   for (int i = flags.Int("n", 20); i > 0; --i) {
     std::string id, error;
     const auto start = Clock::now();
-    if (!NewSession(*stub, pb::CreateSessionRequest(), &id, &error)) {
+    if (!NewSession(*stub, create, &id, &error)) {
       ++failures;
       last_failure = error;
       continue;
