@@ -31,6 +31,12 @@ RUNTIME_PACKAGES := python3-numpy python3-pandas python3-matplotlib \
 # JShell, which needs the JDK.
 LANGUAGE_PACKAGES := node-typescript r-base-core python3-rpy2 default-jdk-headless
 
+# What wardend runs beside itself for optional features: buildah builds
+# templates from Dockerfiles (warden template build, docs/templates.md).
+# The .deb recommends them (make_deb.sh); without buildah a build is
+# refused with the package to install.
+FEATURE_PACKAGES := buildah
+
 # Everything Warden needs to build, test and run, from Debian 12
 # (libpython3-dev embeds the interpreter in the Python zygote; openssl makes
 # the TLS tests' certificates; passwd holds setuid tools the escape suite runs;
@@ -51,9 +57,9 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libcurl4-openssl-dev libssl-dev libc-ares-dev nlohmann-json3-dev libpython3-dev libboost-dev zlib1g-dev libcli11-dev \
   python3 python3-pytest \
   python3-grpcio python3-protobuf python3-grpc-tools python3-venv nodejs iproute2 \
-  openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev busybox-static e2fsprogs mmdebstrap libcap2-bin $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES)
+  openssl passwd python3-jupyter-server python3-cryptography help2man libarchive-dev busybox-static e2fsprogs mmdebstrap libcap2-bin $(RUNTIME_PACKAGES) $(LANGUAGE_PACKAGES) $(FEATURE_PACKAGES)
 
-.PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host host-test-deps run demo clean install deb runtime-packages language-packages fuzz bench bench-quick bench-deps soak soak-quick
+.PHONY: all deps build test test-repeat test-deps pypi-lock eval test-fleet fleet-deps test-unit test-sandbox test-sanitize test-tsan test-host host-test-deps run demo clean install deb runtime-packages language-packages feature-packages fuzz bench bench-quick bench-deps soak soak-quick
 
 all: build
 
@@ -352,9 +358,13 @@ deb: build
 runtime-packages:
 	@echo $(RUNTIME_PACKAGES)
 
-# The interpreters of TypeScript, R and Java (make_deb.sh's Recommends).
+# The interpreters of TypeScript, R and Java, and buildah (make_deb.sh's
+# Recommends).
 language-packages:
 	@echo $(LANGUAGE_PACKAGES)
+
+feature-packages:
+	@echo $(FEATURE_PACKAGES)
 
 # Fuzzing (tests/fuzz, docs/security.md "Fuzzing"): builds the fuzz targets
 # with clang, libFuzzer, ASan and UBSan into $(FUZZ_BUILD_DIR) and runs each

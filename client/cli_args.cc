@@ -366,6 +366,26 @@ absl::StatusOr<Command> BuildTemplateImport(const ParsedArgs& args, const CliEnv
   return command;
 }
 
+absl::StatusOr<Command> BuildTemplateBuild(const ParsedArgs& args, const CliEnvironment&) {
+  TemplateBuildCommand command;
+  command.context = args.operands.empty() ? "." : args.operands[0];
+  command.dockerfile = args.Has("--file") ? args.Value("--file") : command.context + "/Dockerfile";
+  command.json = args.Has("--json");
+  if (!args.Has("--name") || args.Value("--name").empty()) {
+    return absl::InvalidArgumentError("warden template build needs --name NAME: what sessions will ask for");
+  }
+  command.header.set_name(args.Value("--name"));
+  command.header.set_private_(args.Has("--private"));
+  for (const std::string& arg : args.Values("--build-arg")) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--build-arg '", arg, "': give NAME=VALUE"));
+    }
+    (*command.header.mutable_build_args())[arg.substr(0, eq)] = arg.substr(eq + 1);
+  }
+  return command;
+}
+
 absl::StatusOr<Command> BuildTemplateList(const ParsedArgs& args, const CliEnvironment&) {
   TemplateListCommand command;
   command.json = args.Has("--json");
@@ -632,6 +652,20 @@ const std::vector<CommandSpec>& Commands() {
         {"--private", "", "an operator's own template rather than a public one"},
         kJsonFlag},
        BuildTemplateImport},
+      {"template build", "[CONTEXT]", 0, 1, "Build a template from a Dockerfile (buildah, on the server).",
+       "CONTEXT (default: the current directory) is sent to the server as a tar:\n"
+       "what COPY and ADD take their files from (the server honours its\n"
+       ".dockerignore). FROM names a template of the server (warden template\n"
+       "list) or scratch - there is no registry; RUN steps run on the server,\n"
+       "without network, in namespaces of their own. buildah's output prints\n"
+       "on stderr as it comes; the template's name on stdout (with --json, the\n"
+       "template). A failing step says which and why (docs/templates.md).\n",
+       {{"--file", "PATH", "the Dockerfile (default: CONTEXT/Dockerfile)"},
+        {"--name", "NAME", "the template's name ([A-Za-z0-9._-], at most 63)"},
+        {"--build-arg", "NAME=VALUE", "an ARG's value; repeat for more"},
+        {"--private", "", "an operator's own template rather than a public one"},
+        kJsonFlag},
+       BuildTemplateBuild},
       {"template list", "", 0, 0, "List the templates: your own, then the public ones.", "",
        {kJsonFlag},
        BuildTemplateList},

@@ -119,6 +119,13 @@ struct TemplateImportCommand {
   bool json = false;
 };
 
+struct TemplateBuildCommand {
+  v1::BuildTemplateHeader header;  // the Dockerfile's text is read when the command runs
+  std::string dockerfile;          // a path; default: CONTEXT/Dockerfile
+  std::string context;             // a directory, sent as a tar
+  bool json = false;
+};
+
 struct TemplateListCommand {
   bool json = false;
 };
@@ -171,7 +178,7 @@ using Command =
     std::variant<HelpCommand, ExecCommand, SessionCreateCommand, SessionListCommand,
                  SessionShowCommand, SessionCloseCommand, SessionInterruptCommand, SessionNetworkCommand,
                  SessionRestartCommand, SessionForkCommand, SessionShellCommand, FilesPutCommand,
-                 FilesGetCommand, FilesLsCommand, TemplateImportCommand, TemplateListCommand,
+                 FilesGetCommand, FilesLsCommand, TemplateImportCommand, TemplateBuildCommand, TemplateListCommand,
                  TemplateShowCommand, TemplateRmCommand, VolumeCreateCommand, VolumeLsCommand,
                  VolumeRmCommand, VolumePutCommand, VolumeGetCommand, AgentCommand, McpCommand>;
 

@@ -79,6 +79,18 @@ TEST(ParseCommandLineTest, TemplatesAreAskedForByName) {
   EXPECT_EQ(Get<TemplateShowCommand>(Parse({"template", "show", "myimage"})).request.name(), "myimage");
   EXPECT_EQ(Get<TemplateRmCommand>(Parse({"template", "rm", "myimage"})).name, "myimage");
   EXPECT_FALSE(Parse({"template", "rm"}).ok());
+  auto build = Get<TemplateBuildCommand>(
+      Parse({"template", "build", "app", "--name", "built", "--build-arg", "A=1", "--build-arg", "B=x=y"}));
+  EXPECT_EQ(build.context, "app");
+  EXPECT_EQ(build.dockerfile, "app/Dockerfile");
+  EXPECT_EQ(build.header.name(), "built");
+  EXPECT_EQ(build.header.build_args().at("A"), "1");
+  EXPECT_EQ(build.header.build_args().at("B"), "x=y");
+  EXPECT_EQ(Get<TemplateBuildCommand>(Parse({"template", "build", "--name", "b", "--file", "D"})).dockerfile, "D");
+  EXPECT_EQ(Get<TemplateBuildCommand>(Parse({"template", "build", "--name", "b"})).context, ".");
+  auto bad_arg = Parse({"template", "build", "--name", "b", "--build-arg", "NOVALUE"});
+  ASSERT_FALSE(bad_arg.ok());
+  EXPECT_NE(bad_arg.status().message().find("give NAME=VALUE"), std::string::npos);
 }
 
 TEST(ParseCommandLineTest, VolumeCommandsBuildTheirRequests) {

@@ -91,6 +91,7 @@ class CommandRunner {
   int operator()(const FilesGetCommand& command);
   int operator()(const FilesLsCommand& command);
   int operator()(const TemplateImportCommand& command);  // client/template_command.cc
+  int operator()(const TemplateBuildCommand& command);
   int operator()(const TemplateListCommand& command);
   int operator()(const TemplateShowCommand& command);
   int operator()(const TemplateRmCommand& command);

@@ -1,9 +1,14 @@
-// `warden template import|list|show|rm`: the Templates service
-// (docs/templates.md). Import streams the archive, then prints the server's
-// progress on stderr as it comes and the template on stdout.
+// `warden template import|build|list|show|rm`: the Templates service
+// (docs/templates.md). Import streams the archive (build: the Dockerfile,
+// then its context as a tar), then prints the server's progress on stderr
+// as it comes and the template on stdout.
+#include <archive.h>
+#include <archive_entry.h>
+
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -80,6 +85,101 @@ std::string RenderTemplate(const v1::Template& t) {
   return out;
 }
 
+// Prints the server's progress lines on stderr; keeps the template.
+void PrintProgress(v1::TemplateProgress& progress, std::ostream& err, v1::Template* done) {
+  if (progress.has_template_()) *done = progress.template_();
+  if (progress.message().empty()) return;
+  err << progress.message();
+  if (progress.bytes_total() > 0) {
+    err << " (" << FormatBytes(progress.bytes_done()) << " of " << FormatBytes(progress.bytes_total()) << ")";
+  }
+  err << "\n";
+}
+
+// Writes a build context (a directory) as a tar into the call, chunk by
+// chunk, as libarchive makes it: paths relative to the directory, owners
+// and modes as they are, symlinks as symlinks (never followed).
+class ContextSender {
+ public:
+  explicit ContextSender(grpc::ClientReaderWriterInterface<v1::BuildTemplateRequest, v1::TemplateProgress>* stream)
+      : stream_(stream) {}
+
+  absl::Status Send(const std::string& dir) {
+    struct archive* disk = archive_read_disk_new();
+    struct archive* out = archive_write_new();
+    absl::Status status = Walk(disk, out, dir);
+    archive_read_free(disk);
+    archive_write_free(out);
+    return status;
+  }
+  bool refused() const { return refused_; }
+
+ private:
+  absl::Status Walk(struct archive* disk, struct archive* out, const std::string& dir) {
+    archive_read_disk_set_symlink_physical(disk);
+    archive_read_disk_set_standard_lookup(disk);
+    archive_write_set_format_pax_restricted(out);
+    archive_write_set_bytes_in_last_block(out, 1);
+    if (archive_write_open(out, this, nullptr, &ContextSender::Write, nullptr) != ARCHIVE_OK) {
+      return absl::InternalError(archive_error_string(out));
+    }
+    if (archive_read_disk_open(disk, dir.c_str()) != ARCHIVE_OK) {
+      return absl::NotFoundError(absl::StrCat("cannot read the build context ", dir, ": ", archive_error_string(disk)));
+    }
+    std::string buffer(1 << 16, '\0');
+    for (;;) {
+      struct archive_entry* entry = archive_entry_new();
+      const int r = archive_read_next_header2(disk, entry);
+      if (r == ARCHIVE_EOF) {
+        archive_entry_free(entry);
+        break;
+      }
+      if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+        archive_entry_free(entry);
+        return absl::DataLossError(absl::StrCat("reading the build context: ", archive_error_string(disk)));
+      }
+      archive_read_disk_descend(disk);
+      // Relative to the context: "dir/a/b" -> "a/b"; the top is ".".
+      std::string path = archive_entry_pathname(entry);
+      path = path.size() > dir.size() ? path.substr(dir.size()) : "";
+      while (!path.empty() && path.front() == '/') path.erase(0, 1);
+      archive_entry_set_pathname(entry, path.empty() ? "." : path.c_str());
+      if (archive_write_header(out, entry) != ARCHIVE_OK) {
+        archive_entry_free(entry);
+        if (refused_) return absl::OkStatus();
+        return absl::InternalError(archive_error_string(out));
+      }
+      if (archive_entry_filetype(entry) == AE_IFREG && archive_entry_size(entry) > 0) {
+        std::ifstream file(archive_entry_sourcepath(entry), std::ios::binary);
+        while (file.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || file.gcount() > 0) {
+          if (archive_write_data(out, buffer.data(), static_cast<size_t>(file.gcount())) < 0) {
+            archive_entry_free(entry);
+            if (refused_) return absl::OkStatus();
+            return absl::InternalError(archive_error_string(out));
+          }
+        }
+      }
+      archive_entry_free(entry);
+    }
+    if (archive_write_close(out) != ARCHIVE_OK && !refused_) return absl::InternalError(archive_error_string(out));
+    return absl::OkStatus();
+  }
+  static la_ssize_t Write(struct archive* a, void* self_ptr, const void* data, size_t size) {
+    auto* self = static_cast<ContextSender*>(self_ptr);
+    v1::BuildTemplateRequest message;
+    message.set_chunk(data, size);
+    if (!self->stream_->Write(message)) {
+      self->refused_ = true;  // Finish says why
+      archive_set_error(a, EPIPE, "the server stopped reading");
+      return -1;
+    }
+    return static_cast<la_ssize_t>(size);
+  }
+
+  grpc::ClientReaderWriterInterface<v1::BuildTemplateRequest, v1::TemplateProgress>* stream_;
+  bool refused_ = false;
+};
+
 }  // namespace
 
 int CommandRunner::operator()(const TemplateImportCommand& command) {
@@ -124,17 +224,7 @@ int CommandRunner::operator()(const TemplateImportCommand& command) {
   }
   v1::TemplateProgress progress;
   v1::Template imported;
-  while (stream->Read(&progress)) {
-    if (progress.has_template_()) imported = progress.template_();
-    if (!progress.message().empty()) {
-      io_.err << progress.message();
-      if (progress.bytes_total() > 0) {
-        io_.err << " (" << FormatBytes(progress.bytes_done()) << " of " << FormatBytes(progress.bytes_total())
-                << ")";
-      }
-      io_.err << "\n";
-    }
-  }
+  while (stream->Read(&progress)) PrintProgress(progress, io_.err, &imported);
   grpc::Status status = stream->Finish();
   if (read_failed) return LocalFailed(absl::DataLossError("cannot read " + command.archive));
   if (!status.ok()) return RpcFailed(status);
@@ -142,6 +232,46 @@ int CommandRunner::operator()(const TemplateImportCommand& command) {
     PrintJson(TemplateToJson(imported));
   } else {
     io_.out << imported.name() << "\n";
+  }
+  return kExitOk;
+}
+
+int CommandRunner::operator()(const TemplateBuildCommand& command) {
+  v1::BuildTemplateRequest header;
+  *header.mutable_header() = command.header;
+  {
+    std::ifstream file(command.dockerfile, std::ios::binary);
+    if (!file) return LocalFailed(absl::ErrnoToStatus(errno, "cannot open the Dockerfile " + command.dockerfile));
+    std::ostringstream text;
+    text << file.rdbuf();
+    header.mutable_header()->set_dockerfile(text.str());
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(command.context, error)) {
+    return LocalFailed(absl::NotFoundError("the build context " + command.context + " is not a directory"));
+  }
+  auto context = NewCallContext(kImportDeadline);
+  auto stream = templates_stub_->BuildTemplate(context.get());
+  absl::Status sent;
+  if (stream->Write(header)) {
+    ContextSender sender(stream.get());
+    sent = sender.Send(command.context);
+    if (!sent.ok()) {
+      context->TryCancel();
+    } else if (!sender.refused()) {
+      stream->WritesDone();
+    }
+  }
+  v1::TemplateProgress progress;
+  v1::Template built;
+  while (stream->Read(&progress)) PrintProgress(progress, io_.err, &built);
+  grpc::Status status = stream->Finish();
+  if (!sent.ok()) return LocalFailed(sent);
+  if (!status.ok()) return RpcFailed(status);
+  if (command.json) {
+    PrintJson(TemplateToJson(built));
+  } else {
+    io_.out << built.name() << "\n";
   }
   return kExitOk;
 }

@@ -140,6 +140,7 @@ class Executor {
   bool own_namespace_owners() const { return own_owners_; }
   const std::string& namespace_owners() const { return namespace_owners_; }
   const CgroupManager* cgroups() const { return cgroups_.get(); }
+  CgroupManager* mutable_cgroups() { return cgroups_.get(); }
   // Null when sandboxes are not recycled (ExecutorOptions::recycle).
   const RecyclePool* recycle_pool() const { return recycle_.get(); }
 

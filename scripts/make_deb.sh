@@ -81,6 +81,9 @@ for package in $(make --no-print-directory -s runtime-packages); do runtime+=", 
 # TypeScript, R and Java sessions need their interpreters; without them a
 # session in that language fails to start and says which package to install.
 languages=$(make --no-print-directory -s language-packages | sed 's/ /, /g')
+# `warden template build` runs buildah; without it a build is refused and
+# says which package to install.
+for package in $(make --no-print-directory -s feature-packages); do languages+=", $package"; done
 
 install -d -m 0755 "$stage/DEBIAN"
 cat > "$stage/DEBIAN/control" <<EOF

@@ -158,6 +158,7 @@ void ReadDaemonOptions(ObjectReader& r, DaemonOptions* o) {
     t.Int("build_timeout_ms", &o->templates.build_timeout_ms);
     t.Int("build_memory_mb", &o->templates.build_memory_mb);
     t.Int("build_pids", &o->templates.build_pids);
+    t.Int("build_host_id_base", &o->templates.build_host_id_base);
   });
   r.Object("volumes", [o](ObjectReader& v) {
     v.String("dir", &o->volumes.dir);
@@ -593,6 +594,7 @@ absl::Status DaemonOptions::Validate() const {
   CheckPositive(p, "templates.build_timeout_ms", templates.build_timeout_ms);
   CheckPositive(p, "templates.build_memory_mb", templates.build_memory_mb);
   CheckPositive(p, "templates.build_pids", templates.build_pids);
+  CheckPositive(p, "templates.build_host_id_base", templates.build_host_id_base);
   CheckPositive(p, "volumes.max_bytes_per_tenant", volumes.max_bytes_per_tenant);
   CheckPositive(p, "volumes.max_per_tenant", volumes.max_per_tenant);
   CheckPositive(p, "volumes.max_mounts", volumes.max_mounts);

@@ -161,6 +161,9 @@ struct TemplatesOptions {
   int64_t build_timeout_ms = 1'800'000;
   int64_t build_memory_mb = 4096;
   int64_t build_pids = 1024;
+  // The host ids a build's user namespace maps (65536 from here; its root
+  // is the first): ids nothing else on the host uses.
+  int64_t build_host_id_base = 1'000'000;
 };
 
 // Volumes (docs/templates.md, "Volumes"): tenants' directory trees that

@@ -74,6 +74,7 @@ class TemplateCatalog {
   static std::shared_ptr<SandboxTemplate> FromInfo(const images::TemplateInfo& info);
 
   images::TemplateStore& store() { return *store_; }
+  Executor& executor() { return executor_; }
   const TemplatesOptions& options() const { return options_.templates; }
   const DaemonOptions& daemon_options() const { return options_; }
 

@@ -6,10 +6,12 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "images/archive_input.h"
 #include "images/fs_util.h"
 #include "nlohmann/json.hpp"
 #include "server/convert.h"
+#include "server/template_build.h"
 #include "spdlog/spdlog.h"
 
 namespace warden {
@@ -263,6 +265,112 @@ class ImportReactor final : public UploadThenReport<v1::ImportTemplateRequest, v
   const std::string tenant_;
 };
 
+// BuildTemplate: the header's Dockerfile is checked and its FROM templates
+// resolved before the context is taken; then buildah runs it
+// (server/template_build.h) and what it made is imported as ImportTemplate
+// imports an image.
+class BuildReactor final : public UploadThenReport<v1::BuildTemplateRequest, v1::BuildTemplateHeader> {
+ public:
+  BuildReactor(TemplateCatalog& catalog, Tasks& tasks, std::string tenant)
+      : UploadThenReport(tasks, catalog.options().max_archive_bytes), catalog_(catalog), tasks_(tasks),
+        tenant_(std::move(tenant)) {}
+
+ private:
+  absl::Status Accept(const v1::BuildTemplateHeader& h) override {
+    if (!catalog_.options().build) {
+      return absl::FailedPreconditionError(
+          "this server builds no templates (templates.build is off): build the image elsewhere and import it");
+    }
+    if (access("/usr/bin/buildah", X_OK) != 0) {
+      return absl::FailedPreconditionError(
+          "this server has no buildah, which builds templates: install Debian's buildah package on it");
+    }
+    if (absl::Status s = images::TemplateStore::CheckName(h.name()); !s.ok()) return s;
+    absl::StatusOr<std::string> owner = catalog_.OwnerFor(tenant_, h.private_());
+    if (!owner.ok()) return owner.status();
+    if (!owner->empty() && !catalog_.store().Get(*owner, h.name()).ok()) {
+      const images::TemplateUsage usage = catalog_.UsageOf(*owner);
+      if (usage.count >= catalog_.options().max_per_tenant) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "tenant '", *owner, "' has ", usage.count, " templates, its most (templates.max_per_tenant): remove one "
+            "first (warden template rm)"));
+      }
+    }
+    if (h.dockerfile().empty()) return absl::InvalidArgumentError("the build needs a Dockerfile");
+    absl::StatusOr<CheckedDockerfile> checked = CheckDockerfile(h.dockerfile());
+    if (!checked.ok()) return checked.status();
+    for (const std::string& name : checked->bases) {
+      absl::StatusOr<images::TemplateInfo> base = catalog_.Get(tenant_, name);
+      if (!base.ok()) {
+        std::vector<std::string> names;
+        for (const images::TemplateInfo& t : catalog_.List(tenant_)) names.push_back(t.name);
+        return absl::NotFoundError(absl::StrCat(
+            "FROM ", name, ": there is no template '", name, "'",
+            names.empty() ? " (there are none yet: warden template import)"
+                          : absl::StrCat("; there are: ", absl::StrJoin(names, ", "))));
+      }
+      bases_.push_back(*std::move(base));
+    }
+    dockerfile_ = *std::move(checked);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> Staging() override { return catalog_.NewStagingDir(); }
+  absl::Status Run() override {
+    const TemplatesOptions& options = catalog_.options();
+    BuildJob job;
+    job.dir = staging();
+    if (received() > 0) job.context_tar = spool_path();
+    job.dockerfile = dockerfile_;
+    job.bases = bases_;
+    job.build_args.insert(header().build_args().begin(), header().build_args().end());
+    job.timeout = absl::Milliseconds(options.build_timeout_ms);
+    job.memory_bytes = options.build_memory_mb << 20;
+    job.pids = options.build_pids;
+    job.max_bytes = 2 * options.max_image_bytes;
+    job.host_id_base = static_cast<uid_t>(options.build_host_id_base);
+    job.cgroups = catalog_.executor().mutable_cgroups();
+    job.line = [this](const std::string& line) { Message(line); };
+    job.cancelled = [this] { return cancelled(); };
+    const absl::Time started = absl::Now();
+    absl::StatusOr<std::string> archive = RunBuild(job);
+    if (!archive.ok()) {
+      spdlog::info("template build {} for tenant {} failed: {}", header().name(), tenant_,
+                   archive.status().ToString());
+      return archive.status();
+    }
+    Message(absl::StrCat("built in ", absl::FormatDuration(absl::Trunc(absl::Now() - started, absl::Milliseconds(100))),
+                         "; importing the image"));
+    const std::string layout = staging() + "/image";
+    if (mkdir(layout.c_str(), 0700) != 0) return absl::ErrnoToStatus(errno, "mkdir " + layout);
+    {
+      UniqueFd file(open(archive->c_str(), O_RDONLY | O_CLOEXEC));
+      if (!file) return absl::ErrnoToStatus(errno, "open the built image");
+      absl::Status extracted = images::ExtractImageArchive(file.get(), layout, options.max_image_bytes);
+      if (!extracted.ok()) return extracted;
+    }
+    // The build's storage, before the import takes its room.
+    images::RemoveTree(staging() + "/build").IgnoreError();
+    TemplateCatalog::ImportCall call;
+    call.tenant = tenant_;
+    call.name = header().name();
+    call.private_template = header().private_();
+    call.progress = [this](const images::ImportProgress& p) { Message(p.message, p.bytes_done, p.bytes_total); };
+    absl::StatusOr<images::TemplateInfo> info = catalog_.Import(call, layout);
+    if (!info.ok()) return info.status();
+    v1::TemplateProgress done;
+    FillTemplate(*info, done.mutable_template_());
+    Push(std::move(done));
+    tasks_.Run([&catalog = catalog_] { catalog.store().PurgeGarbage(); });
+    return absl::OkStatus();
+  }
+
+  TemplateCatalog& catalog_;
+  Tasks& tasks_;
+  const std::string tenant_;
+  CheckedDockerfile dockerfile_;
+  std::vector<images::TemplateInfo> bases_;
+};
+
 }  // namespace
 
 void FillTemplate(const images::TemplateInfo& info, v1::Template* out) {
@@ -295,6 +403,18 @@ grpc::ServerBidiReactor<v1::ImportTemplateRequest, v1::TemplateProgress>* Templa
     grpc::CallbackServerContext* ctx) {
   absl::StatusOr<std::string> tenant = tenancy_->TenantOf(*ctx);
   auto* reactor = new ImportReactor(catalog_, tasks_, tenant.ok() ? *tenant : "");
+  if (!tenant.ok()) {
+    reactor->Close(tenant.status());
+  } else {
+    reactor->Begin();
+  }
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::BuildTemplateRequest, v1::TemplateProgress>* TemplateService::BuildTemplate(
+    grpc::CallbackServerContext* ctx) {
+  absl::StatusOr<std::string> tenant = tenancy_->TenantOf(*ctx);
+  auto* reactor = new BuildReactor(catalog_, tasks_, tenant.ok() ? *tenant : "");
   if (!tenant.ok()) {
     reactor->Close(tenant.status());
   } else {

@@ -27,6 +27,8 @@ class TemplateService final : public v1::Templates::CallbackService {
 
   grpc::ServerBidiReactor<v1::ImportTemplateRequest, v1::TemplateProgress>* ImportTemplate(
       grpc::CallbackServerContext* ctx) override;
+  grpc::ServerBidiReactor<v1::BuildTemplateRequest, v1::TemplateProgress>* BuildTemplate(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* ListTemplates(grpc::CallbackServerContext* ctx, const v1::ListTemplatesRequest* request,
                                           v1::ListTemplatesResponse* response) override;
   grpc::ServerUnaryReactor* GetTemplate(grpc::CallbackServerContext* ctx, const v1::GetTemplateRequest* request,

@@ -48,8 +48,8 @@ echo "built $deb"
 control=$(dpkg-deb --field "$deb")
 check "Depends names Debian's gRPC and the Python runtime" \
   grep -Eq '^Depends:.*libgrpc\+\+1\.51.*nodejs.*python3-numpy' <<<"$control"
-check "Recommends names the interpreters of TypeScript, R and Java" \
-  grep -Eq '^Recommends:.*node-typescript.*r-base-core.*python3-rpy2.*default-jdk-headless' <<<"$control"
+check "Recommends names the interpreters of TypeScript, R and Java, and buildah" \
+  grep -Eq '^Recommends:.*node-typescript.*r-base-core.*python3-rpy2.*default-jdk-headless.*buildah' <<<"$control"
 contents=$(dpkg-deb --contents "$deb" | awk '{print $6}')
 for path in ./usr/bin/wardend ./usr/bin/warden-keeper ./usr/bin/warden ./usr/bin/warden-run ./usr/bin/warden-python-zygote \
     ./usr/bin/warden-gateway ./usr/lib/warden/container-entrypoint ./usr/share/man/man1/warden-gateway.1.gz \

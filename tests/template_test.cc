@@ -17,7 +17,10 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -78,6 +81,29 @@ Imported Import(v1::Templates::Stub& stub, const std::string& archive, const std
     part.set_chunk(chunk.data(), static_cast<size_t>(in.gcount()));
     if (!stream->Write(part)) break;
   }
+  stream->WritesDone();
+  Imported out;
+  v1::TemplateProgress progress;
+  while (stream->Read(&progress)) {
+    if (progress.has_template_()) out.template_ = progress.template_();
+    if (!progress.message().empty()) out.messages.push_back(progress.message());
+  }
+  out.status = stream->Finish();
+  return out;
+}
+
+// Builds a Dockerfile without a context over BuildTemplate: its status,
+// the template, and buildah's lines.
+Imported Build(v1::Templates::Stub& stub, const std::string& dockerfile, const std::string& name,
+               const std::string& token) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  ctx.AddMetadata("authorization", "Bearer " + token);
+  auto stream = stub.BuildTemplate(&ctx);
+  v1::BuildTemplateRequest header;
+  header.mutable_header()->set_name(name);
+  header.mutable_header()->set_dockerfile(dockerfile);
+  stream->Write(header);
   stream->WritesDone();
   Imported out;
   v1::TemplateProgress progress;
@@ -420,6 +446,105 @@ TEST_F(TemplateTest, TenantsManageTheirOwnTemplatesOnlyWhereTheOperatorAllowsIt)
   del.set_name("mine");
   del.set_public_(false);
   EXPECT_TRUE(templates_->DeleteTemplate(Context(kAlice).get(), del, &deleted).ok());
+}
+
+// `warden template build` through the real CLI: a Dockerfile FROM the
+// busybox template, whose COPY brings a file and a bash (with the
+// libraries it loads) from the context, whose RUN installs busybox's
+// applets and records who ran it and which network interfaces it had,
+// and whose ENV, WORKDIR and USER set the template's config. Its sandbox
+// then behaves as the Dockerfile says.
+TEST_F(TemplateTest, ADockerfileBuildsATemplateWhoseSandboxBehavesAsItSays) {
+  const std::string context = *dir_ + "/context";
+  std::filesystem::create_directories(context + "/files");
+  std::ofstream(context + "/greeting.txt") << "a file from the context\n";
+  std::string dockerfile = "# the test's\nFROM busybox\n";
+  std::vector<std::string> copied = {"/bin/bash"};
+  for (absl::string_view line : absl::StrSplit(Output("ldd /bin/bash"), '\n')) {
+    for (absl::string_view word : absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+      if (absl::StartsWith(word, "/")) {
+        copied.emplace_back(word);
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < copied.size(); ++i) {
+    std::filesystem::copy_file(copied[i], absl::StrCat(context, "/files/", i));
+    absl::StrAppend(&dockerfile, "COPY files/", i, " ", copied[i], "\n");
+  }
+  dockerfile += R"DF(COPY greeting.txt /srv/app/
+RUN /bin/busybox --install -s /bin \
+ && echo "made by uid $(id -u)" > /srv/app/made \
+ && tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' > /srv/app/interfaces \
+ && tr -s ' ' < /proc/self/uid_map > /srv/app/uid_map \
+ && ls -d /proc/[0-9]* | wc -l > /srv/app/processes
+ENV GREETING="hello from the Dockerfile"
+WORKDIR /srv/app
+USER 1000
+)DF";
+  std::ofstream(context + "/Dockerfile") << dockerfile;
+
+  const std::string command = absl::StrCat("WARDEN_ADDR=", daemon_->listening().front(), " WARDEN_TOKEN=", kOperator,
+                                           " ", WARDEN_BIN_DIR, "/warden template build ", context,
+                                           " --name built 2>&1; echo exit=$?");
+  const std::string out = Output(command);
+  EXPECT_THAT(out, HasSubstr("STEP 1/")) << out;  // buildah's progress, as it came
+  ASSERT_TRUE(absl::EndsWith(out, "\nbuilt\nexit=0")) << out;
+
+  v1::GetTemplateRequest get;
+  get.set_name("built");
+  v1::Template t;
+  ASSERT_TRUE(templates_->GetTemplate(Context().get(), get, &t).ok());
+  EXPECT_THAT(t.env(), ::testing::Contains("GREETING=hello from the Dockerfile"));
+  EXPECT_EQ(t.working_dir(), "/srv/app");
+  EXPECT_EQ(t.user(), "1000");
+  EXPECT_TRUE(LanguageOf(t, v1::LANGUAGE_BASH).available()) << t.DebugString();
+  EXPECT_EQ(t.layers_size(), 2) << t.DebugString();  // the base's files, then the build's
+
+  // RUN ran as the image's root, which is an unprivileged host id (the
+  // build's namespace maps templates.build_host_id_base on), with no
+  // network but a loopback and none of the host's processes in sight.
+  v1::ExecuteResponse r = Execute(
+      "cd /srv/app; cat greeting.txt made interfaces uid_map; echo \"$GREETING\"; id -u; cat processes", "", "built",
+      v1::LANGUAGE_BASH);
+  const std::vector<std::string> lines = absl::StrSplit(r.stdout(), '\n');
+  ASSERT_EQ(lines.size(), 8u) << r.DebugString();
+  EXPECT_EQ(absl::StrJoin(lines.begin(), lines.begin() + 6, "\n"),
+            "a file from the context\nmade by uid 0\nlo\n 0 1000000 65536\nhello from the Dockerfile\n1000");
+  int processes = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(lines[6], &processes)) << r.DebugString();
+  EXPECT_LT(processes, 30) << "the build's /proc shows the host's processes";
+
+  v1::DeleteTemplateRequest del;
+  del.set_name("built");
+  del.set_public_(true);
+  v1::DeleteTemplateResponse deleted;
+  EXPECT_TRUE(templates_->DeleteTemplate(Context().get(), del, &deleted).ok());
+}
+
+// What fails says where and why: a failing step by its number and text,
+// a Dockerfile reaching for a registry or the network before anything
+// runs, a tenant the operator did not allow.
+TEST_F(TemplateTest, AFailingBuildSaysWhichStepAndWhy) {
+  Imported failed = Build(*templates_, "FROM busybox\nRUN echo one\nRUN echo broken >&2; exit 3\n", "broken",
+                          kOperator);
+  EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(failed.status.error_message(), HasSubstr("STEP 3/3 (RUN echo broken >&2; exit 3)"));
+  EXPECT_THAT(failed.status.error_message(), HasSubstr("exit status 3"));
+  EXPECT_THAT(failed.messages, ::testing::Contains("broken"));
+
+  Imported registry = Build(*templates_, "FROM docker.io/library/debian:12\n", "x", kOperator);
+  EXPECT_EQ(registry.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(registry.status.error_message(), HasSubstr("pulls from no registry"));
+  Imported missing = Build(*templates_, "FROM not-imported\n", "x", kOperator);
+  EXPECT_EQ(missing.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(missing.status.error_message(), HasSubstr("there are: "));
+  Imported network = Build(*templates_, "FROM busybox\nRUN \\\n  --network=host true\n", "x", kOperator);
+  EXPECT_EQ(network.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(network.status.error_message(), HasSubstr("line 2: RUN: RUN takes no flags"));
+  Imported bob = Build(*templates_, "FROM busybox\n", "x", kBob);
+  EXPECT_EQ(bob.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  for (const Imported* i : {&failed, &registry, &missing, &network, &bob}) EXPECT_EQ(i->template_.name(), "");
 }
 
 TEST_F(TemplateTest, APoolNamesItsTemplateAndServesOneShotsWarm) {
