@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <string.h>  // strerrordesc_np
 #include <sys/mount.h>  // glibc 2.36: mount_setattr
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -180,7 +181,8 @@ struct ChildPlan {
   const int error = errno;
   (void)!write(fd, what, strlen(what));
   (void)!write(fd, ": ", 2);
-  const char* text = strerror(error);  // glibc's table: no allocation
+  const char* text = strerrordesc_np(error);  // a static string: safe after clone
+  if (text == nullptr) text = "unknown error";
   (void)!write(fd, text, strlen(text));
   (void)!write(fd, "\n", 1);
   _exit(125);
