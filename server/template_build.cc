@@ -362,7 +362,9 @@ absl::StatusOr<std::string> RunBuild(const BuildJob& job) {
     if (!base.config.entrypoint.empty()) {
       absl::StrAppend(&config, " --entrypoint ", Quote(nlohmann::json(base.config.entrypoint).dump()));
     }
-    if (!base.config.cmd.empty()) absl::StrAppend(&config, " --cmd ", Quote(absl::StrJoin(base.config.cmd, " ")));
+    if (!base.config.cmd.empty()) {
+      absl::StrAppend(&config, " --cmd ", Quote(nlohmann::json(base.config.cmd).dump()));  // exec form
+    }
     absl::StrAppend(&script, "c=$($B from scratch)\n$B add --quiet \"$c\" /tmp/base-", i, ".tar / >/dev/null\n");
     if (!config.empty()) absl::StrAppend(&script, "$B config", config, " \"$c\"\n");
     absl::StrAppend(&script, "$B commit --quiet \"$c\" ", BaseImage(i), " >/dev/null\n$B rm \"$c\" >/dev/null\n",
