@@ -746,6 +746,19 @@ absl::Status DaemonOptions::Validate() const {
     p.Add(absl::StrCat("executor.host_id_base + host_id_count is ", id_end,
                        "; the range must end below 4294967295"));
   }
+  // A template build's steps run as root of its own 65536 host ids
+  // (server/template_build.h): never ids a sandbox runs as.
+  const uint64_t build_base = static_cast<uint64_t>(std::max<int64_t>(templates.build_host_id_base, 0));
+  const uint64_t build_end = build_base + 65'536;
+  if (build_base < id_end && id_base < build_end) {
+    p.Add(absl::StrCat("templates.build_host_id_base is ", build_base, ": its 65536 ids [", build_base, ", ",
+                       build_end, ") overlap the sandboxes' [", id_base, ", ", id_end,
+                       ") (executor.host_id_base, host_id_count); move one of them"));
+  }
+  if (build_base < 65'536 || build_end > 0xFFFF'FFFFull) {
+    p.Add(absl::StrCat("templates.build_host_id_base is ", build_base,
+                       "; use an unused range above 65535 and below 4294901760, such as 1000000"));
+  }
 
   if (!kernels_dir.empty()) {
     struct stat st;

@@ -729,6 +729,11 @@ const Rule kRules[] = {
        o.executor.host_id_count = 0x10000;
      },
      "the range must end below 4294967295"},
+    {"BuildIdsOverlapTheSandboxes",
+     [](DaemonOptions& o) { o.templates.build_host_id_base = o.executor.host_id_base + 100; },
+     "overlap the sandboxes'"},
+    {"BuildIdsOfRealUsers", [](DaemonOptions& o) { o.templates.build_host_id_base = 1000; },
+     "templates.build_host_id_base is 1000; use an unused range above 65535"},
     {"RelativeWheelhouse", [](DaemonOptions& o) { o.pools[0].wheelhouse = "wheels"; },
      "pools[0].wheelhouse is 'wheels': use an absolute path"},
     {"MissingWheelhouse", [](DaemonOptions& o) { o.pools[0].wheelhouse = "/nonexistent/wheels"; },
