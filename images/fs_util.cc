@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -11,6 +13,7 @@
 
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -201,6 +204,40 @@ absl::StatusOr<TreeUsage> MeasureTree(const std::string& path) {
   TreeUsage usage;
   RETURN_IF_ERROR(Measure(dir.get(), &usage, 0));
   return usage;
+}
+
+absl::Status RunProgram(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
+  UniqueFd out_r(pipe_fds[0]), out_w(pipe_fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char* env[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), const_cast<char*>("LANG=C"), nullptr};
+  pid_t pid;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env);
+  posix_spawn_file_actions_destroy(&actions);
+  out_w.Reset();
+  if (rc != 0) return absl::ErrnoToStatus(rc, absl::StrCat("run ", argv[0]));
+  std::string output;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(out_r.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (output.size() < 4096) output.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat(argv[0], " failed: ", absl::StripAsciiWhitespace(output)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace warden::images

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -55,5 +56,10 @@ absl::StatusOr<TreeUsage> MeasureTree(const std::string& path);
 
 // A name for a temporary entry: `prefix` and 16 random hex digits.
 std::string RandomName(absl::string_view prefix);
+
+// Runs the program argv[0] (an absolute path) with PATH set to the host's
+// system directories and LANG=C, and waits; its output (the first 4 KiB)
+// is the error's text if it fails.
+absl::Status RunProgram(const std::vector<std::string>& argv);
 
 }  // namespace warden::images

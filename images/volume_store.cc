@@ -45,41 +45,6 @@ absl::Status CheckTenant(const std::string& tenant) {
   return absl::OkStatus();
 }
 
-// Runs `argv` and waits; its output goes nowhere but into an error.
-absl::Status RunProgram(const std::vector<std::string>& argv) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe2");
-  UniqueFd out_r(pipe_fds[0]), out_w(pipe_fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  char* env[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), const_cast<char*>("LANG=C"), nullptr};
-  pid_t pid;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env);
-  posix_spawn_file_actions_destroy(&actions);
-  out_w.Reset();
-  if (rc != 0) return absl::ErrnoToStatus(rc, absl::StrCat("run ", argv[0]));
-  std::string output;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(out_r.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (output.size() < 4096) output.append(buf, static_cast<size_t>(n));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat(argv[0], " failed: ", output));
-  }
-  return absl::OkStatus();
-}
-
 // The loop device already backed by the file `st` describes (another
 // session, another wardend on this host), opened; or none.
 UniqueFd ExistingLoop(const struct stat& st) {

@@ -124,41 +124,6 @@ class Checker {
   int stages_ = 0;
 };
 
-// Runs a program of the host (argv[0] absolute) and waits; its output is
-// the error's text.
-absl::Status RunHostProgram(const std::vector<std::string>& argv) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
-  UniqueFd out_r(pipe_fds[0]), out_w(pipe_fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  char path_env[] = "PATH=/usr/bin:/bin";
-  char* env[] = {path_env, nullptr};
-  pid_t pid;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env);
-  posix_spawn_file_actions_destroy(&actions);
-  out_w.Reset();
-  if (rc != 0) return absl::ErrnoToStatus(rc, absl::StrCat("cannot run ", argv[0]));
-  std::string output;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = read(out_r.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (output.size() < 4096) output.append(buffer, static_cast<size_t>(n));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(argv[0], " failed: ", absl::StripAsciiWhitespace(output)));
-}
-
 // What the child of the build's namespaces does, prepared beforehand: it
 // may only make system calls (the daemon has threads).
 struct ChildPlan {
@@ -352,7 +317,7 @@ absl::StatusOr<std::string> RunBuild(const BuildJob& job) {
     const images::TemplateInfo& base = job.bases[i];
     if (job.line) job.line(absl::StrCat("FROM ", base.name, ": the template's files (", base.size_bytes >> 20, " MiB)"));
     const std::string tar = absl::StrCat(build, "/base-", i, ".tar");
-    RETURN_IF_ERROR(RunHostProgram({"/bin/tar", "--numeric-owner", "--xattrs", "--xattrs-include=user.*", "-C",
+    RETURN_IF_ERROR(images::RunProgram({"/bin/tar", "--numeric-owner", "--xattrs", "--xattrs-include=user.*", "-C",
                                     base.root_path, "-cf", tar, "."}));
     chmod(tar.c_str(), 0644);
     std::string config;
